@@ -1,0 +1,102 @@
+/* hone-backend.h — the backend vtable: where a model's forward pass runs.
+ *
+ * A backend object lives on the engine thread and is used from that thread
+ * only. Backends: "cpu" (src/core/cpu, always present) and "cuda"
+ * (src/core/cuda, when built and a usable GPU is found).
+ *
+ * Sequences: each sequence owns a KV cache of up to max_tokens positions.
+ * forward() appends tokens to a sequence at positions [len, len+n) and returns
+ * logits; truncate() drops positions from the end (chat turns, regenerate).
+ */
+#pragma once
+
+#include <glib.h>
+#include <gio/gio.h>
+#include "hone-model.h"
+
+G_BEGIN_DECLS
+
+typedef struct _HoneBackend HoneBackend;
+
+typedef enum {
+  HONE_BACKEND_CAP_INT8_KV       = 1 << 0,  /* int8 KV cache available */
+  HONE_BACKEND_CAP_SPECULATIVE   = 1 << 1,  /* speculative decoding available */
+  HONE_BACKEND_CAP_PD_SPLIT      = 1 << 2,  /* prefill/decode split available */
+  HONE_BACKEND_CAP_GPU_SAMPLING  = 1 << 3,  /* sample() runs on the device */
+} HoneBackendCaps;
+
+typedef struct {
+  int n_threads;          /* CPU: worker threads (0 = all cores) */
+  int device;             /* CUDA: device index */
+  int max_context;        /* tokens per sequence the KV cache is sized for (0 = model's) */
+  gboolean int8_kv;       /* quantize the KV cache to int8 (if CAP_INT8_KV) */
+  gint64 memory_budget;   /* bytes the backend may use (0 = no limit) */
+} HoneBackendOptions;
+
+typedef struct {
+  gint64 weights;         /* bytes held for weights (mapped or uploaded) */
+  gint64 kv_cache;        /* bytes of KV cache allocated */
+  gint64 workspace;       /* scratch buffers */
+  gint64 other;           /* graphs, handles, … */
+  gint64 used;            /* process RSS (cpu) or device memory in use (cuda) */
+  gint64 total;           /* RAM or VRAM total */
+  gint64 peak;            /* peak of used since load */
+} HoneMemoryReport;
+
+/* One step of work on one sequence. */
+typedef struct {
+  int seq;                  /* sequence id from seq_new() */
+  const gint32 *tokens;     /* tokens to append */
+  int n_tokens;
+  gboolean all_logits;      /* TRUE: logits of every token; FALSE: of the last only */
+  float *logits;            /* out: (all_logits ? n_tokens : 1) × vocab floats */
+} HoneBatch;
+
+typedef void (*HoneProgressFunc) (double fraction, gpointer user_data);
+
+typedef struct {
+  const char *name;
+  /* Make @model runnable (CPU: build views/thread pool; CUDA: upload). The
+   * backend takes a ref on the model. Cancellable, reports progress 0..1. */
+  gboolean (*load) (HoneBackend *self, HoneModel *model, const HoneBackendOptions *options,
+                    HoneProgressFunc progress, gpointer progress_data,
+                    GCancellable *cancellable, GError **error);
+  void     (*unload) (HoneBackend *self);
+  /* Bytes load() would need for @model at @options (weights + KV + workspace). */
+  gint64   (*estimate) (HoneBackend *self, HoneModel *model, const HoneBackendOptions *options);
+  HoneBackendCaps (*caps) (HoneBackend *self);
+
+  int      (*seq_new) (HoneBackend *self, GError **error);   /* -1 on error */
+  void     (*seq_free) (HoneBackend *self, int seq);
+  int      (*seq_length) (HoneBackend *self, int seq);
+  void     (*seq_truncate) (HoneBackend *self, int seq, int n_tokens);
+
+  gboolean (*forward) (HoneBackend *self, HoneBatch *batch, GCancellable *cancellable, GError **error);
+
+  void     (*memory) (HoneBackend *self, HoneMemoryReport *report);
+  void     (*free) (HoneBackend *self);
+} HoneBackendClass;
+
+struct _HoneBackend {
+  const HoneBackendClass *klass;
+};
+
+/* Constructors; NULL + error when unavailable (e.g. no GPU: the message says why). */
+HoneBackend *hone_cpu_backend_new (GError **error);
+HoneBackend *hone_cuda_backend_new (int device, GError **error);
+
+/* Thin dispatch helpers. */
+static inline gboolean
+hone_backend_forward (HoneBackend *self, HoneBatch *batch, GCancellable *cancellable, GError **error)
+{
+  return self->klass->forward (self, batch, cancellable, error);
+}
+
+static inline void
+hone_backend_free (HoneBackend *self)
+{
+  if (self != NULL)
+    self->klass->free (self);
+}
+
+G_END_DECLS

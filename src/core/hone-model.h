@@ -1,0 +1,126 @@
+/* hone-model.h — a model: its config and its weights, from GGUF or a HF folder.
+ *
+ * HoneModel is a plain ref-counted struct (hot paths read it directly). It owns
+ * the backing files (mmapped GGUF or safetensors shards), the tokenizer and the
+ * chat template source. Weights are HoneTensor views into the mapping, in their
+ * stored type; nothing is expanded at load.
+ *
+ * RoPE pairing. HF llama checkpoints rotate half-split pairs (i, i+d/2) — NeoX
+ * style. llama.cpp's converter permutes the Q/K rows of llama-architecture
+ * GGUFs so that adjacent pairs (2i, 2i+1) give the same result. We keep the
+ * stored rows and record the pairing the rows need in config.rope_pairing, so
+ * both sources compute the same model. hone_model_permute_qk_rows() converts
+ * between the two row orders (export, tests).
+ */
+#pragma once
+
+#include <glib.h>
+#include "hone-tensor.h"
+
+G_BEGIN_DECLS
+
+typedef struct _HoneTokenizer HoneTokenizer;
+
+typedef enum {
+  HONE_ARCH_LLAMA,   /* Llama-2/3, Mistral, SmolLM, TinyLlama */
+  HONE_ARCH_QWEN2,   /* q/k/v bias, NeoX RoPE */
+  HONE_ARCH_QWEN3,   /* q/k RMSNorm per head, NeoX RoPE */
+} HoneArch;
+
+typedef enum {
+  HONE_ROPE_PAIRS_ADJACENT,   /* (2i, 2i+1): llama GGUF row order */
+  HONE_ROPE_PAIRS_HALF,       /* (i, i + head_dim/2): HF order, qwen2/3 everywhere */
+} HoneRopePairing;
+
+typedef enum {
+  HONE_ROPE_SCALING_NONE,
+  HONE_ROPE_SCALING_LINEAR,
+  HONE_ROPE_SCALING_LLAMA3,
+} HoneRopeScalingType;
+
+typedef struct {
+  HoneRopeScalingType type;
+  float factor;                 /* linear and llama3 */
+  float low_freq_factor;        /* llama3 */
+  float high_freq_factor;       /* llama3 */
+  int original_context;         /* llama3: original_max_position_embeddings */
+} HoneRopeScaling;
+
+typedef enum {
+  HONE_MODEL_SOURCE_GGUF,
+  HONE_MODEL_SOURCE_SAFETENSORS,
+} HoneModelSource;
+
+typedef struct {
+  HoneArch arch;
+  char arch_name[32];           /* as stored: "llama", "qwen2", "qwen3" */
+  int n_layers;
+  int hidden;                   /* embedding length */
+  int n_heads;
+  int n_kv_heads;
+  int head_dim;                 /* usually hidden / n_heads; qwen3 sets it explicitly */
+  int ffn;                      /* intermediate size */
+  int vocab;
+  int max_context;              /* trained context length */
+  float rope_theta;
+  HoneRopeScaling rope_scaling;
+  HoneRopePairing rope_pairing;
+  float rms_eps;
+  gboolean tied_embeddings;     /* lm_head = token embeddings */
+  gboolean qkv_bias;            /* qwen2 */
+  gboolean qk_norm;             /* qwen3 */
+} HoneModelConfig;
+
+typedef struct {
+  HoneTensor attn_norm;         /* [hidden] */
+  HoneTensor wq, wk, wv, wo;    /* [hidden -> n_heads*head_dim], [hidden -> n_kv*head_dim] ×2, [n_heads*head_dim -> hidden] */
+  HoneTensor bq, bk, bv;        /* qwen2 only */
+  HoneTensor q_norm, k_norm;    /* qwen3 only: [head_dim] */
+  HoneTensor ffn_norm;          /* [hidden] */
+  HoneTensor w_gate, w_up;      /* [hidden -> ffn] */
+  HoneTensor w_down;            /* [ffn -> hidden] */
+} HoneLayerWeights;
+
+typedef struct _HoneModel HoneModel;
+struct _HoneModel {
+  gint ref_count;
+  char *path;                   /* the GGUF file or the HF folder */
+  HoneModelSource source;
+  HoneModelConfig config;
+  HoneTensor tok_embd;          /* [hidden × vocab] (ne = {hidden, vocab}) */
+  HoneTensor output_norm;       /* [hidden] */
+  HoneTensor output;            /* lm_head; when tied, a copy of tok_embd's view */
+  HoneLayerWeights *layers;     /* n_layers */
+  HoneTokenizer *tokenizer;     /* never NULL once opened */
+  char *chat_template;          /* NULL when the model has none */
+  char *name;                   /* human name (general.name, or folder name) */
+  gint64 file_bytes;            /* bytes of weight files on disk */
+  gpointer priv;                /* backing files; see hone-model.c */
+};
+
+/* Open a GGUF file, a HF folder (config.json + *.safetensors + tokenizer.json),
+ * or a path to a config.json/model.safetensors inside such a folder. */
+HoneModel *hone_model_open (const char *path, GError **error);
+HoneModel *hone_model_ref (HoneModel *model);
+void       hone_model_unref (HoneModel *model);
+
+/* Fill a config from GGUF metadata or a HF config.json (also used by `hone info`
+ * before loading weights). Unknown architecture → HONE_ERROR_UNSUPPORTED_ARCH. */
+typedef struct _HoneGguf HoneGguf;
+gboolean hone_model_config_from_gguf (HoneModelConfig *config, const HoneGguf *gguf, GError **error);
+gboolean hone_model_config_from_json (HoneModelConfig *config, const char *config_json, gssize length, GError **error);
+
+/* Number of parameters (elements of all weight tensors). */
+gint64   hone_model_n_params (const HoneModel *model);
+/* Bytes of the KV cache for n_ctx tokens at the given bytes per element (2 for f16). */
+gint64   hone_model_kv_bytes (const HoneModelConfig *config, int n_ctx, int bytes_per_elem);
+
+/* Reorder the rows of a Q or K weight (or bias) between HF (half-split) and
+ * llama-GGUF (adjacent-pair) order. rows = n_heads*head_dim, row_bytes per row.
+ * to_gguf = TRUE: HF → GGUF. dst and src must not overlap. */
+void     hone_model_permute_qk_rows (void *dst, const void *src, int n_heads, int head_dim,
+                                     size_t row_bytes, gboolean to_gguf);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HoneModel, hone_model_unref)
+
+G_END_DECLS

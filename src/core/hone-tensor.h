@@ -1,0 +1,51 @@
+/* hone-tensor.h — a view of one stored tensor (weights stay where they are stored). */
+#pragma once
+
+#include "hone-dtype.h"
+
+G_BEGIN_DECLS
+
+#define HONE_TENSOR_MAX_DIMS 4
+
+/* ne[] is innermost-first, as in GGUF: for a weight matrix used as y = W·x,
+ * ne[0] is the input features (the row length, along which blocks run) and
+ * ne[1] the output features (the number of rows). A safetensors [out, in]
+ * tensor maps to ne = {in, out}. Rows are contiguous, row stride is
+ * hone_dtype_row_bytes (type, ne[0]). */
+typedef struct {
+  const char *name;       /* owned by whoever owns the backing file */
+  HoneDType type;
+  int n_dims;
+  int64_t ne[HONE_TENSOR_MAX_DIMS];
+  const void *data;       /* NULL: tensor absent (optional weights) */
+  size_t nbytes;
+} HoneTensor;
+
+static inline gboolean
+hone_tensor_present (const HoneTensor *t)
+{
+  return t != NULL && t->data != NULL;
+}
+
+static inline int64_t
+hone_tensor_n_elements (const HoneTensor *t)
+{
+  int64_t n = 1;
+  for (int i = 0; i < t->n_dims; i++)
+    n *= t->ne[i];
+  return n;
+}
+
+static inline size_t
+hone_tensor_row_bytes (const HoneTensor *t)
+{
+  return hone_dtype_row_bytes (t->type, t->ne[0]);
+}
+
+static inline const void *
+hone_tensor_row (const HoneTensor *t, int64_t row)
+{
+  return (const char *) t->data + (size_t) row * hone_tensor_row_bytes (t);
+}
+
+G_END_DECLS
