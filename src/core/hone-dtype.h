@@ -84,7 +84,9 @@ size_t      hone_dtype_row_bytes (HoneDType type, int64_t n);
 /* Dequantize n elements (a multiple of the block size) from src to f32. */
 void        hone_dequantize_row (HoneDType type, const void *src, float *dst, int64_t n);
 /* Quantize n f32 values into type's layout (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K),
- * the way llama.cpp's reference quantizers do (used by writers and test-model generators).
+ * the way llama.cpp's reference quantizers do (used by writers and test-model generators):
+ * quantize_row_*_ref, with make_qkx2_quants (Q4_K) and make_qx_quants (Q6_K) search —
+ * byte-identical to libggml's output in tests/test-dtype.c (/dtype/quant/vs-ggml).
  * Returns FALSE for types it cannot produce. */
 gboolean    hone_quantize_row (HoneDType type, const float *src, void *dst, int64_t n);
 

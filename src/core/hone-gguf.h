@@ -53,7 +53,9 @@ gboolean    hone_gguf_get_bool (const HoneGguf *gguf, const char *key, gboolean 
 const char *hone_gguf_get_string (const HoneGguf *gguf, const char *key, gsize *length);
 char       *hone_gguf_dup_string (const HoneGguf *gguf, const char *key);
 /* Arrays of numbers: pointer to the packed little-endian elements (unaligned
- * access: read with memcpy), count and element type. NULL if absent / not an array. */
+ * access: read with memcpy), count and element type. NULL if absent / not an array.
+ * For arrays of strings or of arrays the pointer is the raw (validated) encoding:
+ * check elem_type; use hone_gguf_get_array_string for strings. */
 const void *hone_gguf_get_array (const HoneGguf *gguf, const char *key, HoneGgufType *elem_type, guint64 *n);
 /* Arrays of strings: element i (pointer into the mapping + length), O(1). */
 const char *hone_gguf_get_array_string (const HoneGguf *gguf, const char *key, guint64 i, gsize *length);
@@ -89,6 +91,10 @@ void        hone_gguf_writer_copy_kv (HoneGgufWriter *writer, const HoneGguf *fr
 /* ne innermost-first. Data copied; nbytes must equal the type/shape size. */
 gboolean    hone_gguf_writer_add_tensor (HoneGgufWriter *writer, const char *name, HoneDType type,
                                          int n_dims, const int64_t *ne, const void *data, gsize nbytes, GError **error);
+/* Additive: like add_tensor but keeps a reference on @data instead of copying
+ * (large models: wrap a mapping or a buffer with g_bytes_new_with_free_func). */
+gboolean    hone_gguf_writer_add_tensor_bytes (HoneGgufWriter *writer, const char *name, HoneDType type,
+                                               int n_dims, const int64_t *ne, GBytes *data, GError **error);
 /* Write atomically (temp file in the same folder, fsync, rename). version 3 unless set. */
 void        hone_gguf_writer_set_version (HoneGgufWriter *writer, guint32 version);
 gboolean    hone_gguf_writer_write (HoneGgufWriter *writer, const char *path, GError **error);
