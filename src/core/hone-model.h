@@ -96,6 +96,10 @@ struct _HoneModel {
   char *name;                   /* human name (general.name, or folder name) */
   gint64 file_bytes;            /* bytes of weight files on disk */
   gpointer priv;                /* backing files; see hone-model.c */
+  /* Llama-3.1-style GGUFs carry RoPE scaling as per-frequency divisors
+   * (rope_freqs.weight, F32, ne = {head_dim/2}) instead of rope.scaling.*:
+   * angle_i = pos · theta^(−2i/head_dim) / rope_freqs[i]. Absent otherwise. */
+  HoneTensor rope_freqs;
 };
 
 /* Open a GGUF file, a HF folder (config.json + *.safetensors + tokenizer.json),
@@ -109,6 +113,20 @@ void       hone_model_unref (HoneModel *model);
 typedef struct _HoneGguf HoneGguf;
 gboolean hone_model_config_from_gguf (HoneModelConfig *config, const HoneGguf *gguf, GError **error);
 gboolean hone_model_config_from_json (HoneModelConfig *config, const char *config_json, gssize length, GError **error);
+
+/* Check a filled config: sizes > 0 and within sane bounds, heads divisible
+ * by KV heads, head_dim even, finite positive rope_theta / rms_eps / scaling.
+ * Failures use @code (HONE_ERROR_INVALID_JSON for config.json,
+ * HONE_ERROR_FILE_CORRUPT for GGUF metadata) and name @source. */
+gboolean hone_model_config_validate (const HoneModelConfig *config, int code, const char *source, GError **error);
+
+/* The tensor names a model of @config needs, as stored in each scheme:
+ * GGUF ("blk.3.attn_q.weight") or HF ("model.layers.3.self_attn.q_proj.weight").
+ * @what is one of the HoneModel / HoneLayerWeights field names: "tok_embd",
+ * "rope_freqs", "output_norm", "output", "attn_norm", "wq", "wk", "wv", "wo", "bq", "bk",
+ * "bv", "q_norm", "k_norm", "ffn_norm", "w_gate", "w_up", "w_down"; @layer is
+ * ignored for the first four. Returns a newly allocated name or NULL. */
+char    *hone_model_tensor_name (HoneModelSource source, const char *what, int layer);
 
 /* Number of parameters (elements of all weight tensors). */
 gint64   hone_model_n_params (const HoneModel *model);
