@@ -45,7 +45,12 @@ const char    *hone_tokenizer_token_text (const HoneTokenizer *tok, int id);
 int            hone_tokenizer_token_id (const HoneTokenizer *tok, const char *text);  /* -1 if absent */
 
 /* Encode UTF-8 (malformed sequences are handled as the reference does).
- * Appends gint32 ids to @out. length -1: NUL-terminated. */
+ * Appends gint32 ids to @out. length -1: NUL-terminated.
+ * Malformed UTF-8: each byte that does not start a well-formed sequence
+ * becomes U+FFFD before tokenizing (llama.cpp's rule; HF is compared on the
+ * replaced string). Exception, as in llama.cpp: the score-based SPM of GGUF
+ * "llama" vocabularies keeps the raw bytes, which fall back to <0xNN>.
+ * Thread-safe: one tokenizer may encode from several threads at once. */
 gboolean       hone_tokenizer_encode (const HoneTokenizer *tok, const char *text, gssize length,
                                       HoneEncodeFlags flags, GArray *out, GError **error);
 /* Decode ids to bytes (may be invalid UTF-8 if the ids split a character).
