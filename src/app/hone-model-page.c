@@ -1,4 +1,5 @@
 /* hone-model-page.c — see hone-model-page.h. */
+#include <inttypes.h>
 #include "hone-model-page.h"
 
 #include "hone-error.h"
@@ -81,7 +82,7 @@ format_count (gint64 n)
     return g_strdup_printf (_("%.2f billion"), n / 1e9);
   if (n >= 1000000)
     return g_strdup_printf (_("%.1f million"), n / 1e6);
-  return g_strdup_printf ("%" G_GINT64_FORMAT, n);
+  return g_strdup_printf ("%" PRId64, n);
 }
 
 /* ---- recent models -------------------------------------------------------- */

@@ -1,4 +1,5 @@
 /* hone-cli.c — shared pieces of the `hone` subcommands. */
+#include <inttypes.h>
 #include "hone-cli.h"
 
 #include <stdio.h>
@@ -102,7 +103,7 @@ hone_cli_sampling_to_params (const HoneCliSampling *s, HoneSamplerParams *p, GEr
   if (s->seed < -1)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT,
-                   _("invalid --seed %" G_GINT64_FORMAT ": must be ≥ 0"), s->seed);
+                   _("invalid --seed %" PRId64 ": must be ≥ 0"), s->seed);
       return FALSE;
     }
   p->temperature = (float) s->temp;

@@ -1,4 +1,5 @@
 /* hone-cmd-ppl.c — `hone ppl MODEL FILE`: strided-window perplexity. */
+#include <inttypes.h>
 #include "hone-cli.h"
 
 #include <stdio.h>
@@ -102,12 +103,12 @@ hone_cmd_ppl (int argc, char **argv)
       goto out;
     }
   if (json)
-    printf ("{\"perplexity\": %.6f, \"tokens_scored\": %" G_GINT64_FORMAT ", \"windows\": %d, "
+    printf ("{\"perplexity\": %.6f, \"tokens_scored\": %" PRId64 ", \"windows\": %d, "
             "\"context\": %d, \"stride\": %d, \"nll_sum\": %.6f, \"elapsed_ms\": %.1f}\n",
             r.perplexity, r.n_scored, r.n_windows, hone_engine_get_active_context_length (engine),
             stride > 0 ? stride : hone_engine_get_active_context_length (engine), r.nll_sum, r.elapsed_ms);
   else
-    printf (_("perplexity %.4f over %" G_GINT64_FORMAT " tokens scored (%d windows of %d, stride %d, %.1f s)\n"),
+    printf (_("perplexity %.4f over %" PRId64 " tokens scored (%d windows of %d, stride %d, %.1f s)\n"),
             r.perplexity, r.n_scored, r.n_windows, hone_engine_get_active_context_length (engine),
             stride > 0 ? stride : hone_engine_get_active_context_length (engine), r.elapsed_ms / 1000.0);
 

@@ -1,4 +1,5 @@
 /* hone-cmd-tokenize.c — `hone tokenize`: text ↔ token ids with a model's tokenizer. */
+#include <inttypes.h>
 #include "hone-cli.h"
 
 #include <stdio.h>
@@ -41,7 +42,7 @@ parse_ids (const char *text, gsize len, int vocab, GError **error)
       if (v < 0 || v >= vocab)
         {
           g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT,
-                       _("token id %" G_GINT64_FORMAT " at position %u is outside the vocabulary (0..%d)"),
+                       _("token id %" PRId64 " at position %u is outside the vocabulary (0..%d)"),
                        v, i, vocab - 1);
           g_array_unref (ids);
           return NULL;

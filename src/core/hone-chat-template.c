@@ -7,6 +7,7 @@
  * add_generation_prompt, bos_token, eos_token, tools=None, documents=None
  * plus the caller's extra members.
  */
+#include <inttypes.h>
 #include "hone-chat-template.h"
 #include "hone-error.h"
 #include "hone-i18n.h"
@@ -31,12 +32,12 @@ hone_chat_template_new (const char *source, gssize length, GError **error)
   g_return_val_if_fail (source != NULL || length == 0, NULL);
   len = length < 0 ? strlen (source) : (gsize) length;
   if (len > HJ_MAX_STRING) {
-    g_set_error (error, HONE_ERROR, HONE_ERROR_TEMPLATE_LIMIT, _("chat template is too large (%" G_GSIZE_FORMAT " bytes)"),
+    g_set_error (error, HONE_ERROR, HONE_ERROR_TEMPLATE_LIMIT, _("chat template is too large (%" "zu" " bytes)"),
                  len);
     return NULL;
   }
   if (!g_utf8_validate (source, len, &bad)) {
-    g_set_error (error, HONE_ERROR, HONE_ERROR_TEMPLATE_SYNTAX, _("chat template is not valid UTF-8 (byte %" G_GSIZE_FORMAT ")"),
+    g_set_error (error, HONE_ERROR, HONE_ERROR_TEMPLATE_SYNTAX, _("chat template is not valid UTF-8 (byte %" "zu" ")"),
                  (gsize) (bad - source));
     return NULL;
   }

@@ -6,6 +6,7 @@
  * the file (each element needs at least one byte of its own), so a hostile
  * file cannot make us allocate more than a small multiple of its size.
  */
+#include <inttypes.h>
 #include "hone-gguf.h"
 
 #include "hone-error.h"
@@ -68,8 +69,8 @@ need (Cursor *c, gsize n, const char *what)
   if (n <= c->size - c->pos)
     return TRUE;
   g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-               _("GGUF truncated: %s at offset %" G_GSIZE_FORMAT " needs %" G_GUINT64_FORMAT
-                 " bytes, %" G_GSIZE_FORMAT " left"),
+               _("GGUF truncated: %s at offset %" "zu" " needs %" PRIu64
+                 " bytes, %" "zu" " left"),
                what, c->pos, (guint64) n, c->size - c->pos);
   return FALSE;
 }
@@ -109,8 +110,8 @@ read_string (Cursor *c, gsize *off, gsize *len, const char *what)
   if (n > c->size - c->pos)
     {
       g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("GGUF corrupt: %s at offset %" G_GSIZE_FORMAT " has length %" G_GUINT64_FORMAT
-                     " past the end of the file (%" G_GSIZE_FORMAT " bytes left)"),
+                   _("GGUF corrupt: %s at offset %" "zu" " has length %" PRIu64
+                     " past the end of the file (%" "zu" " bytes left)"),
                    what, at, n, c->size - c->pos);
       return FALSE;
     }
@@ -173,7 +174,7 @@ skip_value (Cursor *c, guint32 type, const char *key, int depth)
       if (depth >= GGUF_MAX_ARRAY_DEPTH)
         {
           g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                       _("GGUF corrupt: %s nests arrays deeper than %d at offset %" G_GSIZE_FORMAT),
+                       _("GGUF corrupt: %s nests arrays deeper than %d at offset %" "zu"),
                        key, GGUF_MAX_ARRAY_DEPTH, at);
           return FALSE;
         }
@@ -198,18 +199,18 @@ skip_value (Cursor *c, guint32 type, const char *key, int depth)
           return TRUE;
         }
       g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("GGUF corrupt: %s is an array of unknown type %u at offset %" G_GSIZE_FORMAT),
+                   _("GGUF corrupt: %s is an array of unknown type %u at offset %" "zu"),
                    key, et, at);
       return FALSE;
     too_long:
       g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("GGUF corrupt: %s has an array of %" G_GUINT64_FORMAT " %s elements at offset %"
-                     G_GSIZE_FORMAT " that cannot fit in the file"),
+                   _("GGUF corrupt: %s has an array of %" PRIu64 " %s elements at offset %"
+                     "zu" " that cannot fit in the file"),
                    key, n, gguf_type_name (et), at);
       return FALSE;
     }
   g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-               _("GGUF corrupt: %s has unknown value type %u at offset %" G_GSIZE_FORMAT),
+               _("GGUF corrupt: %s has unknown value type %u at offset %" "zu"),
                key, type, at - 4);
   return FALSE;
 }
@@ -251,7 +252,7 @@ parse_kv (HoneGguf *g, Cursor *c, Kv *kv)
   if (memchr (c->p + key_off, 0, key_len) != NULL)
     {
       g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("GGUF corrupt: metadata key at offset %" G_GSIZE_FORMAT " contains a NUL byte"), at);
+                   _("GGUF corrupt: metadata key at offset %" "zu" " contains a NUL byte"), at);
       return FALSE;
     }
   kv->key = g_strndup ((const char *) c->p + key_off, key_len);
@@ -263,7 +264,7 @@ parse_kv (HoneGguf *g, Cursor *c, Kv *kv)
   if (g_hash_table_contains (g->kv_index, kv->key))
     {
       g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("GGUF corrupt: duplicate metadata key '%s' at offset %" G_GSIZE_FORMAT), kv->key, at);
+                   _("GGUF corrupt: duplicate metadata key '%s' at offset %" "zu"), kv->key, at);
       return FALSE;
     }
   g_hash_table_insert (g->kv_index, kv->key, GUINT_TO_POINTER (g->n_kv + 1));
@@ -293,8 +294,8 @@ parse_kv_value (HoneGguf *g, Cursor *c, Kv *kv, const char *what)
           if (n > (c->size - c->pos) / 8)
             {
               g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                           _("GGUF corrupt: %s has an array of %" G_GUINT64_FORMAT
-                             " strings at offset %" G_GSIZE_FORMAT " that cannot fit in the file"),
+                           _("GGUF corrupt: %s has an array of %" PRIu64
+                             " strings at offset %" "zu" " that cannot fit in the file"),
                            what, n, kv->value_off);
               return FALSE;
             }
@@ -336,7 +337,7 @@ parse_tensor_info (HoneGguf *g, Cursor *c, HoneTensor *t, gsize *rel_off)
   if (memchr (c->p + name_off, 0, name_len) != NULL)
     {
       g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("GGUF corrupt: tensor name at offset %" G_GSIZE_FORMAT " contains a NUL byte"), at);
+                   _("GGUF corrupt: tensor name at offset %" "zu" " contains a NUL byte"), at);
       return FALSE;
     }
   name = g_strndup ((const char *) c->p + name_off, name_len);
@@ -347,7 +348,7 @@ parse_tensor_info (HoneGguf *g, Cursor *c, HoneTensor *t, gsize *rel_off)
   if (n_dims < 1 || n_dims > HONE_TENSOR_MAX_DIMS)
     {
       g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("GGUF corrupt: tensor '%s' at offset %" G_GSIZE_FORMAT " has %u dimensions (1 to %d allowed)"),
+                   _("GGUF corrupt: tensor '%s' at offset %" "zu" " has %u dimensions (1 to %d allowed)"),
                    name, at, n_dims, HONE_TENSOR_MAX_DIMS);
       return FALSE;
     }
@@ -361,8 +362,8 @@ parse_tensor_info (HoneGguf *g, Cursor *c, HoneTensor *t, gsize *rel_off)
           || n_elements > G_MAXINT64)
         {
           g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                       _("GGUF corrupt: tensor '%s' at offset %" G_GSIZE_FORMAT " has invalid dimension %u = %"
-                         G_GUINT64_FORMAT " (zero, or the element count overflows)"),
+                       _("GGUF corrupt: tensor '%s' at offset %" "zu" " has invalid dimension %u = %"
+                         PRIu64 " (zero, or the element count overflows)"),
                        name, at, i, ne);
           return FALSE;
         }
@@ -383,7 +384,7 @@ parse_tensor_info (HoneGguf *g, Cursor *c, HoneTensor *t, gsize *rel_off)
   if (row_bytes == 0)
     {
       g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("GGUF corrupt: tensor '%s' of type %s has a row of %" G_GINT64_FORMAT
+                   _("GGUF corrupt: tensor '%s' of type %s has a row of %" PRId64
                      " elements, not a multiple of the block size %d"),
                    name, hone_dtype_name (t->type), t->ne[0], hone_dtype_block_size (t->type));
       return FALSE;
@@ -401,7 +402,7 @@ parse_tensor_info (HoneGguf *g, Cursor *c, HoneTensor *t, gsize *rel_off)
   if (offset % g->alignment != 0)
     {
       g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("GGUF corrupt: tensor '%s' data offset %" G_GUINT64_FORMAT " is not aligned to %" G_GSIZE_FORMAT),
+                   _("GGUF corrupt: tensor '%s' data offset %" PRIu64 " is not aligned to %" "zu"),
                    name, offset, g->alignment);
       return FALSE;
     }
@@ -411,7 +412,7 @@ parse_tensor_info (HoneGguf *g, Cursor *c, HoneTensor *t, gsize *rel_off)
   if (g_hash_table_contains (g->tensor_index, name))
     {
       g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("GGUF corrupt: duplicate tensor name '%s' at offset %" G_GSIZE_FORMAT), name, at);
+                   _("GGUF corrupt: duplicate tensor name '%s' at offset %" "zu"), name, at);
       return FALSE;
     }
   g_hash_table_insert (g->tensor_index, name, GUINT_TO_POINTER (g->n_tensors + 1));
@@ -467,9 +468,9 @@ check_tensor_layout (HoneGguf *g, GError **error)
       if (off > data_size || t->nbytes > data_size - off)
         {
           g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                       _("GGUF corrupt: tensor '%s' data [%" G_GSIZE_FORMAT ", +%" G_GSIZE_FORMAT
-                         ") lies outside the data section (%" G_GSIZE_FORMAT " bytes at file offset %"
-                         G_GSIZE_FORMAT ")"),
+                       _("GGUF corrupt: tensor '%s' data [%" "zu" ", +%" "zu"
+                         ") lies outside the data section (%" "zu" " bytes at file offset %"
+                         "zu" ")"),
                        t->name, off, (gsize) t->nbytes, data_size, g->data_offset);
           return FALSE;
         }
@@ -485,8 +486,8 @@ check_tensor_layout (HoneGguf *g, GError **error)
       if (g->tensor_offs[a] + g->tensors[a].nbytes > g->tensor_offs[b])
         {
           g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                       _("GGUF corrupt: tensors '%s' (offset %" G_GSIZE_FORMAT ", %" G_GSIZE_FORMAT
-                         " bytes) and '%s' (offset %" G_GSIZE_FORMAT ") overlap"),
+                       _("GGUF corrupt: tensors '%s' (offset %" "zu" ", %" "zu"
+                         " bytes) and '%s' (offset %" "zu" ") overlap"),
                        g->tensors[a].name, g->tensor_offs[a], (gsize) g->tensors[a].nbytes,
                        g->tensors[b].name, g->tensor_offs[b]);
           g_free (order);
@@ -547,15 +548,15 @@ hone_gguf_open_bytes (GBytes *bytes, GError **error)
   if (n_kv > (c.size - c.pos) / 13 || n_kv > G_MAXUINT - 1)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("GGUF corrupt: metadata count %" G_GUINT64_FORMAT " cannot fit in a file of %"
-                     G_GSIZE_FORMAT " bytes"), n_kv, c.size);
+                   _("GGUF corrupt: metadata count %" PRIu64 " cannot fit in a file of %"
+                     "zu" " bytes"), n_kv, c.size);
       goto fail;
     }
   if (n_tensors > (c.size - c.pos) / 32 || n_tensors > G_MAXINT)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("GGUF corrupt: tensor count %" G_GUINT64_FORMAT " cannot fit in a file of %"
-                     G_GSIZE_FORMAT " bytes"), n_tensors, c.size);
+                   _("GGUF corrupt: tensor count %" PRIu64 " cannot fit in a file of %"
+                     "zu" " bytes"), n_tensors, c.size);
       goto fail;
     }
 
@@ -1214,8 +1215,8 @@ add_tensor (HoneGgufWriter *w, const char *name, HoneDType type, int n_dims, con
   if (row_bytes == 0 || !g_uint64_checked_mul (&expect, row_bytes, n / (guint64) ne[0]) || expect != nbytes)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_SHAPE_MISMATCH,
-                   _("GGUF writer: tensor '%s' (%s) has %" G_GSIZE_FORMAT " bytes, its shape needs %"
-                     G_GUINT64_FORMAT), name, hone_dtype_name (type), nbytes,
+                   _("GGUF writer: tensor '%s' (%s) has %" "zu" " bytes, its shape needs %"
+                     PRIu64), name, hone_dtype_name (type), nbytes,
                    row_bytes ? expect : (guint64) 0);
       return FALSE;
     }

@@ -12,6 +12,7 @@
  * in bounded time and memory.  Namespaces are emptied after the render to
  * break reference cycles (`{% set ns.me = ns %}`).
  */
+#include <inttypes.h>
 #include "hone-jinja-private.h"
 #include "hone-error.h"
 #include "hone-i18n.h"
@@ -898,7 +899,7 @@ json_dump (HjCtx *ctx, const HjNode *at, GString *out, const HjValue *v, const J
   switch (v->type) {
   case HJ_NONE: g_string_append (out, "null"); return TRUE;
   case HJ_BOOL: g_string_append (out, v->v.b ? "true" : "false"); return TRUE;
-  case HJ_INT: g_string_append_printf (out, "%" G_GINT64_FORMAT, v->v.i); return TRUE;
+  case HJ_INT: g_string_append_printf (out, "%" PRId64, v->v.i); return TRUE;
   case HJ_FLOAT: json_float (out, v->v.f); return TRUE;
   case HJ_STRING: json_string (out, v->v.str.s, v->v.str.len, st->ensure_ascii); return TRUE;
   case HJ_LIST:
@@ -952,7 +953,7 @@ json_dump (HjCtx *ctx, const HjNode *at, GString *out, const HjValue *v, const J
         if (k->type == HJ_FLOAT)
           json_float (tmp, k->v.f);
         else if (k->type == HJ_INT)
-          g_string_append_printf (tmp, "%" G_GINT64_FORMAT, k->v.i);
+          g_string_append_printf (tmp, "%" PRId64, k->v.i);
         else
           g_string_append (tmp, k->type == HJ_NONE ? "null" : k->v.b ? "true" : "false");
         json_string (out, tmp->str, tmp->len, FALSE);
@@ -2672,7 +2673,7 @@ call_method (HjCtx *ctx, const HjNode *at, HjValue *self, const char *name, Args
         if (item->type != HJ_STRING) {
           hj_unref (list);
           g_string_free (out, TRUE);
-          RUNTIME (ctx, at, "TypeError: sequence item %" G_GSIZE_FORMAT ": expected str instance, %s found", i,
+          RUNTIME (ctx, at, "TypeError: sequence item %" "zu" ": expected str instance, %s found", i,
                    hj_type_name (item));
           return NULL;
         }
@@ -3143,7 +3144,7 @@ assign (HjCtx *ctx, const HjNode *at, Scope *scope, GPtrArray *names, gboolean u
   if (!(items = to_list (ctx, at, value)))
     return FALSE;
   if (items->v.list.n != names->len) {
-    RUNTIME (ctx, at, "ValueError: cannot unpack %" G_GSIZE_FORMAT " values into %u names", items->v.list.n,
+    RUNTIME (ctx, at, "ValueError: cannot unpack %" "zu" " values into %u names", items->v.list.n,
              names->len);
     hj_unref (items);
     return FALSE;

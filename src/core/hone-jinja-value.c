@@ -7,6 +7,7 @@
  * code point.  Values are immutable once built except namespaces, as under
  * jinja2's ImmutableSandboxedEnvironment.
  */
+#include <inttypes.h>
 #include "hone-jinja-private.h"
 
 #include <math.h>
@@ -547,7 +548,7 @@ hj_append_str (GString *buf, const HjValue *v, int depth)
     g_string_append_printf (buf, "<function %s>", v->v.func.name ? v->v.func.name : "?");
     return TRUE;
   case HJ_LOOP:
-    g_string_append_printf (buf, "<LoopContext %" G_GSIZE_FORMAT "/%" G_GSIZE_FORMAT ">", v->v.loop.index0 + 1,
+    g_string_append_printf (buf, "<LoopContext %" "zu" "/%" "zu" ">", v->v.loop.index0 + 1,
                             v->v.loop.items->v.list.n);
     return TRUE;
   default:

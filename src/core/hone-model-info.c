@@ -1,4 +1,5 @@
 /* hone-model-info.c — the model card, from metadata only. */
+#include <inttypes.h>
 #include "hone-model-info.h"
 
 #include <string.h>
@@ -400,7 +401,7 @@ hone_model_info_to_text (HoneModelInfo *self, int context_length)
   g_string_append_printf (s, "%-18s %s\n", _("path:"), self->path);
   g_string_append_printf (s, "%-18s %s (%s)\n", _("format:"), self->source, fsize);
   g_string_append_printf (s, "%-18s %s\n", _("architecture:"), self->config.arch_name);
-  g_string_append_printf (s, "%-18s %" G_GINT64_FORMAT " (%.1f M)\n", _("parameters:"),
+  g_string_append_printf (s, "%-18s %" PRId64 " (%.1f M)\n", _("parameters:"),
                           self->n_params, self->n_params / 1e6);
   g_string_append_printf (s, "%-18s %d\n", _("layers:"), self->config.n_layers);
   g_string_append_printf (s, "%-18s %d\n", _("hidden size:"), self->config.hidden);
@@ -418,7 +419,7 @@ hone_model_info_to_text (HoneModelInfo *self, int context_length)
     {
       const HoneTensorTypeCount *r = &g_array_index (self->types, HoneTensorTypeCount, i);
       g_autofree char *b = g_format_size (r->bytes);
-      g_string_append_printf (s, "  %-8s %5d %s, %" G_GINT64_FORMAT " %s, %s\n", r->type_name, r->count,
+      g_string_append_printf (s, "  %-8s %5d %s, %" PRId64 " %s, %s\n", r->type_name, r->count,
                               r->count == 1 ? _("tensor") : _("tensors"), r->n_elements, _("elements"), b);
     }
   g_string_append_printf (s, _("memory estimate at %d tokens of context (fp16 KV):\n"), ctx);

@@ -5,6 +5,7 @@
  * only finds each tensor by name, checks its type and shape against the
  * config, and records views in HoneModel.
  */
+#include <inttypes.h>
 #include "hone-model.h"
 #include "hone-error.h"
 #include "hone-gguf.h"
@@ -256,7 +257,7 @@ shape_string (const int64_t *ne, int n_dims)
 {
   GString *s = g_string_new ("{");
   for (int i = 0; i < n_dims; i++)
-    g_string_append_printf (s, "%s%" G_GINT64_FORMAT, i ? ", " : "", (gint64) ne[i]);
+    g_string_append_printf (s, "%s%" PRId64, i ? ", " : "", (gint64) ne[i]);
   g_string_append_c (s, '}');
   return g_string_free (s, FALSE);
 }

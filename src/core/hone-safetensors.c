@@ -1,4 +1,5 @@
 /* hone-safetensors.c — HF safetensors reader (mmap, zero-copy) and writer. */
+#include <inttypes.h>
 #include "hone-safetensors.h"
 #include "hone-error.h"
 #include "hone-i18n.h"
@@ -274,7 +275,7 @@ parse_tensor (HoneSafetensors *st, guint shard_index, const Shard *shard, const 
       if (d < 0)
         {
           g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                       _("%s: tensor “%s”: negative dimension %" G_GINT64_FORMAT), shard->label, name, d);
+                       _("%s: tensor “%s”: negative dimension %" PRId64), shard->label, name, d);
           return FALSE;
         }
       /* Every tensor must fit in the data section: saturate instead of overflowing. */
@@ -300,15 +301,15 @@ parse_tensor (HoneSafetensors *st, guint shard_index, const Shard *shard, const 
   if (begin < 0 || end < begin || (guint64) end > data_size)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("%s: tensor “%s”: data_offsets [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
-                     "] outside the data section (%" G_GUINT64_FORMAT " bytes)"),
+                   _("%s: tensor “%s”: data_offsets [%" PRId64 ", %" PRId64
+                     "] outside the data section (%" PRIu64 " bytes)"),
                    shard->label, name, begin, end, data_size);
       return FALSE;
     }
   if ((guint64) (end - begin) != nbytes)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("%s: tensor “%s”: %" G_GINT64_FORMAT " bytes stored but its dtype and shape need %s"),
+                   _("%s: tensor “%s”: %" PRId64 " bytes stored but its dtype and shape need %s"),
                    shard->label, name, end - begin,
                    nbytes == G_MAXUINT64 ? "more than the file holds" : "a different size");
       return FALSE;
@@ -355,7 +356,7 @@ parse_shard (HoneSafetensors *st, guint shard_index, GError **error)
   if (shard->size < 8)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("%s: file is truncated (%" G_GSIZE_FORMAT " bytes, no header length)"),
+                   _("%s: file is truncated (%" "zu" " bytes, no header length)"),
                    shard->label, shard->size);
       return FALSE;
     }
@@ -364,14 +365,14 @@ parse_shard (HoneSafetensors *st, guint shard_index, GError **error)
   if (header_len > shard->size - 8)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("%s: header length %" G_GUINT64_FORMAT " exceeds the file size (%" G_GSIZE_FORMAT " bytes)"),
+                   _("%s: header length %" PRIu64 " exceeds the file size (%" "zu" " bytes)"),
                    shard->label, header_len, shard->size);
       return FALSE;
     }
   if (header_len > HONE_SAFETENSORS_MAX_HEADER)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("%s: header length %" G_GUINT64_FORMAT " exceeds the limit of %u bytes"),
+                   _("%s: header length %" PRIu64 " exceeds the limit of %u bytes"),
                    shard->label, header_len, HONE_SAFETENSORS_MAX_HEADER);
       return FALSE;
     }
@@ -846,7 +847,7 @@ hone_safetensors_writer_add_tensor (HoneSafetensorsWriter *writer, const char *n
   if (want != nbytes)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT,
-                   _("tensor “%s”: %" G_GSIZE_FORMAT " bytes given, shape needs %" G_GUINT64_FORMAT),
+                   _("tensor “%s”: %" "zu" " bytes given, shape needs %" PRIu64),
                    name, nbytes, want);
       return FALSE;
     }
@@ -925,8 +926,8 @@ build_header (HoneSafetensorsWriter *writer)
       append_json_string (h, e->name);
       g_string_append_printf (h, ":{\"dtype\":\"%s\",\"shape\":[", e->info->name);
       for (int d = e->n_dims - 1; d >= 0; d--)
-        g_string_append_printf (h, "%" G_GINT64_FORMAT "%s", (gint64) e->ne[d], d ? "," : "");
-      g_string_append_printf (h, "],\"data_offsets\":[%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT "]}",
+        g_string_append_printf (h, "%" PRId64 "%s", (gint64) e->ne[d], d ? "," : "");
+      g_string_append_printf (h, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}",
                               offset, offset + n);
       offset += n;
     }

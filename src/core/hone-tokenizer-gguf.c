@@ -6,6 +6,7 @@
  * fallback and a space prefix. CONTROL/UNKNOWN tokens are split out of the
  * text only when special parsing is asked for; USER_DEFINED ones always.
  */
+#include <inttypes.h>
 #include "hone-tokenizer-private.h"
 #include "hone-gguf.h"
 #include "hone-error.h"
@@ -71,7 +72,7 @@ hone_tokenizer_new_from_gguf (const HoneGguf *gguf, GError **error)
   n_tokens = hone_gguf_kv_array_length (gguf, (guint) tidx);
   if (n_tokens == 0 || n_tokens > 16 * 1024 * 1024)
     {
-      TOKENIZER_ERROR (_("tokenizer.ggml.tokens has %" G_GUINT64_FORMAT " entries"), n_tokens);
+      TOKENIZER_ERROR (_("tokenizer.ggml.tokens has %" PRIu64 " entries"), n_tokens);
       return NULL;
     }
   if (hone_gguf_find_kv (gguf, "tokenizer.ggml.token_type") >= 0)
@@ -110,7 +111,7 @@ hone_tokenizer_new_from_gguf (const HoneGguf *gguf, GError **error)
       gint64 type = HONE_TOKEN_NORMAL;
       if (s == NULL)
         {
-          TOKENIZER_ERROR (_("tokenizer.ggml.tokens[%" G_GUINT64_FORMAT "] cannot be read"), i);
+          TOKENIZER_ERROR (_("tokenizer.ggml.tokens[%" PRIu64 "] cannot be read"), i);
           goto fail;
         }
       if (types)
@@ -170,7 +171,7 @@ hone_tokenizer_new_from_gguf (const HoneGguf *gguf, GError **error)
           const char *sp = s && len > 1 ? memchr (s + 1, ' ', len - 1) : NULL;
           if (sp == NULL)
             {
-              TOKENIZER_ERROR (_("tokenizer.ggml.merges[%" G_GUINT64_FORMAT "] is not “a b”"), i);
+              TOKENIZER_ERROR (_("tokenizer.ggml.merges[%" PRIu64 "] is not “a b”"), i);
               goto fail;
             }
           if (!_hone_tokenizer_add_merge (tok, s, (gsize) (sp - s), sp + 1, len - (gsize) (sp - s) - 1,

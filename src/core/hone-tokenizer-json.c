@@ -8,6 +8,7 @@
  * the leading space) and the post-processor (TemplateProcessing). Anything
  * else is refused with HONE_ERROR_TOKENIZER naming it, rather than guessed.
  */
+#include <inttypes.h>
 #include "hone-tokenizer-private.h"
 #include "hone-error.h"
 #include "hone-i18n.h"
@@ -487,7 +488,7 @@ max_id (JsonObject *vocab, JsonArray *added, GError **error)
     }
   if (m >= 16 * 1024 * 1024)
     {
-      TOKENIZER_ERROR (_("tokenizer.json: token id %" G_GINT64_FORMAT " is implausibly large"), m);
+      TOKENIZER_ERROR (_("tokenizer.json: token id %" PRId64 " is implausibly large"), m);
       return -1;
     }
   if (m < 0)
