@@ -1,0 +1,360 @@
+/* hone-k-elementwise.cu — RMSNorm, activation quantization, SwiGLU, embedding
+ * lookup, sampling: the small kernels around the matrix work. */
+#include "hone-k-common.cuh"
+
+/* Quantize 32 consecutive values held one per lane (the lane's value v) into
+ * int8 with d = absmax/127; lane 0 stores (d, d·Σq). */
+static __device__ __forceinline__ void
+quant32_store (float v, int8_t *q, float2 *ds, int lane)
+{
+  const float amax = warp_max (fabsf (v));
+  const float d = amax / 127.f;
+  const int qi = d > 0.f ? __float2int_rn (v / d) : 0;
+  q[lane] = (int8_t) qi;
+  const float sum = warp_sum ((float) qi);
+  if (lane == 0)
+    *ds = make_float2 (d, d * sum);
+}
+
+static __device__ __forceinline__ void
+store16 (void *y16, int is_f16, size_t i, float v)
+{
+  if (is_f16)
+    ((__half *) y16)[i] = __float2half_rn (v);
+  else
+    ((__nv_bfloat16 *) y16)[i] = __float2bfloat16_rn (v);
+}
+
+/* grid (chunks of 256 values, tokens). Every block sums the whole row. */
+__global__ void __launch_bounds__ (256)
+rmsnorm_kernel (const float *x, const float *g, int n, float eps, float *y, int8_t *yq, float2 *yds,
+                void *y16, int y16_is_f16)
+{
+  __shared__ float part[8];
+  const int t = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const float *xr = x + (size_t) t * n;
+  pdl_trigger ();
+  pdl_wait ();
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < n; i += 256)
+    ss += xr[i] * xr[i];
+  ss = warp_sum (ss);
+  if (lane == 0)
+    part[warp] = ss;
+  __syncthreads ();
+  ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    ss += part[i];
+  const float scale = rsqrtf (ss / (float) n + eps);
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  /* n % 32 == 0 when yq is set, so whole warps are in or out. */
+  if (i < n)
+    {
+      const float v = xr[i] * scale * g[i];
+      const size_t o = (size_t) t * n + i;
+      if (y)
+        y[o] = v;
+      if (y16)
+        store16 (y16, y16_is_f16, o, v);
+      if (yq)
+        quant32_store (v, yq + (size_t) t * n + (i & ~31), yds + (size_t) t * (n >> 5) + (i >> 5), lane);
+    }
+}
+
+extern "C" int
+hone_k_rmsnorm (const float *x, const float *g, int n_tok, int n, float eps,
+                float *y, HoneKActQ8 *yq, void *y16, int y16_is_f16, cudaStream_t stream)
+{
+  if (n_tok < 1 || n < 1 || (yq && (n & 31)) || n_tok > 65535)
+    return (int) cudaErrorInvalidValue;
+  return hone_k_launch (rmsnorm_kernel, dim3 ((n + 255) / 256, n_tok), dim3 (256), 0, stream,
+                        x, g, n, eps, y, yq ? yq->q : (int8_t *) NULL, yq ? yq->ds : (float2 *) NULL,
+                        y16, y16_is_f16);
+}
+
+__global__ void __launch_bounds__ (256)
+quantize_kernel (const float *x, size_t total, int n, int8_t *yq, float2 *yds, void *y16, int y16_is_f16)
+{
+  const size_t i = (size_t) blockIdx.x * 256 + threadIdx.x;
+  const int lane = threadIdx.x & 31;
+  pdl_trigger ();
+  pdl_wait ();
+  if (i >= total)
+    return;
+  const float v = x[i];
+  if (y16)
+    store16 (y16, y16_is_f16, i, v);
+  if (yq)
+    quant32_store (v, yq + (i & ~(size_t) 31), yds + (i >> 5), lane);
+  (void) n;
+}
+
+extern "C" int
+hone_k_quantize (const float *x, int n_tok, int n, HoneKActQ8 *yq, void *y16, int y16_is_f16,
+                 cudaStream_t stream)
+{
+  const size_t total = (size_t) n_tok * n;
+  if (n_tok < 1 || n < 1 || (yq && (n & 31)))
+    return (int) cudaErrorInvalidValue;
+  return hone_k_launch (quantize_kernel, dim3 ((unsigned) ((total + 255) / 256)), dim3 (256), 0, stream,
+                        x, total, n, yq ? yq->q : (int8_t *) NULL, yq ? yq->ds : (float2 *) NULL,
+                        y16, y16_is_f16);
+}
+
+__global__ void __launch_bounds__ (256)
+swiglu_kernel (const float *gu, size_t total, int ffn, float *y)
+{
+  const size_t i = (size_t) blockIdx.x * 256 + threadIdx.x;
+  pdl_trigger ();
+  pdl_wait ();
+  if (i >= total)
+    return;
+  const size_t t = i / ffn, j = i - t * ffn;
+  const float2 v = ((const float2 *) gu)[t * ffn + j];
+  y[i] = silu (v.x) * v.y;
+}
+
+extern "C" int
+hone_k_swiglu (const float *gu, int n_tok, int ffn, float *y, cudaStream_t stream)
+{
+  const size_t total = (size_t) n_tok * ffn;
+  if (n_tok < 1 || ffn < 1)
+    return (int) cudaErrorInvalidValue;
+  return hone_k_launch (swiglu_kernel, dim3 ((unsigned) ((total + 255) / 256)), dim3 (256), 0, stream,
+                        gu, total, ffn, y);
+}
+
+/* Dequantize element k of row r of a GPU-layout matrix. */
+static __device__ __forceinline__ float
+matrix_elem (const HoneKMatrix &w, size_t r, int k)
+{
+  switch (w.type)
+    {
+    case HONE_K_BF16:
+      return __bfloat162float (((const __nv_bfloat16 *) w.q)[r * w.cols + k]);
+    case HONE_K_F16:
+      return __half2float (((const __half *) w.q)[r * w.cols + k]);
+    case HONE_K_Q8_0:
+      return (float) ((const int8_t *) w.q)[r * w.cols + k]
+             * f16_bits_to_f32 (((const uint16_t *) w.s)[r * (w.cols / 32) + k / 32]);
+    case HONE_K_Q4_0:
+    case HONE_K_Q4_1:
+      {
+        const uint8_t *blk = (const uint8_t *) w.q + r * (w.cols / 2) + (k / 32) * 16;
+        const int j = k & 31;
+        const int q = j < 16 ? (blk[j] & 15) : (blk[j - 16] >> 4);
+        if (w.type == HONE_K_Q4_0)
+          return (float) (q - 8) * f16_bits_to_f32 (((const uint16_t *) w.s)[r * (w.cols / 32) + k / 32]);
+        const uint16_t *dm = (const uint16_t *) w.s + 2 * (r * (w.cols / 32) + k / 32);
+        return (float) q * f16_bits_to_f32 (dm[0]) + f16_bits_to_f32 (dm[1]);
+      }
+    default:
+      return 0.f;
+    }
+}
+
+__global__ void __launch_bounds__ (256)
+embed_kernel (HoneKMatrix w, const int32_t *tokens, float *h)
+{
+  const int t = blockIdx.y;
+  pdl_trigger ();
+  pdl_wait ();
+  int tok = tokens[t];
+  if (tok < 0 || tok >= w.rows)
+    tok = 0;   /* the host validates ids; never read out of bounds */
+  for (int k = blockIdx.x * 256 + threadIdx.x; k < w.cols; k += gridDim.x * 256)
+    h[(size_t) t * w.cols + k] = matrix_elem (w, (size_t) tok, k);
+}
+
+extern "C" int
+hone_k_embed (const HoneKMatrix *embd, const int32_t *tokens, int n_tok, float *h, cudaStream_t stream)
+{
+  if (n_tok < 1 || n_tok > 65535)
+    return (int) cudaErrorInvalidValue;
+  return hone_k_launch (embed_kernel, dim3 ((embd->cols + 255) / 256, n_tok), dim3 (256), 0, stream,
+                        *embd, tokens, h);
+}
+
+/* Dequantize a whole matrix to 16-bit (GEMM path). One thread per 2 elements. */
+__global__ void __launch_bounds__ (256)
+dequant_kernel (HoneKMatrix w, void *dst, int to_f16)
+{
+  const size_t i = ((size_t) blockIdx.x * 256 + threadIdx.x) * 2;
+  const size_t total = (size_t) w.rows * w.cols;
+  if (i >= total)
+    return;
+  const size_t r = i / w.cols;
+  const int k = (int) (i - r * w.cols);
+  const float a = matrix_elem (w, r, k), b = matrix_elem (w, r, k + 1);
+  if (to_f16)
+    ((__half2 *) dst)[i / 2] = __floats2half2_rn (a, b);
+  else
+    ((__nv_bfloat162 *) dst)[i / 2] = __floats2bfloat162_rn (a, b);
+}
+
+extern "C" int
+hone_k_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream)
+{
+  const size_t total = (size_t) w->rows * w->cols;
+  if (w->cols & 1)
+    return (int) cudaErrorInvalidValue;
+  dequant_kernel<<<(unsigned) ((total / 2 + 255) / 256), 256, 0, stream>>> (*w, dst, to_f16);
+  return (int) cudaGetLastError ();
+}
+
+/* ---- sampling ---- */
+
+static __device__ __forceinline__ uint64_t
+mix64 (uint64_t z)
+{
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Orderable key: float bits made monotonic, index inverted so that ties go to
+ * the lowest index under max. */
+static __device__ __forceinline__ unsigned long long
+pack_key (float v, int idx)
+{
+  uint32_t b = __float_as_uint (v);
+  b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return ((unsigned long long) b << 32) | (uint32_t) (~(uint32_t) idx);
+}
+
+__global__ void __launch_bounds__ (1024)
+sample_kernel (const float *logits, int vocab, float temperature, uint64_t seed, const int32_t *step,
+               int32_t *out, int32_t *out2)
+{
+  __shared__ unsigned long long best[32];
+  const int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  pdl_trigger ();
+  pdl_wait ();
+  const float *l = logits + (size_t) t * vocab;
+  const uint64_t s = mix64 (seed ^ mix64 ((uint64_t) (step ? *step : 0) * 0x9e3779b97f4a7c15ull + t));
+  unsigned long long b = 0;
+  for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+    {
+      float v = l[i];
+      if (v != v)
+        v = -INFINITY;
+      if (temperature > 0.f)
+        {
+          /* Gumbel-max: argmax(v/T + G) is an exact draw from softmax(v/T). */
+          const uint64_t h = mix64 (s + (uint64_t) i * 0xd1b54a32d192ed03ull);
+          const float u = ((float) (h >> 40) + 0.5f) * (1.0f / 16777216.0f);
+          v = v / temperature - logf (-logf (u));
+        }
+      const unsigned long long k = pack_key (v, i);
+      b = k > b ? k : b;
+    }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    {
+      const unsigned long long k = __shfl_xor_sync (0xffffffffu, b, o);
+      b = k > b ? k : b;
+    }
+  if (lane == 0)
+    best[warp] = b;
+  __syncthreads ();
+  if (warp == 0)
+    {
+      b = lane < (int) (blockDim.x >> 5) ? best[lane] : 0;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1)
+        {
+          const unsigned long long k = __shfl_xor_sync (0xffffffffu, b, o);
+          b = k > b ? k : b;
+        }
+      if (lane == 0)
+        {
+          const int idx = (int) ~(uint32_t) (b & 0xffffffffu);
+          out[t] = idx;
+          if (out2)
+            out2[t] = idx;
+        }
+    }
+}
+
+extern "C" int
+hone_k_sample (const float *logits, int n_tok, int vocab, float temperature,
+               uint64_t seed, const int32_t *step, int32_t *out, void *scratch, cudaStream_t stream)
+{
+  (void) scratch;
+  if (n_tok < 1 || vocab < 1)
+    return (int) cudaErrorInvalidValue;
+  return hone_k_launch (sample_kernel, dim3 (n_tok), dim3 (1024), 0, stream, logits, vocab, temperature,
+                        seed, step, out, (int32_t *) NULL);
+}
+
+/* Used by hone_k_forward: sample, feed the ids back as the next step's input. */
+extern "C" int
+hone_k_sample_feed (const float *logits, int n_tok, int vocab, float temperature, uint64_t seed,
+                    const int32_t *step, int32_t *out, int32_t *feed, cudaStream_t stream)
+{
+  return hone_k_launch (sample_kernel, dim3 (n_tok), dim3 (1024), 0, stream, logits, vocab, temperature,
+                        seed, step, out, feed);
+}
+
+__global__ void
+add_i32_kernel (int32_t *p, int n, int32_t *p2)
+{
+  pdl_trigger ();
+  pdl_wait ();
+  *p += n;
+  if (p2)
+    *p2 += 1;
+}
+
+extern "C" int
+hone_k_add_i32 (int32_t *p, int n, cudaStream_t stream)
+{
+  return hone_k_launch (add_i32_kernel, dim3 (1), dim3 (1), 0, stream, p, n, (int32_t *) NULL);
+}
+
+extern "C" int
+hone_k_advance (int32_t *pos, int n, int32_t *step, cudaStream_t stream)
+{
+  return hone_k_launch (add_i32_kernel, dim3 (1), dim3 (1), 0, stream, pos, n, step);
+}
+
+/* Internal (prefill): SwiGLU straight to 16-bit GEMM input. */
+__global__ void __launch_bounds__ (256)
+swiglu16_kernel (const float *gu, size_t total, int ffn, void *y16, int is_f16)
+{
+  const size_t i = (size_t) blockIdx.x * 256 + threadIdx.x;
+  pdl_trigger ();
+  pdl_wait ();
+  if (i >= total)
+    return;
+  const size_t t = i / ffn, j = i - t * ffn;
+  const float2 v = ((const float2 *) gu)[t * ffn + j];
+  store16 (y16, is_f16, i, silu (v.x) * v.y);
+}
+
+extern "C" int
+hone_k_swiglu16 (const float *gu, int n_tok, int ffn, void *y16, int is_f16, cudaStream_t stream)
+{
+  const size_t total = (size_t) n_tok * ffn;
+  return hone_k_launch (swiglu16_kernel, dim3 ((unsigned) ((total + 255) / 256)), dim3 (256), 0, stream,
+                        gu, total, ffn, y16, is_f16);
+}
+
+__global__ void __launch_bounds__ (256)
+add_bias_kernel (float *y, size_t total, int n, const float *b)
+{
+  const size_t i = (size_t) blockIdx.x * 256 + threadIdx.x;
+  pdl_trigger ();
+  pdl_wait ();
+  if (i < total)
+    y[i] += b[i % n];
+}
+
+extern "C" int
+hone_k_add_bias (float *y, int n_tok, int n, const float *b, cudaStream_t stream)
+{
+  const size_t total = (size_t) n_tok * n;
+  return hone_k_launch (add_bias_kernel, dim3 ((unsigned) ((total + 255) / 256)), dim3 (256), 0, stream,
+                        y, total, n, b);
+}

@@ -1,0 +1,551 @@
+/* hone-k-gemv.cu — decode GEMV (1..8 tokens) with dequantization fused in registers.
+ *
+ * A warp owns R consecutive rows and walks them in 16-byte chunks, lane l
+ * taking chunks l, l+32, …; each lane keeps U×R chunk loads in flight before
+ * it uses any, and the first batch is issued before waiting for the previous
+ * kernel (PDL), so the weight stream starts while that kernel drains.
+ * Weights bypass L1 (read once); activations are re-read from L1/L2.
+ *
+ * Chunk = 16 bytes: BF16/F16 8 values; Q8_0 16 quants (half a block);
+ * Q4_0/Q4_1 32 quants (one block). Quantized types dot against the int8
+ * activation with dp4a.
+ */
+#include "hone-k-common.cuh"
+#include <stdlib.h>
+#include <string.h>
+
+struct GemvArgs {
+  const int4 *q;
+  const void *s;
+  int rows, cols, nchunk;
+  const float *x;
+  const int8_t *xq;
+  const float2 *xds;
+  int n_tok;
+  const float *bias;
+  const float *res;
+  float *y;
+  int epi;
+  const float *norm_g;
+  float eps;
+  int nq, nkv, hd;
+  const int32_t *pos;
+  const float *inv_freq;
+  __half *k_pool, *v_pool;
+  const int32_t *block_table;
+  int early;          /* issue the first weight loads before waiting on the previous kernel */
+};
+
+/* Write one rotated (or plain) pair of a q/k/v row pair for token t. */
+static __device__ __forceinline__ void
+rope_kv_store (const GemvArgs &a, int row, int t, float v0, float v1)
+{
+  const int hd = a.hd;
+  const int head = row / hd, d = row - head * hd;
+  const int p = *a.pos + t;
+  if (head < a.nq + a.nkv)
+    {
+      float sn, cs;
+      sincosf ((float) p * a.inv_freq[d >> 1], &sn, &cs);
+      const float r0 = v0 * cs - v1 * sn, r1 = v0 * sn + v1 * cs;
+      if (head < a.nq)
+        {
+          const float qs = rsqrtf ((float) hd);
+          float *qo = a.y + (size_t) t * (a.nq + 2 * a.nkv) * hd + row;
+          qo[0] = r0 * qs;
+          qo[1] = r1 * qs;
+          return;
+        }
+      v0 = r0;
+      v1 = r1;
+    }
+  const bool is_k = head < a.nq + a.nkv;
+  const int kvh = head - a.nq - (is_k ? 0 : a.nkv);
+  const int page = a.block_table[p / HONE_K_KV_BLOCK], slot = p % HONE_K_KV_BLOCK;
+  __half *dst = (is_k ? a.k_pool : a.v_pool)
+                + (((size_t) page * a.nkv + kvh) * HONE_K_KV_BLOCK + slot) * hd + d;
+  *(__half2 *) dst = __floats2half2_rn (v0, v1);
+}
+
+template <int WT, int R, int U, int KS, int MAXT, bool NORM>
+__global__ void __launch_bounds__ (256)
+gemv_kernel (GemvArgs a)
+{
+  const int lane = threadIdx.x & 31;
+  const int wib = threadIdx.x >> 5;                    /* warp in block */
+  const int ks = wib % KS;                             /* K slice of this warp */
+  const int row0 = ((blockIdx.x * (8 / KS)) + wib / KS) * R;
+  const int nchunk = a.nchunk;
+
+  float acc[R][MAXT];
+#pragma unroll
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int t = 0; t < MAXT; t++)
+      acc[r][t] = 0.f;
+
+  int4 w[U][R];
+  uint32_t sc[U][R];   /* raw scale bits (f16 d, or d|m<<16 for Q4_1) */
+
+  pdl_trigger ();
+
+  auto load = [&] (int c0) {
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+      for (int r = 0; r < R; r++)
+        {
+          const int c = c0 + u * 32 * KS;
+          const int row = row0 + r;
+          if (c < nchunk && row < a.rows)
+            {
+              w[u][r] = ld_stream (a.q + (size_t) row * nchunk + c);
+              if (WT == HONE_K_Q8_0)
+                sc[u][r] = ((const uint16_t *) a.s)[(size_t) row * (nchunk >> 1) + (c >> 1)];
+              else if (WT == HONE_K_Q4_0)
+                sc[u][r] = ((const uint16_t *) a.s)[(size_t) row * nchunk + c];
+              else if (WT == HONE_K_Q4_1)
+                sc[u][r] = ((const uint32_t *) a.s)[(size_t) row * nchunk + c];
+            }
+          else
+            {
+              w[u][r] = make_int4 (0, 0, 0, 0);
+              sc[u][r] = 0;
+            }
+        }
+  };
+
+  int c0 = ks * 32 + lane;
+  if (a.early)
+    load (c0);
+  pdl_wait ();
+  if (!a.early)
+    load (c0);
+
+  /* Fused RMSNorm: every block recomputes the input rows' scale. */
+  __shared__ float nscale[MAXT];
+  if (NORM)
+    {
+      __shared__ float part[8][MAXT];
+      for (int t = 0; t < MAXT && t < a.n_tok; t++)
+        {
+          float ss = 0.f;
+          const float4 *xp = (const float4 *) (a.x + (size_t) t * a.cols);
+          for (int i = threadIdx.x; i < (a.cols >> 2); i += 256)
+            {
+              const float4 v = xp[i];
+              ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+            }
+          ss = warp_sum (ss);
+          if (lane == 0)
+            part[threadIdx.x >> 5][t] = ss;
+        }
+      __syncthreads ();
+      if (threadIdx.x < MAXT && (int) threadIdx.x < a.n_tok)
+        {
+          float ss = 0.f;
+          for (int i = 0; i < 8; i++)
+            ss += part[i][threadIdx.x];
+          nscale[threadIdx.x] = rsqrtf (ss / (float) a.cols + a.eps);
+        }
+      __syncthreads ();
+    }
+
+  for (;;)
+    {
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        {
+          const int c = c0 + u * 32 * KS;
+          if (c >= nchunk)
+            break;
+#pragma unroll
+          for (int t = 0; t < MAXT; t++)
+            {
+              if (t >= a.n_tok)
+                break;
+              if (WT == HONE_K_BF16 || WT == HONE_K_F16)
+                {
+                  const float4 *xp = (const float4 *) (a.x + (size_t) t * a.cols + (size_t) c * 8);
+                  float4 x0 = xp[0], x1 = xp[1];
+                  if (NORM)
+                    {
+                      const float4 *gp = (const float4 *) (a.norm_g + (size_t) c * 8);
+                      const float4 g0 = gp[0], g1 = gp[1];
+                      const float ns = nscale[t];
+                      x0.x *= g0.x * ns; x0.y *= g0.y * ns; x0.z *= g0.z * ns; x0.w *= g0.w * ns;
+                      x1.x *= g1.x * ns; x1.y *= g1.y * ns; x1.z *= g1.z * ns; x1.w *= g1.w * ns;
+                    }
+#pragma unroll
+                  for (int r = 0; r < R; r++)
+                    {
+                      const uint32_t ww[4] = { (uint32_t) w[u][r].x, (uint32_t) w[u][r].y,
+                                               (uint32_t) w[u][r].z, (uint32_t) w[u][r].w };
+                      float f[8];
+#pragma unroll
+                      for (int i = 0; i < 4; i++)
+                        {
+                          if (WT == HONE_K_BF16)
+                            {
+                              f[2 * i] = bf16_lo (ww[i]);
+                              f[2 * i + 1] = bf16_hi (ww[i]);
+                            }
+                          else
+                            {
+                              __half2 h = *(const __half2 *) &ww[i];
+                              float2 ff = __half22float2 (h);
+                              f[2 * i] = ff.x;
+                              f[2 * i + 1] = ff.y;
+                            }
+                        }
+                      float s = acc[r][t];
+                      s = fmaf (f[0], x0.x, s); s = fmaf (f[1], x0.y, s);
+                      s = fmaf (f[2], x0.z, s); s = fmaf (f[3], x0.w, s);
+                      s = fmaf (f[4], x1.x, s); s = fmaf (f[5], x1.y, s);
+                      s = fmaf (f[6], x1.z, s); s = fmaf (f[7], x1.w, s);
+                      acc[r][t] = s;
+                    }
+                }
+              else if (WT == HONE_K_Q8_0)
+                {
+                  const int4 xv = *(const int4 *) (a.xq + (size_t) t * a.cols + (size_t) c * 16);
+                  const float2 xd = a.xds[(size_t) t * (a.cols >> 5) + (c >> 1)];
+#pragma unroll
+                  for (int r = 0; r < R; r++)
+                    {
+                      int d = 0;
+                      d = __dp4a (w[u][r].x, xv.x, d);
+                      d = __dp4a (w[u][r].y, xv.y, d);
+                      d = __dp4a (w[u][r].z, xv.z, d);
+                      d = __dp4a (w[u][r].w, xv.w, d);
+                      const float wd = f16_bits_to_f32 ((uint16_t) sc[u][r]);
+                      acc[r][t] = fmaf (wd * xd.x, (float) d, acc[r][t]);
+                    }
+                }
+              else   /* Q4_0, Q4_1 */
+                {
+                  const int4 *xp = (const int4 *) (a.xq + (size_t) t * a.cols + (size_t) c * 32);
+                  const int4 xa = xp[0], xb = xp[1];
+                  const float2 xd = a.xds[(size_t) t * (a.cols >> 5) + c];
+#pragma unroll
+                  for (int r = 0; r < R; r++)
+                    {
+                      const int4 q = w[u][r];
+                      int d = 0;
+                      d = __dp4a (q.x & 0x0F0F0F0F, xa.x, d);
+                      d = __dp4a (q.y & 0x0F0F0F0F, xa.y, d);
+                      d = __dp4a (q.z & 0x0F0F0F0F, xa.z, d);
+                      d = __dp4a (q.w & 0x0F0F0F0F, xa.w, d);
+                      d = __dp4a ((q.x >> 4) & 0x0F0F0F0F, xb.x, d);
+                      d = __dp4a ((q.y >> 4) & 0x0F0F0F0F, xb.y, d);
+                      d = __dp4a ((q.z >> 4) & 0x0F0F0F0F, xb.z, d);
+                      d = __dp4a ((q.w >> 4) & 0x0F0F0F0F, xb.w, d);
+                      const float wd = f16_bits_to_f32 ((uint16_t) (sc[u][r] & 0xffffu));
+                      if (WT == HONE_K_Q4_0)
+                        acc[r][t] += wd * fmaf (xd.x, (float) d, -8.f * xd.y);
+                      else
+                        {
+                          const float wm = f16_bits_to_f32 ((uint16_t) (sc[u][r] >> 16));
+                          acc[r][t] += fmaf (wd * xd.x, (float) d, wm * xd.y);
+                        }
+                    }
+                }
+            }
+        }
+      c0 += 32 * U * KS;
+      if (c0 >= nchunk)
+        break;
+      load (c0);
+    }
+
+#pragma unroll
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int t = 0; t < MAXT; t++)
+      acc[r][t] = warp_sum (acc[r][t]);
+  if (KS > 1)
+    {
+      /* the K slices of a row group meet in shared memory */
+      __shared__ float red[8][R][MAXT];
+      if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+          for (int t = 0; t < MAXT; t++)
+            red[wib][r][t] = acc[r][t];
+      __syncthreads ();
+      if (ks != 0)
+        return;
+#pragma unroll
+      for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < MAXT; t++)
+          {
+            float v = 0.f;
+#pragma unroll
+            for (int k = 0; k < KS; k++)
+              v += red[wib + k][r][t];
+            acc[r][t] = v;
+          }
+    }
+
+  if (a.epi == HONE_K_EPI_ROPE_KV)
+    {
+#pragma unroll
+      for (int r = 0; r < R; r += 2)
+#pragma unroll
+        for (int t = 0; t < MAXT; t++)
+          {
+            const int row = row0 + r;
+            if (t < a.n_tok && row + 1 < a.rows && lane == ((r * MAXT + t) & 31))
+              {
+                float v0 = acc[r][t], v1 = acc[r + 1][t];
+                if (a.bias)
+                  {
+                    v0 += a.bias[row];
+                    v1 += a.bias[row + 1];
+                  }
+                rope_kv_store (a, row, t, v0, v1);
+              }
+          }
+    }
+  else if (a.epi == HONE_K_EPI_SWIGLU)
+    {
+      const int out_cols = a.rows >> 1;
+#pragma unroll
+      for (int r = 0; r < R; r += 2)
+#pragma unroll
+        for (int t = 0; t < MAXT; t++)
+          {
+            const int row = row0 + r;
+            if (t < a.n_tok && row + 1 < a.rows && lane == ((r * MAXT + t) & 31))
+              {
+                float g = acc[r][t], u = acc[r + 1][t];
+                if (a.bias)
+                  {
+                    g += a.bias[row];
+                    u += a.bias[row + 1];
+                  }
+                a.y[(size_t) t * out_cols + (row >> 1)] = silu (g) * u;
+              }
+          }
+    }
+  else
+    {
+#pragma unroll
+      for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < MAXT; t++)
+          {
+            const int row = row0 + r;
+            if (t < a.n_tok && row < a.rows && lane == ((r * MAXT + t) & 31))
+              {
+                float v = acc[r][t];
+                const size_t i = (size_t) t * a.rows + row;
+                if (a.bias)
+                  v += a.bias[row];
+                if (a.epi == HONE_K_EPI_ADD)
+                  v += a.res[i];
+                a.y[i] = v;
+              }
+          }
+    }
+}
+
+template <int WT, int R, int U, int KS>
+static int
+launch_t (const GemvArgs &a, cudaStream_t stream)
+{
+  const int groups = (a.rows + R - 1) / R;
+  const dim3 grid ((groups + (8 / KS) - 1) / (8 / KS)), block (256);
+  constexpr bool F = (WT == HONE_K_BF16 || WT == HONE_K_F16);
+  if (a.norm_g && F)
+    {
+      if (a.n_tok == 1)
+        return hone_k_launch (gemv_kernel<WT, R, U, KS, 1, F>, grid, block, 0, stream, a);
+      return hone_k_launch (gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, F>, grid, block, 0, stream, a);
+    }
+  if (a.n_tok == 1)
+    return hone_k_launch (gemv_kernel<WT, R, U, KS, 1, false>, grid, block, 0, stream, a);
+  return hone_k_launch (gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, false>, grid, block, 0, stream, a);
+}
+
+/* Launch shapes (rows a warp R, chunk loads in flight a lane U, warps
+ * splitting a row KS). A warp's serial memory round trips (chunks per lane /
+ * U) cost more than anything else in a matrix of a few tens of MB, so small
+ * matrices split rows over warps and keep many loads in flight; big ones
+ * share activation loads over 4 rows. Picked from the sweep in
+ * tests/bench/RESULTS-cuda.md; hone_k_gemv_set_config() forces one. */
+static int forced_config = -1;
+static int early_loads = -1;   /* -1: read HONE_GEMV_EARLY (default on) */
+
+extern "C" void
+hone_k_gemv_set_early (int on)
+{
+  early_loads = on ? 1 : 0;
+}
+
+extern "C" void
+hone_k_gemv_set_config (int config)
+{
+  forced_config = config;
+}
+
+template <int WT>
+static int
+launch_cfg (int cfg, const GemvArgs &a, cudaStream_t stream)
+{
+  switch (cfg)
+    {
+    case 0: return launch_t<WT, 4, 2, 1> (a, stream);
+    case 1: return launch_t<WT, 2, 4, 2> (a, stream);
+    case 2: return launch_t<WT, 2, 2, 1> (a, stream);
+    default: return launch_t<WT, 2, 4, 4> (a, stream);
+    }
+}
+
+template <int WT>
+static int
+launch_w (const GemvArgs &a, cudaStream_t stream)
+{
+  if (forced_config >= 0 && forced_config < HONE_K_GEMV_CONFIGS)
+    return launch_cfg<WT> (forced_config, a, stream);
+  /* Sweep of 8 shapes at the Llama-3-8B matrices (RESULTS-cuda.md, call 3):
+   * quantized weights do best or within noise of best with 2 rows, 4 loads,
+   * 2 K slices everywhere; BF16 wants 4 K slices on the big matrices and no
+   * K split (2 loads) on qkv-sized ones. */
+  if (WT == HONE_K_BF16 || WT == HONE_K_F16)
+    {
+      if (a.rows >= 16384)
+        return launch_cfg<WT> (3, a, stream);
+      if (a.rows >= 5000)
+        return launch_cfg<WT> (2, a, stream);
+    }
+  return launch_cfg<WT> (1, a, stream);
+}
+
+extern "C" int
+hone_k_gemv_ex (const HoneKGemvOp *op, cudaStream_t stream)
+{
+  const HoneKMatrix *w = op->w;
+  GemvArgs a;
+  if (op->n_tok < 1 || op->n_tok > HONE_K_MAX_DECODE)
+    return (int) cudaErrorInvalidValue;
+  a.q = (const int4 *) w->q;
+  a.s = w->s;
+  a.rows = w->rows;
+  a.cols = w->cols;
+  a.x = op->x;
+  a.xq = op->xq ? op->xq->q : NULL;
+  a.xds = op->xq ? op->xq->ds : NULL;
+  a.n_tok = op->n_tok;
+  a.bias = op->bias;
+  a.res = op->res;
+  a.y = op->y;
+  a.epi = op->epilogue;
+  a.norm_g = op->norm_g;
+  a.eps = op->eps;
+  a.nq = op->nq;
+  a.nkv = op->nkv;
+  a.hd = op->hd;
+  a.pos = op->pos;
+  a.inv_freq = op->inv_freq;
+  a.k_pool = (__half *) op->k_pool;
+  a.v_pool = (__half *) op->v_pool;
+  a.block_table = op->block_table;
+  if (early_loads < 0)
+    {
+      const char *env = getenv ("HONE_GEMV_EARLY");
+      early_loads = env && env[0] == '0' ? 0 : 1;
+    }
+  a.early = early_loads;
+  if ((a.epi == HONE_K_EPI_SWIGLU || a.epi == HONE_K_EPI_ROPE_KV) && (w->rows & 1))
+    return (int) cudaErrorInvalidValue;
+  if (a.epi == HONE_K_EPI_ROPE_KV
+      && (a.hd <= 0 || (a.hd & 1) || w->rows != (a.nq + 2 * a.nkv) * a.hd || !a.pos || !a.inv_freq
+          || !a.k_pool || !a.v_pool || !a.block_table))
+    return (int) cudaErrorInvalidValue;
+  const bool f = (w->type == HONE_K_BF16 || w->type == HONE_K_F16);
+  if (a.norm_g && (!f || (w->cols & 3)))
+    return (int) cudaErrorInvalidValue;
+  switch (w->type)
+    {
+    case HONE_K_BF16:
+      if (w->cols % 8 || !a.x) return (int) cudaErrorInvalidValue;
+      a.nchunk = w->cols / 8;
+      return launch_w<HONE_K_BF16> (a, stream);
+    case HONE_K_F16:
+      if (w->cols % 8 || !a.x) return (int) cudaErrorInvalidValue;
+      a.nchunk = w->cols / 8;
+      return launch_w<HONE_K_F16> (a, stream);
+    case HONE_K_Q8_0:
+      if (w->cols % 32 || !a.xq) return (int) cudaErrorInvalidValue;
+      a.nchunk = w->cols / 16;
+      return launch_w<HONE_K_Q8_0> (a, stream);
+    case HONE_K_Q4_0:
+      if (w->cols % 32 || !a.xq) return (int) cudaErrorInvalidValue;
+      a.nchunk = w->cols / 32;
+      return launch_w<HONE_K_Q4_0> (a, stream);
+    case HONE_K_Q4_1:
+      if (w->cols % 32 || !a.xq) return (int) cudaErrorInvalidValue;
+      a.nchunk = w->cols / 32;
+      return launch_w<HONE_K_Q4_1> (a, stream);
+    default:
+      return (int) cudaErrorInvalidValue;
+    }
+}
+
+extern "C" int
+hone_k_gemv (const HoneKMatrix *w, const float *x, const HoneKActQ8 *xq, int n_tok,
+             const float *bias, const float *res, float *y, int epilogue, cudaStream_t stream)
+{
+  HoneKGemvOp op;
+  memset (&op, 0, sizeof op);
+  op.w = w;
+  op.x = x;
+  op.xq = xq;
+  op.n_tok = n_tok;
+  op.bias = bias;
+  op.res = res;
+  op.y = y;
+  op.epilogue = epilogue;
+  if (epilogue == HONE_K_EPI_ROPE_KV)
+    return (int) cudaErrorInvalidValue;
+  return hone_k_gemv_ex (&op, stream);
+}
+
+/* PDL: -1 automatic (per step, see hone_k_pdl_hint), else forced. */
+static int pdl_state = -2;   /* -2: environment not read yet */
+static int pdl_hint = 1;
+
+extern "C" void
+hone_k_set_pdl (int on)
+{
+  pdl_state = on < 0 ? -1 : (on ? 1 : 0);
+}
+
+void
+hone_k_pdl_hint (int on)
+{
+  pdl_hint = on;
+}
+
+int
+hone_k_pdl_enabled (void)
+{
+  static int major = -1;
+  if (major < 0)
+    {
+      int dev = 0;
+      cudaGetDevice (&dev);
+      cudaDeviceGetAttribute (&major, cudaDevAttrComputeCapabilityMajor, dev);
+    }
+  if (pdl_state == -2)
+    {
+      const char *env = getenv ("HONE_PDL");
+      pdl_state = env && *env ? (env[0] == '1' ? 1 : 0) : -1;
+    }
+  if (major < 9)
+    return 0;
+  return pdl_state >= 0 ? pdl_state : pdl_hint;
+}

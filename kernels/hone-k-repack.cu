@@ -1,0 +1,233 @@
+/* hone-k-repack.cu — GGUF bytes (already on the device) → the GPU layouts of
+ * hone-kernels.h, and small conversions used at upload. */
+#include "hone-k-common.cuh"
+
+extern "C" size_t
+hone_k_gguf_row_bytes (int t, int cols)
+{
+  switch (t)
+    {
+    case HONE_K_F32: return (size_t) cols * 4;
+    case HONE_K_F16:
+    case HONE_K_BF16: return (size_t) cols * 2;
+    case HONE_K_Q8_0: return cols % 32 ? 0 : (size_t) cols / 32 * 34;
+    case HONE_K_Q4_0: return cols % 32 ? 0 : (size_t) cols / 32 * 18;
+    case HONE_K_Q4_1: return cols % 32 ? 0 : (size_t) cols / 32 * 20;
+    case HONE_K_Q4_K: return cols % 256 ? 0 : (size_t) cols / 256 * 144;
+    case HONE_K_Q6_K: return cols % 256 ? 0 : (size_t) cols / 256 * 210;
+    default: return 0;
+    }
+}
+
+extern "C" int
+hone_k_upload_type (int t)
+{
+  switch (t)
+    {
+    case HONE_K_F16: case HONE_K_BF16: case HONE_K_Q8_0: case HONE_K_Q4_0: case HONE_K_Q4_1:
+      return t;
+    case HONE_K_F32: case HONE_K_Q4_K: case HONE_K_Q6_K:
+      return HONE_K_F16;
+    default:
+      return -1;
+    }
+}
+
+extern "C" size_t
+hone_k_matrix_bytes (int t, int rows, int cols, size_t *qb, size_t *sb)
+{
+  size_t q = 0, s = 0;
+  const size_t n = (size_t) rows * cols;
+  switch (t)
+    {
+    case HONE_K_F16: case HONE_K_BF16: q = n * 2; break;
+    case HONE_K_Q8_0: q = n; s = n / 32 * 2; break;
+    case HONE_K_Q4_0: q = n / 2; s = n / 32 * 2; break;
+    case HONE_K_Q4_1: q = n / 2; s = n / 32 * 4; break;
+    default: return 0;
+    }
+  if (qb) *qb = q;
+  if (sb) *sb = s;
+  return q + s;
+}
+
+/* One thread per 32-element GGUF block of Q8_0/Q4_0/Q4_1. */
+__global__ void
+repack_q_kernel (int t, const uint8_t *src, int rows, int cols, uint8_t *dq, uint8_t *ds,
+                 int row0, int step)
+{
+  const int nb = cols / 32;
+  const size_t b = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= (size_t) rows * nb)
+    return;
+  const size_t r = b / nb, j = b - r * nb, dr = (size_t) row0 + r * step;
+  const size_t bsz = t == HONE_K_Q8_0 ? 34 : t == HONE_K_Q4_0 ? 18 : 20;
+  const uint8_t *blk = src + r * nb * bsz + j * bsz;
+  const size_t di = dr * nb + j;
+  if (t == HONE_K_Q8_0)
+    {
+      ((uint16_t *) ds)[di] = (uint16_t) (blk[0] | (blk[1] << 8));
+      for (int i = 0; i < 32; i++)
+        dq[di * 32 + i] = blk[2 + i];
+    }
+  else if (t == HONE_K_Q4_0)
+    {
+      ((uint16_t *) ds)[di] = (uint16_t) (blk[0] | (blk[1] << 8));
+      for (int i = 0; i < 16; i++)
+        dq[di * 16 + i] = blk[2 + i];
+    }
+  else
+    {
+      ((uint32_t *) ds)[di] = (uint32_t) blk[0] | ((uint32_t) blk[1] << 8) | ((uint32_t) blk[2] << 16)
+                              | ((uint32_t) blk[3] << 24);
+      for (int i = 0; i < 16; i++)
+        dq[di * 16 + i] = blk[4 + i];
+    }
+}
+
+static __device__ __forceinline__ float
+f16raw (const uint8_t *p)
+{
+  return __half2float (__ushort_as_half ((unsigned short) (p[0] | (p[1] << 8))));
+}
+
+/* K-quants and F32 → F16 rows: one thread per 256-element super-block (or per element for F32). */
+__global__ void
+dequant_kq_kernel (int t, const uint8_t *src, int rows, int cols, __half *dst, int row0, int step)
+{
+  const int nb = cols / 256;
+  const size_t b = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= (size_t) rows * nb)
+    return;
+  const size_t r = b / nb, j = b - r * nb;
+  __half *y = dst + ((size_t) row0 + r * step) * cols + j * 256;
+  if (t == HONE_K_Q4_K)
+    {
+      const uint8_t *blk = src + (r * nb + j) * 144;
+      const float d = f16raw (blk), dmin = f16raw (blk + 2);
+      const uint8_t *sc = blk + 4, *q = blk + 16;
+      int is = 0;
+      for (int k = 0; k < 256; k += 64, is += 2, q += 32)
+        {
+          int s0, m0, s1, m1;
+          for (int h = 0; h < 2; h++)
+            {
+              const int jj = is + h;
+              int s, m;
+              if (jj < 4)
+                {
+                  s = sc[jj] & 63;
+                  m = sc[jj + 4] & 63;
+                }
+              else
+                {
+                  s = (sc[jj + 4] & 0xF) | ((sc[jj - 4] >> 6) << 4);
+                  m = (sc[jj + 4] >> 4) | ((sc[jj] >> 6) << 4);
+                }
+              if (h == 0) { s0 = s; m0 = m; } else { s1 = s; m1 = m; }
+            }
+          const float d1 = d * s0, mm1 = dmin * m0, d2 = d * s1, mm2 = dmin * m1;
+          for (int l = 0; l < 32; l++)
+            {
+              y[k + l] = __float2half_rn (d1 * (q[l] & 0xF) - mm1);
+              y[k + 32 + l] = __float2half_rn (d2 * (q[l] >> 4) - mm2);
+            }
+        }
+    }
+  else   /* Q6_K */
+    {
+      const uint8_t *blk = src + (r * nb + j) * 210;
+      const uint8_t *ql = blk, *qh = blk + 128;
+      const int8_t *sc = (const int8_t *) (blk + 192);
+      const float d = f16raw (blk + 208);
+      for (int n = 0; n < 256; n += 128, ql += 64, qh += 32, sc += 8)
+        for (int l = 0; l < 32; l++)
+          {
+            const int is = l / 16;
+            const int q1 = (int) ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            const int q2 = (int) ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            const int q3 = (int) ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            const int q4 = (int) ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[n + l] = __float2half_rn (d * sc[is] * q1);
+            y[n + l + 32] = __float2half_rn (d * sc[is + 2] * q2);
+            y[n + l + 64] = __float2half_rn (d * sc[is + 4] * q3);
+            y[n + l + 96] = __float2half_rn (d * sc[is + 6] * q4);
+          }
+    }
+}
+
+__global__ void
+f32_rows_to_f16_kernel (const float *src, int rows, int cols, __half *dst, int row0, int step)
+{
+  const size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (size_t) rows * cols)
+    return;
+  const size_t r = i / cols, k = i - r * cols;
+  dst[((size_t) row0 + r * step) * cols + k] = __float2half_rn (src[i]);
+}
+
+extern "C" int
+hone_k_repack (int t, const void *src, int rows, int cols, HoneKMatrix *dst, int row0, int step,
+               cudaStream_t stream)
+{
+  if (rows < 1 || cols < 1 || step < 1 || hone_k_upload_type (t) != dst->type || dst->cols != cols
+      || row0 + (size_t) (rows - 1) * step >= (size_t) dst->rows || hone_k_gguf_row_bytes (t, cols) == 0)
+    return (int) cudaErrorInvalidValue;
+  switch (t)
+    {
+    case HONE_K_F16:
+    case HONE_K_BF16:
+      return (int) cudaMemcpy2DAsync ((char *) dst->q + (size_t) row0 * cols * 2, (size_t) step * cols * 2,
+                                      src, (size_t) cols * 2, (size_t) cols * 2, rows,
+                                      cudaMemcpyDeviceToDevice, stream);
+    case HONE_K_Q8_0:
+    case HONE_K_Q4_0:
+    case HONE_K_Q4_1:
+      {
+        const size_t n = (size_t) rows * (cols / 32);
+        repack_q_kernel<<<(unsigned) ((n + 255) / 256), 256, 0, stream>>> (
+            t, (const uint8_t *) src, rows, cols, (uint8_t *) dst->q, (uint8_t *) dst->s, row0, step);
+        return (int) cudaGetLastError ();
+      }
+    case HONE_K_Q4_K:
+    case HONE_K_Q6_K:
+      {
+        const size_t n = (size_t) rows * (cols / 256);
+        dequant_kq_kernel<<<(unsigned) ((n + 127) / 128), 128, 0, stream>>> (
+            t, (const uint8_t *) src, rows, cols, (__half *) dst->q, row0, step);
+        return (int) cudaGetLastError ();
+      }
+    case HONE_K_F32:
+      {
+        const size_t n = (size_t) rows * cols;
+        f32_rows_to_f16_kernel<<<(unsigned) ((n + 255) / 256), 256, 0, stream>>> (
+            (const float *) src, rows, cols, (__half *) dst->q, row0, step);
+        return (int) cudaGetLastError ();
+      }
+    default:
+      return (int) cudaErrorInvalidValue;
+    }
+}
+
+__global__ void
+to_f32_kernel (int t, const void *src, float *dst, int n)
+{
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n)
+    return;
+  if (t == HONE_K_F32)
+    dst[i] = ((const float *) src)[i];
+  else if (t == HONE_K_F16)
+    dst[i] = __half2float (((const __half *) src)[i]);
+  else
+    dst[i] = __bfloat162float (((const __nv_bfloat16 *) src)[i]);
+}
+
+extern "C" int
+hone_k_to_f32 (int t, const void *src, float *dst, int n, cudaStream_t stream)
+{
+  if (n < 1 || (t != HONE_K_F32 && t != HONE_K_F16 && t != HONE_K_BF16))
+    return (int) cudaErrorInvalidValue;
+  to_f32_kernel<<<(n + 255) / 256, 256, 0, stream>>> (t, src, dst, n);
+  return (int) cudaGetLastError ();
+}

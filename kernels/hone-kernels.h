@@ -1,0 +1,254 @@
+/* hone-kernels.h — the CUDA kernels' plain C ABI (no GLib, no C++ in here).
+ *
+ * Everything the host side (src/core/cuda, tests/cuda) needs to run a
+ * transformer step on the GPU: weight upload/repack, decode GEMVs with fused
+ * dequantization, norms, RoPE + paged KV writes, flash-decoding and causal
+ * flash attention, sampling, and hone_k_forward(), which enqueues a whole
+ * step (decode or prefill) on a stream so that it can be captured as a graph.
+ *
+ * Conventions.
+ *  - Every launcher returns a cudaError_t as int (0 = cudaSuccess) and only
+ *    enqueues work on @stream; nothing synchronizes.
+ *  - Activations are f32, row-major [n_tokens][features].
+ *  - A weight matrix is y = W·x with W stored as rows (output features) of
+ *    cols (input features), like GGUF (ne = {cols, rows}).
+ *  - GPU weight layouts (made at upload by hone_k_repack from the GGUF bytes):
+ *      BF16/F16: as stored, q = [rows][cols] 2-byte values, s unused.
+ *      Q8_0: q = int8 [rows][cols] (blocks' quants, contiguous), s = f16 d [rows][cols/32].
+ *      Q4_0: q = [rows][cols/2] bytes, each 16-byte group one GGUF block's qs
+ *            (byte j: element j low nibble, j+16 high nibble), s = f16 d [rows][cols/32].
+ *      Q4_1: q as Q4_0, s = f16 pairs (d, m) [rows][cols/32][2].
+ *    Separating scales from quants makes every quant load a 16-byte aligned,
+ *    coalesced load, which the 18/20/34-byte GGUF blocks are not.
+ *    Q4_K and Q6_K are dequantized to F16 at upload (no native kernel yet).
+ *  - Quantized GEMVs use int8 dp4a against the activation quantized per 32
+ *    elements (HoneKActQ8: d = absmax/127, and d·Σq kept for the zero-point
+ *    terms), the way llama.cpp's MMVQ does: the 4-bit arithmetic is then a
+ *    couple of LOP3s and DP4As per 8 weights instead of 8 conversions.
+ *  - KV cache: f16, paged in blocks of HONE_K_KV_BLOCK tokens; pool layout per
+ *    layer [n_blocks][n_kv_heads][HONE_K_KV_BLOCK][head_dim]; a sequence maps
+ *    its logical block i to pool block table[i].
+ *  - Q/K rows must be in adjacent-pair RoPE order for hone_k_forward (the
+ *    host permutes half-split (HF, qwen) rows at upload: scores are unchanged
+ *    because q and k are permuted alike). hone_k_rope_kv() itself takes either.
+ */
+#ifndef HONE_KERNELS_H
+#define HONE_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HONE_K_KV_BLOCK 64       /* tokens per KV page */
+#define HONE_K_MAX_DECODE 8      /* tokens per step taken by the GEMV path */
+#define HONE_K_ATTN_MAX_SPLITS 64
+
+/* Numbers are GGUF's ggml_type, like HoneDType. */
+typedef enum {
+  HONE_K_F32 = 0, HONE_K_F16 = 1, HONE_K_Q4_0 = 2, HONE_K_Q4_1 = 3, HONE_K_Q8_0 = 8,
+  HONE_K_Q4_K = 12, HONE_K_Q6_K = 14, HONE_K_BF16 = 30,
+} HoneKType;
+
+typedef struct {
+  int type;          /* HoneKType of the GPU layout: BF16, F16, Q8_0, Q4_0, Q4_1 */
+  int rows, cols;
+  void *q;           /* values or packed quants (device) */
+  void *s;           /* scales (device), NULL for BF16/F16 */
+} HoneKMatrix;
+
+/* Bytes the GPU layout of a rows×cols matrix of @type takes (q and s); K-quants count as F16. */
+size_t hone_k_matrix_bytes (int type, int rows, int cols, size_t *q_bytes, size_t *s_bytes);
+/* The GPU type a GGUF type is uploaded as (K-quants → F16); -1 if unsupported. */
+int    hone_k_upload_type (int gguf_type);
+/* Bytes of one GGUF row of @cols elements of @gguf_type; 0 if unsupported. */
+size_t hone_k_gguf_row_bytes (int gguf_type, int cols);
+
+/* Repack @rows GGUF rows (device bytes @src, GGUF layout of @gguf_type) into
+ * @dst: source row r goes to destination row dst_row0 + r*dst_row_step (this
+ * interleaves gate/up and concatenates q/k/v). dst->type must be
+ * hone_k_upload_type(gguf_type). */
+int hone_k_repack (int gguf_type, const void *src, int rows, int cols,
+                   HoneKMatrix *dst, int dst_row0, int dst_row_step, cudaStream_t stream);
+/* Dequantize a GPU matrix to bf16 (or f16 when to_f16) [rows][cols]. */
+int hone_k_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream);
+/* GGUF vector (F32/F16/BF16) → f32. */
+int hone_k_to_f32 (int gguf_type, const void *src, float *dst, int n, cudaStream_t stream);
+
+/* Quantized activation, [n_tok][cols] int8 + [n_tok][cols/32] (d, d·Σq). */
+typedef struct {
+  int8_t *q;
+  float2 *ds;
+} HoneKActQ8;
+
+typedef enum {
+  HONE_K_EPI_STORE = 0,    /* y[t][n] = acc (+ bias) */
+  HONE_K_EPI_ADD = 1,      /* y[t][n] = res[t][n] + acc (y may be res) */
+  HONE_K_EPI_SWIGLU = 2,   /* rows interleaved gate,up: y[t][i] = silu(acc[2i])·acc[2i+1], y has rows/2 columns */
+} HoneKEpilogue;
+
+/* Decode GEMV for 1..HONE_K_MAX_DECODE tokens. x: f32 [n_tok][cols] (BF16/F16
+ * weights) or xq (quantized weights; the other may be NULL). bias: f32 [rows]
+ * or NULL. Output row stride = rows (rows/2 for SWIGLU). */
+int hone_k_gemv (const HoneKMatrix *w, const float *x, const HoneKActQ8 *xq, int n_tok,
+                 const float *bias, const float *res, float *y, int epilogue, cudaStream_t stream);
+
+/* The general form: a GEMV with the RMSNorm of its input and/or RoPE + KV
+ * writes fused in (both for BF16/F16 weights only, the paths where the input
+ * is f32). norm_g: f32 [cols]; the input rows are normalized on load (each
+ * block recomputes Σx², the rows being a few KB in L2). HONE_K_EPI_ROPE_KV:
+ * rows are q|k|v heads in adjacent-pair order; q rows are rotated, scaled by
+ * 1/sqrt(hd) and stored to y; k rows are rotated and v rows copied into the
+ * f16 pages at positions *pos + t (no y for them). */
+enum { HONE_K_EPI_ROPE_KV = 3 };
+typedef struct {
+  const HoneKMatrix *w;
+  const float *x;
+  const HoneKActQ8 *xq;
+  int n_tok;
+  const float *bias, *res;
+  float *y;
+  int epilogue;
+  const float *norm_g;
+  float eps;
+  /* ROPE_KV */
+  int nq, nkv, hd;
+  const int32_t *pos;
+  const float *inv_freq;
+  void *k_pool, *v_pool;
+  const int32_t *block_table;
+} HoneKGemvOp;
+int hone_k_gemv_ex (const HoneKGemvOp *op, cudaStream_t stream);
+
+/* RMSNorm of [n_tok][n] rows: y = x·rsqrt(mean(x²)+eps)·g (g f32). Writes any
+ * of y (f32), yq (quantized, n % 32 == 0), y16 (bf16, or f16 when y16_is_f16). */
+int hone_k_rmsnorm (const float *x, const float *g, int n_tok, int n, float eps,
+                    float *y, HoneKActQ8 *yq, void *y16, int y16_is_f16, cudaStream_t stream);
+/* Quantize / convert f32 [n_tok][n] → HoneKActQ8 and/or 16-bit. */
+int hone_k_quantize (const float *x, int n_tok, int n, HoneKActQ8 *yq, void *y16, int y16_is_f16,
+                     cudaStream_t stream);
+/* y[t][i] = silu(gu[t][2i])·gu[t][2i+1] for i < ffn (prefill after the interleaved gate/up GEMM). */
+int hone_k_swiglu (const float *gu, int n_tok, int ffn, float *y, cudaStream_t stream);
+/* h[t][:] = dequant(embd row tokens[t]) (embd in the GPU layout). */
+int hone_k_embed (const HoneKMatrix *embd, const int32_t *tokens, int n_tok, float *h, cudaStream_t stream);
+
+/* RoPE + KV write for n_tok tokens at positions *pos .. *pos+n_tok-1.
+ * qkv: f32 [n_tok][(nq + 2·nkv)·hd] (q heads, then k heads, then v heads),
+ * rotated in place (q also scaled by 1/sqrt(hd)); q_norm/k_norm (f32 [hd],
+ * qwen3) applied first when non-NULL. inv_freq: f32 [hd/2]. pairing: 0
+ * adjacent (2i,2i+1), 1 half (i, i+hd/2). K and V (f16) go to the pages. */
+int hone_k_rope_kv (float *qkv, int n_tok, int nq, int nkv, int hd, const int32_t *pos,
+                    const float *inv_freq, int pairing, const float *q_norm, const float *k_norm,
+                    float eps, void *k_pool, void *v_pool, const int32_t *block_table,
+                    cudaStream_t stream);
+
+/* Attention scratch (flash-decoding partials), sized by hone_k_attn_scratch_bytes. */
+size_t hone_k_attn_scratch_bytes (int nq, int nkv, int hd, int max_tok);
+/* Decode attention for 1..HONE_K_MAX_DECODE new tokens (already in the cache):
+ * token t attends keys 0..*pos+t. q from qkv (row stride (nq+2nkv)·hd); out
+ * f32 [n_tok][nq·hd]. Split over the KV length, combined by the last block. */
+int hone_k_attn_decode (const float *qkv, int n_tok, int nq, int nkv, int hd, const int32_t *pos,
+                        const void *k_pool, const void *v_pool, const int32_t *block_table,
+                        void *scratch, float *out, cudaStream_t stream);
+/* Causal flash attention (tensor cores, f16) for n_tok new tokens at *pos
+ * (host copy pos_host needed for the grid), keys from the cache. hd 64 or 128. */
+int hone_k_attn_prefill (const float *qkv, int n_tok, int nq, int nkv, int hd, int pos_host,
+                         const void *k_pool, const void *v_pool, const int32_t *block_table,
+                         float *out, cudaStream_t stream);
+
+/* Greedy (temperature <= 0) or exact sampling via the Gumbel-max trick
+ * (argmax of logits/T + Gumbel noise from a counter-based hash of seed and
+ * step): token of each of n_tok rows of logits [n_tok][vocab] into out[t]. */
+int hone_k_sample (const float *logits, int n_tok, int vocab, float temperature,
+                   uint64_t seed, const int32_t *step, int32_t *out, void *scratch /* 8·n_tok bytes */,
+                   cudaStream_t stream);
+
+/* Programmatic dependent launch between kernels (sm_90+): 1 on, 0 off, -1
+ * automatic (the default: on for steps of quantized models, where it
+ * measured 4 % faster, off for BF16/F16, where it measured 6 % slower).
+ * HONE_PDL=0/1 in the environment forces it. */
+void hone_k_set_pdl (int on);
+
+/* Tuning hook: force GEMV launch shape 0..HONE_K_GEMV_CONFIGS-1 (-1: automatic). */
+#define HONE_K_GEMV_CONFIGS 4
+void hone_k_gemv_set_config (int config);
+/* Tuning hook: 1 (default) issues a GEMV's first weight loads before it waits
+ * for the previous kernel under PDL, 0 after (HONE_GEMV_EARLY=0 likewise). */
+void hone_k_gemv_set_early (int on);
+
+/* Add n to a device int32 (advance the position at the end of a graph). */
+int hone_k_add_i32 (int32_t *p, int n, cudaStream_t stream);
+
+/* ---- whole steps ---------------------------------------------------------- */
+
+typedef struct {
+  int n_layers, hidden, n_heads, n_kv_heads, head_dim, ffn, vocab;
+  float rms_eps;
+  const float *rope_inv_freq;   /* device f32 [head_dim/2], scaling already applied */
+} HoneKConfig;
+
+typedef struct {
+  const float *attn_norm, *ffn_norm;    /* f32 [hidden] */
+  const float *q_norm, *k_norm;         /* f32 [head_dim] or NULL (qwen3) */
+  const float *bqkv;                    /* f32 [(nq+2nkv)·hd] or NULL (qwen2) */
+  HoneKMatrix wqkv;                     /* q rows, k rows, v rows (adjacent-pair order) */
+  HoneKMatrix wo;
+  HoneKMatrix wgu;                      /* gate/up rows interleaved */
+  HoneKMatrix wdown;
+} HoneKLayer;
+
+typedef struct {
+  HoneKConfig cfg;
+  HoneKLayer *layers;                   /* host array [n_layers] */
+  HoneKMatrix embd;                     /* [vocab][hidden] */
+  const float *out_norm;
+  HoneKMatrix lm_head;                  /* may alias embd */
+} HoneKModel;
+
+/* Per-sequence KV: pools per layer (host arrays of device pointers) and the block table. */
+typedef struct {
+  void **k_pool, **v_pool;
+  int32_t *block_table;                 /* device [max_blocks] */
+  int max_blocks;
+} HoneKKv;
+
+/* Scratch of a step of up to max_tok tokens (device buffers, made by hone_k_state_alloc). */
+typedef struct {
+  int max_tok;
+  int32_t *tokens;       /* [max_tok] input ids */
+  int32_t *pos;          /* scalar: sequence length before the step */
+  int32_t *step;         /* scalar: sampling counter */
+  int32_t *sampled;      /* [max_tok] sampled ids */
+  float *h, *xn, *qkv, *attn, *gu, *logits;
+  HoneKActQ8 xq;
+  void *x16;             /* bf16/f16 activations for GEMMs */
+  void *w16;             /* dequantized weight scratch (GEMM path, quantized/mixed models) */
+  void *attn_scratch, *sample_scratch;
+  void *cublas;          /* cublasHandle_t */
+  void *cublas_ws;
+  size_t bytes;          /* device bytes held */
+} HoneKState;
+
+/* Allocate scratch for max_tok tokens (prefill chunks go up to max_tok).
+ * logits_rows: rows of logits kept (max_tok for all_logits, else HONE_K_MAX_DECODE). */
+int  hone_k_state_alloc (HoneKState *st, const HoneKModel *m, int max_tok, int logits_rows);
+void hone_k_state_free (HoneKState *st);
+size_t hone_k_state_bytes (const HoneKModel *m, int max_tok, int logits_rows);
+
+/* Enqueue one step: n_tok tokens from st->tokens at *st->pos. n_tok <=
+ * HONE_K_MAX_DECODE runs the GEMV path (graph-capturable, no host reads);
+ * larger steps run the GEMM path (pos_host must equal *st->pos). Logits of
+ * the last n_logits tokens land in st->logits; when sample is set, their
+ * sampled ids land in st->sampled (and st->tokens, to feed the next step).
+ * *st->pos advances by n_tok and *st->step by 1 on the device either way. */
+int hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_tok, int pos_host,
+                    int n_logits, int sample, float temperature, uint64_t seed, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
