@@ -1,0 +1,519 @@
+/* hone-cpu-dot-x86.h — x86 tile kernels, included by hone-cpu-dot.c once per ISA.
+ *
+ * Before including, define:
+ *   X(name)      the name with the ISA suffix (name##_avx2, name##_vnni)
+ *   XTARGET      __attribute__((target("…"))) for every function here
+ *   XMADD(u, s)  eight int32 lanes, lane i = Σ_{j<4} u[4i+j]·s[4i+j] (u unsigned, s signed bytes)
+ *
+ * Every kernel has the same shape: load and unpack the weight blocks of R rows
+ * once, then run them against T tokens, keeping R·T accumulators in registers.
+ * Lane i of XMADD covers elements 4i..4i+3 of a 32-block, so lanes 0–3 are the
+ * first 16 elements and 4–7 the second (Q6_K's two sub-block scales).
+ */
+
+#define XINLINE static inline __attribute__((always_inline)) XTARGET
+
+XINLINE float
+X(hsum) (__m256 v)
+{
+  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (v), _mm256_extractf128_ps (v, 1));
+  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
+  s = _mm_add_ss (s, _mm_movehdup_ps (s));
+  return _mm_cvtss_f32 (s);
+}
+
+XINLINE float
+X(f16) (uint16_t h)
+{
+  return _cvtsh_ss (h);
+}
+
+/* 16 bytes of packed nibbles → 32 bytes: element j (low nibble of byte j) in
+ * byte j, element j+16 (high nibble) in byte j+16. */
+XINLINE __m256i
+X(unpack_nibbles) (const uint8_t *qs)
+{
+  __m128i raw = _mm_loadu_si128 ((const __m128i *) qs);
+  __m256i both = _mm256_set_m128i (_mm_srli_epi16 (raw, 4), raw);
+  return _mm256_and_si256 (both, _mm256_set1_epi8 (0x0f));
+}
+
+/* Activations → HoneQ8Act, rounding to nearest-even like lrintf in the portable path. */
+static XTARGET G_GNUC_UNUSED void
+X(quantize_act) (const float *x, HoneQ8Act *y, int64_t n)
+{
+  const __m256 sign = _mm256_set1_ps (-0.0f);
+  const __m256i perm = _mm256_setr_epi32 (0, 4, 1, 5, 2, 6, 3, 7);
+
+  for (int64_t b = 0; b < n / 32; b++)
+    {
+      const float *xb = x + b * 32;
+      __m256 v[4], mx;
+      __m128 m;
+      __m256i q[4], s16, s8, sum;
+      float amax, d, id;
+
+      for (int i = 0; i < 4; i++)
+        v[i] = _mm256_loadu_ps (xb + 8 * i);
+      mx = _mm256_max_ps (_mm256_max_ps (_mm256_andnot_ps (sign, v[0]), _mm256_andnot_ps (sign, v[1])),
+                          _mm256_max_ps (_mm256_andnot_ps (sign, v[2]), _mm256_andnot_ps (sign, v[3])));
+      m = _mm_max_ps (_mm256_castps256_ps128 (mx), _mm256_extractf128_ps (mx, 1));
+      m = _mm_max_ps (m, _mm_movehl_ps (m, m));
+      m = _mm_max_ss (m, _mm_movehdup_ps (m));
+      amax = _mm_cvtss_f32 (m);
+      d = amax / 127.0f;
+      id = d > 0.0f ? 1.0f / d : 0.0f;
+      for (int i = 0; i < 4; i++)
+        q[i] = _mm256_cvtps_epi32 (_mm256_mul_ps (v[i], _mm256_set1_ps (id)));
+      sum = _mm256_add_epi32 (_mm256_add_epi32 (q[0], q[1]), _mm256_add_epi32 (q[2], q[3]));
+      /* packs work per 128-bit lane; the permute puts the 32 bytes back in order */
+      s16 = _mm256_packs_epi32 (q[0], q[1]);
+      s8 = _mm256_packs_epi16 (s16, _mm256_packs_epi32 (q[2], q[3]));
+      _mm256_storeu_si256 ((__m256i *) y[b].qs, _mm256_permutevar8x32_epi32 (s8, perm));
+      {
+        __m128i s = _mm_add_epi32 (_mm256_castsi256_si128 (sum), _mm256_extracti128_si256 (sum, 1));
+        s = _mm_add_epi32 (s, _mm_shuffle_epi32 (s, 0x4e));
+        s = _mm_add_epi32 (s, _mm_shuffle_epi32 (s, 0xb1));
+        y[b].d = d;
+        y[b].ds = d * (float) _mm_cvtsi128_si32 (s);
+      }
+    }
+}
+
+#define XACT(t, b) ((const HoneQ8Act *) ((const uint8_t *) x + (size_t) (t) * x_stride) + (b))
+
+/* Q4_0 and Q4_1 share one kernel: value = q·d + m, with m = −8·d for Q4_0. */
+XINLINE void
+X(tile_q4) (int K, const void *w, size_t w_stride, const void *x, size_t x_stride,
+            float *out, size_t out_stride, const int R, const int T, const int has_min)
+{
+  const int nb = K / 32;
+  const size_t bbytes = has_min ? sizeof (HoneBlockQ4_1) : sizeof (HoneBlockQ4_0);
+  __m256 acc[4][4];
+  float sacc[4][4];
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      {
+        acc[r][t] = _mm256_setzero_ps ();
+        sacc[r][t] = 0.0f;
+      }
+
+  for (int b = 0; b < nb; b++)
+    {
+      __m256i q[4];
+      float dw[4];
+
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++)
+        {
+          const uint8_t *blk = (const uint8_t *) w + (size_t) r * w_stride + (size_t) b * bbytes;
+          uint16_t dbits;
+          memcpy (&dbits, blk, 2);
+          dw[r] = X(f16) (dbits);
+          q[r] = X(unpack_nibbles) (blk + (has_min ? 4 : 2));
+        }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++)
+        {
+          const HoneQ8Act *a = XACT (t, b);
+          __m256i xv = _mm256_loadu_si256 ((const __m256i *) a->qs);
+          __m256 xd = _mm256_set1_ps (a->d);
+#pragma GCC unroll 4
+          for (int r = 0; r < R; r++)
+            {
+              __m256 p = _mm256_cvtepi32_ps (XMADD (q[r], xv));
+              acc[r][t] = _mm256_fmadd_ps (p, _mm256_mul_ps (_mm256_set1_ps (dw[r]), xd), acc[r][t]);
+            }
+        }
+    }
+
+  /* The offset/min term Σ_b m·d_x·Σq_x in a second pass: kept in the main
+   * loop, its R·T scalar sums push the vector accumulators out of the 16
+   * AVX2 registers. */
+  for (int b = 0; b < nb; b++)
+    {
+      float mw[4];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++)
+        {
+          const uint8_t *blk = (const uint8_t *) w + (size_t) r * w_stride + (size_t) b * bbytes;
+          uint16_t bits;
+          memcpy (&bits, blk + (has_min ? 2 : 0), 2);
+          mw[r] = has_min ? X(f16) (bits) : -8.0f * X(f16) (bits);
+        }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++)
+        {
+          float ds = XACT (t, b)->ds;
+#pragma GCC unroll 4
+          for (int r = 0; r < R; r++)
+            sacc[r][t] += mw[r] * ds;
+        }
+    }
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      out[(size_t) t * out_stride + r] = X(hsum) (acc[r][t]) + sacc[r][t];
+}
+
+XINLINE void
+X(tile_q8_0) (int K, const void *w, size_t w_stride, const void *x, size_t x_stride,
+              float *out, size_t out_stride, const int R, const int T)
+{
+  const int nb = K / 32;
+  __m256 acc[4][4];
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      acc[r][t] = _mm256_setzero_ps ();
+
+  for (int b = 0; b < nb; b++)
+    {
+      __m256i wv[4], aw[4];
+      float dw[4];
+
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++)
+        {
+          const HoneBlockQ8_0 *blk = (const HoneBlockQ8_0 *) ((const uint8_t *) w + (size_t) r * w_stride) + b;
+          dw[r] = X(f16) (blk->d);
+          wv[r] = _mm256_loadu_si256 ((const __m256i *) blk->qs);
+          aw[r] = _mm256_sign_epi8 (wv[r], wv[r]);   /* |w| as unsigned bytes (−128 → 128) */
+        }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++)
+        {
+          const HoneQ8Act *a = XACT (t, b);
+          __m256i xv = _mm256_loadu_si256 ((const __m256i *) a->qs);
+          __m256 xd = _mm256_set1_ps (a->d);
+#pragma GCC unroll 4
+          for (int r = 0; r < R; r++)
+            {
+              /* w·x = |w|·(x with w's sign) */
+              __m256 p = _mm256_cvtepi32_ps (XMADD (aw[r], _mm256_sign_epi8 (xv, wv[r])));
+              acc[r][t] = _mm256_fmadd_ps (p, _mm256_mul_ps (_mm256_set1_ps (dw[r]), xd), acc[r][t]);
+            }
+        }
+    }
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      out[(size_t) t * out_stride + r] = X(hsum) (acc[r][t]);
+}
+
+XINLINE void
+X(tile_q4_k) (int K, const void *w, size_t w_stride, const void *x, size_t x_stride,
+              float *out, size_t out_stride, const int R, const int T)
+{
+  const int nsb = K / 256;
+  const __m256i m4 = _mm256_set1_epi8 (0x0f);
+  __m256 acc[4][4];
+  float sacc[4][4];
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      {
+        acc[r][t] = _mm256_setzero_ps ();
+        sacc[r][t] = 0.0f;
+      }
+
+  for (int i = 0; i < nsb; i++)
+    {
+      float dsc[4][8], dmn[4][8];
+      const HoneBlockQ4_K *blk[4];
+
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++)
+        {
+          float d, dmin;
+          blk[r] = (const HoneBlockQ4_K *) ((const uint8_t *) w + (size_t) r * w_stride) + i;
+          d = X(f16) (blk[r]->d);
+          dmin = X(f16) (blk[r]->dmin);
+          for (int j = 0; j < 8; j++)
+            {
+              uint8_t sc, m;
+              hone_cpu_q4k_scale_min (j, blk[r]->scales, &sc, &m);
+              dsc[r][j] = d * sc;
+              dmn[r][j] = dmin * m;
+            }
+        }
+      for (int j = 0; j < 4; j++)
+        {
+          __m256i lo[4], hi[4];
+
+#pragma GCC unroll 4
+          for (int r = 0; r < R; r++)
+            {
+              __m256i raw = _mm256_loadu_si256 ((const __m256i *) (blk[r]->qs + 32 * j));
+              lo[r] = _mm256_and_si256 (raw, m4);
+              hi[r] = _mm256_and_si256 (_mm256_srli_epi16 (raw, 4), m4);
+            }
+#pragma GCC unroll 4
+          for (int t = 0; t < T; t++)
+            {
+              const HoneQ8Act *a0 = XACT (t, 8 * i + 2 * j);
+              const HoneQ8Act *a1 = a0 + 1;
+              __m256i x0 = _mm256_loadu_si256 ((const __m256i *) a0->qs);
+              __m256i x1 = _mm256_loadu_si256 ((const __m256i *) a1->qs);
+#pragma GCC unroll 4
+              for (int r = 0; r < R; r++)
+                {
+                  __m256 p0 = _mm256_cvtepi32_ps (XMADD (lo[r], x0));
+                  __m256 p1 = _mm256_cvtepi32_ps (XMADD (hi[r], x1));
+                  acc[r][t] = _mm256_fmadd_ps (p0, _mm256_set1_ps (dsc[r][2 * j] * a0->d), acc[r][t]);
+                  acc[r][t] = _mm256_fmadd_ps (p1, _mm256_set1_ps (dsc[r][2 * j + 1] * a1->d), acc[r][t]);
+                  sacc[r][t] -= dmn[r][2 * j] * a0->ds + dmn[r][2 * j + 1] * a1->ds;
+                }
+            }
+        }
+    }
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      out[(size_t) t * out_stride + r] = X(hsum) (acc[r][t]) + sacc[r][t];
+}
+
+XINLINE void
+X(tile_q6_k) (int K, const void *w, size_t w_stride, const void *x, size_t x_stride,
+              float *out, size_t out_stride, const int R, const int T)
+{
+  const int nsb = K / 256;
+  const __m256i m4 = _mm256_set1_epi8 (0x0f);
+  const __m256i m30 = _mm256_set1_epi8 (0x30);
+  const __m256i k32 = _mm256_set1_epi8 (32);
+  __m256 acc[4][4];
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      acc[r][t] = _mm256_setzero_ps ();
+
+  for (int i = 0; i < nsb; i++)
+    {
+      const HoneBlockQ6_K *blk[4];
+      float d[4];
+
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++)
+        {
+          blk[r] = (const HoneBlockQ6_K *) ((const uint8_t *) w + (size_t) r * w_stride) + i;
+          d[r] = X(f16) (blk[r]->d);
+        }
+      for (int n = 0; n < 2; n++)
+        for (int g = 0; g < 4; g++)
+          {
+            __m256i qv[4], aq[4];
+            __m256 sc[4];
+
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+              {
+                const uint8_t *ql = blk[r]->ql + 64 * n + 32 * (g & 1);
+                __m256i l = _mm256_loadu_si256 ((const __m256i *) ql);
+                __m256i h = _mm256_loadu_si256 ((const __m256i *) (blk[r]->qh + 32 * n));
+                const int8_t *s = blk[r]->scales + 8 * n + 2 * g;
+                __m256i q;
+
+                /* group g: low nibbles of ql[0..31] (g=0) or ql[32..63] (g=1),
+                 * high nibbles for g=2,3; high bits from qh bits 2g, 2g+1. */
+                l = (g < 2) ? _mm256_and_si256 (l, m4) : _mm256_and_si256 (_mm256_srli_epi16 (l, 4), m4);
+                switch (g)
+                  {
+                  case 0: h = _mm256_and_si256 (_mm256_slli_epi16 (h, 4), m30); break;
+                  case 1: h = _mm256_and_si256 (_mm256_slli_epi16 (h, 2), m30); break;
+                  case 2: h = _mm256_and_si256 (h, m30); break;
+                  default: h = _mm256_and_si256 (_mm256_srli_epi16 (h, 2), m30); break;
+                  }
+                q = _mm256_sub_epi8 (_mm256_or_si256 (l, h), k32);   /* −32..31 */
+                qv[r] = q;
+                aq[r] = _mm256_sign_epi8 (q, q);
+                sc[r] = _mm256_mul_ps (_mm256_set1_ps (d[r]),
+                                       _mm256_set_m128 (_mm_set1_ps ((float) s[1]), _mm_set1_ps ((float) s[0])));
+              }
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++)
+              {
+                const HoneQ8Act *a = XACT (t, 8 * i + 4 * n + g);
+                __m256i xv = _mm256_loadu_si256 ((const __m256i *) a->qs);
+                __m256 xd = _mm256_set1_ps (a->d);
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++)
+                  {
+                    __m256 p = _mm256_cvtepi32_ps (XMADD (aq[r], _mm256_sign_epi8 (xv, qv[r])));
+                    acc[r][t] = _mm256_fmadd_ps (p, _mm256_mul_ps (sc[r], xd), acc[r][t]);
+                  }
+              }
+          }
+    }
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      out[(size_t) t * out_stride + r] = X(hsum) (acc[r][t]);
+}
+
+/* Float weights: kind 0 = F32, 1 = F16, 2 = BF16. */
+XINLINE __m256
+X(load8) (const uint8_t *row, int k, const int kind)
+{
+  if (kind == 0)
+    return _mm256_loadu_ps ((const float *) row + k);
+  if (kind == 1)
+    return _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) ((const uint16_t *) row + k)));
+  return _mm256_castsi256_ps (_mm256_slli_epi32 (
+      _mm256_cvtepu16_epi32 (_mm_loadu_si128 ((const __m128i *) ((const uint16_t *) row + k))), 16));
+}
+
+XINLINE float
+X(load1) (const uint8_t *row, int k, const int kind)
+{
+  if (kind == 0)
+    return ((const float *) row)[k];
+  if (kind == 1)
+    return X(f16) (((const uint16_t *) row)[k]);
+  return hone_bf16_to_f32 (((const uint16_t *) row)[k]);
+}
+
+XINLINE void
+X(tile_float) (int K, const void *w, size_t w_stride, const void *x, size_t x_stride,
+               float *out, size_t out_stride, const int R, const int T, const int kind)
+{
+  __m256 acc[4][4];
+  float tail[4][4];
+  int k;
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      {
+        acc[r][t] = _mm256_setzero_ps ();
+        tail[r][t] = 0.0f;
+      }
+  for (k = 0; k + 8 <= K; k += 8)
+    {
+      __m256 wv[4];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++)
+        wv[r] = X(load8) ((const uint8_t *) w + (size_t) r * w_stride, k, kind);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++)
+        {
+          __m256 xv = _mm256_loadu_ps ((const float *) ((const uint8_t *) x + (size_t) t * x_stride) + k);
+#pragma GCC unroll 4
+          for (int r = 0; r < R; r++)
+            acc[r][t] = _mm256_fmadd_ps (wv[r], xv, acc[r][t]);
+        }
+    }
+  for (; k < K; k++)
+    for (int r = 0; r < R; r++)
+      for (int t = 0; t < T; t++)
+        tail[r][t] += X(load1) ((const uint8_t *) w + (size_t) r * w_stride, k, kind) *
+                      ((const float *) ((const uint8_t *) x + (size_t) t * x_stride))[k];
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      out[(size_t) t * out_stride + r] = X(hsum) (acc[r][t]) + tail[r][t];
+}
+
+/* Dispatch on (R, T) to fully unrolled instances: T = 1 takes up to 4 rows;
+ * T > 1 goes in pairs of rows (R·T ≤ 8 accumulators stay in registers). */
+#define XDISPATCH(NAME, CALL)                                                         \
+  static XTARGET void                                                                 \
+  X(NAME) (int K, const void *w, size_t w_stride, int R, const void *x,               \
+           size_t x_stride, int T, float *out, size_t out_stride)                     \
+  {                                                                                   \
+    if (T == 1)                                                                       \
+      {                                                                               \
+        switch (R)                                                                    \
+          {                                                                           \
+          case 1: CALL (1, 1); break;                                                 \
+          case 2: CALL (2, 1); break;                                                 \
+          case 3: CALL (3, 1); break;                                                 \
+          default: CALL (4, 1); break;                                                \
+          }                                                                           \
+        return;                                                                       \
+      }                                                                               \
+    for (int r0 = 0; r0 < R; r0 += 2)                                                 \
+      {                                                                               \
+        const void *wr = (const uint8_t *) w + (size_t) r0 * w_stride;                \
+        float *o = out + r0;                                                          \
+        int rr = MIN (2, R - r0);                                                     \
+        (void) wr; (void) o;                                                          \
+        switch (rr * 8 + T)                                                           \
+          {                                                                           \
+          case 8 + 2: CALLR (wr, o, 1, 2); break;                                     \
+          case 8 + 3: CALLR (wr, o, 1, 3); break;                                     \
+          case 8 + 4: CALLR (wr, o, 1, 4); break;                                     \
+          case 16 + 2: CALLR (wr, o, 2, 2); break;                                    \
+          case 16 + 3: CALLR (wr, o, 2, 3); break;                                    \
+          default: CALLR (wr, o, 2, 4); break;                                        \
+          }                                                                           \
+      }                                                                               \
+  }
+
+#define CALL(R_, T_) CALLR (w, out, R_, T_)
+
+#define CALLR(W_, O_, R_, T_) X(tile_q4) (K, W_, w_stride, x, x_stride, O_, out_stride, R_, T_, 0)
+XDISPATCH (tile_q4_0, CALL)
+#undef CALLR
+#define CALLR(W_, O_, R_, T_) X(tile_q4) (K, W_, w_stride, x, x_stride, O_, out_stride, R_, T_, 1)
+XDISPATCH (tile_q4_1, CALL)
+#undef CALLR
+#define CALLR(W_, O_, R_, T_) X(tile_q8_0) (K, W_, w_stride, x, x_stride, O_, out_stride, R_, T_)
+XDISPATCH (tile_q8_0_d, CALL)
+#undef CALLR
+#define CALLR(W_, O_, R_, T_) X(tile_q4_k) (K, W_, w_stride, x, x_stride, O_, out_stride, R_, T_)
+XDISPATCH (tile_q4_k_d, CALL)
+#undef CALLR
+#define CALLR(W_, O_, R_, T_) X(tile_q6_k) (K, W_, w_stride, x, x_stride, O_, out_stride, R_, T_)
+XDISPATCH (tile_q6_k_d, CALL)
+#undef CALLR
+#define CALLR(W_, O_, R_, T_) X(tile_float) (K, W_, w_stride, x, x_stride, O_, out_stride, R_, T_, 0)
+XDISPATCH (tile_f32, CALL)
+#undef CALLR
+#define CALLR(W_, O_, R_, T_) X(tile_float) (K, W_, w_stride, x, x_stride, O_, out_stride, R_, T_, 1)
+XDISPATCH (tile_f16, CALL)
+#undef CALLR
+#define CALLR(W_, O_, R_, T_) X(tile_float) (K, W_, w_stride, x, x_stride, O_, out_stride, R_, T_, 2)
+XDISPATCH (tile_bf16, CALL)
+#undef CALLR
+#undef CALL
+
+static HoneCpuTileFunc
+X(tile_func) (HoneDType type)
+{
+  switch (type)
+    {
+    case HONE_DTYPE_Q4_0: return X(tile_q4_0);
+    case HONE_DTYPE_Q4_1: return X(tile_q4_1);
+    case HONE_DTYPE_Q8_0: return X(tile_q8_0_d);
+    case HONE_DTYPE_Q4_K: return X(tile_q4_k_d);
+    case HONE_DTYPE_Q6_K: return X(tile_q6_k_d);
+    case HONE_DTYPE_F32: return X(tile_f32);
+    case HONE_DTYPE_F16: return X(tile_f16);
+    case HONE_DTYPE_BF16: return X(tile_bf16);
+    default: return NULL;
+    }
+}
+
+#undef XACT
+#undef XINLINE
+#undef XDISPATCH

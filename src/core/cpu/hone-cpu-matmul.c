@@ -1,0 +1,106 @@
+/* hone-cpu-matmul.c — parallel tiled matrix × activations. */
+#include "hone-cpu-matmul.h"
+
+#include <stdatomic.h>
+
+#define MAX_OUTS 4
+
+typedef struct {
+  const HoneCpuMatmulOut *outs;
+  int n_outs;
+  int chunk_rows;
+  int n_chunks[MAX_OUTS];
+  int total_chunks;
+  const float *x;
+  const HoneQ8Act *xq;
+  int K, T;
+  HoneCpuTileFunc fn[MAX_OUTS];
+  atomic_int next;
+} MatmulJob;
+
+static void
+matmul_worker (gpointer data, int ith, int nth)
+{
+  MatmulJob *job = data;
+  const size_t q8_stride = (size_t) (job->K / HONE_CPU_QK) * sizeof (HoneQ8Act);
+  const size_t f_stride = (size_t) job->K * sizeof (float);
+  const int rstep = job->T == 1 ? HONE_CPU_TILE_R : 2 * (HONE_CPU_TILE_R / 2);
+
+  for (;;)
+    {
+      int c = atomic_fetch_add_explicit (&job->next, 1, memory_order_relaxed);
+      int m = 0, r0, r1, N;
+      const HoneTensor *w;
+      const uint8_t *wdata;
+      size_t w_stride;
+      gboolean q8;
+      const void *x;
+      size_t x_stride;
+
+      if (c >= job->total_chunks)
+        break;
+      while (c >= job->n_chunks[m])
+        c -= job->n_chunks[m++];
+      w = job->outs[m].w;
+      N = (int) w->ne[1];
+      r0 = c * job->chunk_rows;
+      r1 = MIN (N, r0 + job->chunk_rows);
+      w_stride = hone_tensor_row_bytes (w);
+      wdata = w->data;
+      q8 = hone_cpu_type_uses_q8 (w->type);
+      x = q8 ? (const void *) job->xq : (const void *) job->x;
+      x_stride = q8 ? q8_stride : f_stride;
+
+      for (int t0 = 0; t0 < job->T; t0 += HONE_CPU_TILE_T)
+        {
+          int tn = MIN (HONE_CPU_TILE_T, job->T - t0);
+          const void *xt = (const uint8_t *) x + (size_t) t0 * x_stride;
+          for (int r = r0; r < r1; r += rstep)
+            job->fn[m] (job->K, wdata + (size_t) r * w_stride, w_stride, MIN (rstep, r1 - r),
+                        xt, x_stride, tn, job->outs[m].y + (size_t) t0 * N + r, (size_t) N);
+        }
+    }
+}
+
+gboolean
+hone_cpu_matmul_needs_q8 (const HoneCpuMatmulOut *outs, int n_outs)
+{
+  for (int i = 0; i < n_outs; i++)
+    if (hone_cpu_type_uses_q8 (outs[i].w->type))
+      return TRUE;
+  return FALSE;
+}
+
+void
+hone_cpu_matmul (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
+                 const float *x, const HoneQ8Act *xq, int K, int T)
+{
+  MatmulJob job = { 0 };
+  HoneCpuIsa isa = hone_cpu_isa ();
+  int nth = hone_cpu_pool_n_threads (pool);
+  gint64 rows = 0;
+
+  g_return_if_fail (n_outs >= 1 && n_outs <= MAX_OUTS);
+  job.outs = outs;
+  job.n_outs = n_outs;
+  job.x = x;
+  job.xq = xq;
+  job.K = K;
+  job.T = T;
+  for (int i = 0; i < n_outs; i++)
+    {
+      rows += outs[i].w->ne[1];
+      job.fn[i] = hone_cpu_tile_func (outs[i].w->type, isa);
+    }
+  /* Enough chunks that threads finish together (≥ 8 per thread), few enough
+   * that the atomic counter costs nothing; multiples of 4 rows keep tiles whole. */
+  job.chunk_rows = (int) CLAMP (rows / (8 * nth), 4, T == 1 ? 64 : 16);
+  job.chunk_rows = (job.chunk_rows + 3) & ~3;
+  for (int i = 0; i < n_outs; i++)
+    {
+      job.n_chunks[i] = (int) ((outs[i].w->ne[1] + job.chunk_rows - 1) / job.chunk_rows);
+      job.total_chunks += job.n_chunks[i];
+    }
+  atomic_init (&job.next, 0);
+  hone_cpu_pool_run (pool, matmul_worker, &job);
+}

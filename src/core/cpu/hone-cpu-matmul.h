@@ -1,0 +1,30 @@
+/* hone-cpu-matmul.h — Y = X·Wᵀ over weights in their stored type, on the pool.
+ *
+ * One call runs one or several matrices that share the same input (q/k/v, or
+ * gate/up) as a single parallel job, so a layer costs few thread hand-offs.
+ * Rows are handed out in small chunks through an atomic counter (a thread that
+ * the OS descheduled on a busy machine does not stall the others); inside a
+ * chunk, tokens go in tiles of 4 so each weight block is unpacked once per
+ * 4 tokens (prefill) while the chunk's rows stay in L1.
+ */
+#pragma once
+
+#include "hone-tensor.h"
+#include "hone-cpu-dot.h"
+#include "hone-cpu-threadpool.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  const HoneTensor *w;    /* ne = {K, N}: N rows of K */
+  float *y;               /* T × N, row stride N floats */
+} HoneCpuMatmulOut;
+
+/* x: T × K floats (row stride K); xq: T × K/32 activation blocks, or NULL when
+ * no matrix needs them (see hone_cpu_matmul_needs_q8). All w share K. */
+void     hone_cpu_matmul (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
+                          const float *x, const HoneQ8Act *xq, int K, int T);
+
+gboolean hone_cpu_matmul_needs_q8 (const HoneCpuMatmulOut *outs, int n_outs);
+
+G_END_DECLS

@@ -1,0 +1,507 @@
+/* test-cpu-kernels.c — CPU backend kernels against f64 computations.
+ *
+ * Weights are random, quantized by hone-dtype's reference quantizers, and the
+ * reference is an f64 dot product over hone_dequantize_row()'s values, so the
+ * SIMD and portable kernels are checked against an independent decoding of the
+ * same blocks. Every ISA this CPU has is forced in turn.
+ */
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+
+#include "hone-dtype.h"
+#include "hone-model.h"
+#include "cpu/hone-cpu-attention.h"
+#include "cpu/hone-cpu-dot.h"
+#include "cpu/hone-cpu-matmul.h"
+#include "cpu/hone-cpu-ops.h"
+#include "cpu/hone-cpu-threadpool.h"
+
+static const HoneDType all_types[] = {
+  HONE_DTYPE_F32, HONE_DTYPE_F16, HONE_DTYPE_BF16, HONE_DTYPE_Q8_0,
+  HONE_DTYPE_Q4_0, HONE_DTYPE_Q4_1, HONE_DTYPE_Q4_K, HONE_DTYPE_Q6_K,
+};
+
+static float
+rnd (GRand *r)
+{
+  /* roughly normal, with some larger values so blocks have varied scales */
+  double s = 0;
+  for (int i = 0; i < 4; i++)
+    s += g_rand_double_range (r, -1.0, 1.0);
+  return (float) (s * (g_rand_int_range (r, 0, 8) == 0 ? 3.0 : 0.7));
+}
+
+typedef struct {
+  HoneDType type;
+  int K, N;
+  size_t row_bytes;
+  guint8 *data;          /* stored blocks */
+  double *deq;           /* N × K dequantized */
+  HoneTensor tensor;
+} Matrix;
+
+static void
+matrix_init (Matrix *m, GRand *r, HoneDType type, int K, int N)
+{
+  float *row = g_new (float, K);
+  float *tmp = g_new (float, K);
+
+  m->type = type;
+  m->K = K;
+  m->N = N;
+  m->row_bytes = hone_dtype_row_bytes (type, K);
+  g_assert_cmpuint (m->row_bytes, >, 0);
+  m->data = g_malloc (m->row_bytes * N);
+  m->deq = g_new (double, (gsize) N * K);
+  for (int n = 0; n < N; n++)
+    {
+      for (int k = 0; k < K; k++)
+        row[k] = rnd (r);
+      g_assert_true (hone_quantize_row (type, row, m->data + n * m->row_bytes, K));
+      hone_dequantize_row (type, m->data + n * m->row_bytes, tmp, K);
+      for (int k = 0; k < K; k++)
+        m->deq[(size_t) n * K + k] = tmp[k];
+    }
+  m->tensor = (HoneTensor) { .name = "w", .type = type, .n_dims = 2, .ne = { K, N, 1, 1 },
+                             .data = m->data, .nbytes = m->row_bytes * N };
+  g_free (row);
+  g_free (tmp);
+}
+
+static void
+matrix_clear (Matrix *m)
+{
+  g_free (m->data);
+  g_free (m->deq);
+}
+
+/* Activations as the kernel sees them (dequantized q8 for integer types). */
+static void
+effective_x (HoneDType type, const float *x, const HoneQ8Act *xq, int K, double *out)
+{
+  for (int k = 0; k < K; k++)
+    out[k] = hone_cpu_type_uses_q8 (type) ? (double) xq[k / 32].d * xq[k / 32].qs[k % 32] : x[k];
+}
+
+/* Check y (T × N) against f64 references:
+ *  exact: the same quantized activations → only float rounding (rel 2e-5 of Σ|w·x|);
+ *  true:  the original f32 activations → also the activation rounding, bounded
+ *         by Σ_blocks (amax/254)·Σ|w| (plus the same float slack). */
+static void
+check_output (const Matrix *m, const float *x, const HoneQ8Act *xq, int T, const float *y)
+{
+  double *xe = g_new (double, m->K);
+
+  for (int t = 0; t < T; t++)
+    {
+      const float *xt = x + (size_t) t * m->K;
+      effective_x (m->type, xt, xq + (size_t) t * (m->K / 32), m->K, xe);
+      for (int n = 0; n < m->N; n++)
+        {
+          const double *w = m->deq + (size_t) n * m->K;
+          double exact = 0, truth = 0, mag = 0, qbound = 0;
+          double got = y[(size_t) t * m->N + n];
+          for (int k = 0; k < m->K; k++)
+            {
+              exact += w[k] * xe[k];
+              truth += w[k] * xt[k];
+              mag += fabs (w[k] * xe[k]);
+            }
+          if (hone_cpu_type_uses_q8 (m->type))
+            for (int b = 0; b < m->K / 32; b++)
+              {
+                double amax = 0, sw = 0;
+                for (int k = 32 * b; k < 32 * b + 32; k++)
+                  {
+                    amax = fmax (amax, fabs (xt[k]));
+                    sw += fabs (w[k]);
+                  }
+                qbound += amax / 254.0 * sw * 1.0001;
+              }
+          if (!(fabs (got - exact) <= 2e-5 * mag + 1e-5))   /* NaN fails too */
+            g_error ("%s K=%d N=%d T=%d isa=%s: y[%d][%d] = %.7g, f64 on the same activations %.7g",
+                     hone_dtype_name (m->type), m->K, m->N, T, hone_cpu_isa_name (hone_cpu_isa ()), t, n, got, exact);
+          if (!(fabs (got - truth) <= qbound + 2e-5 * mag + 1e-5))
+            g_error ("%s K=%d: y[%d][%d] = %.7g, f64 on f32 activations %.7g (bound %.3g)",
+                     hone_dtype_name (m->type), m->K, t, n, got, truth, qbound);
+        }
+    }
+  g_free (xe);
+}
+
+static void
+test_act_quantize (void)
+{
+  GRand *r = g_rand_new_with_seed (7);
+  float x[256];
+  HoneQ8Act q[8];
+
+  for (int i = 0; i < 256; i++)
+    x[i] = rnd (r);
+  memset (x + 64, 0, 32 * sizeof (float));     /* an all-zero block */
+  hone_cpu_quantize_act (x, q, 256);
+  for (int b = 0; b < 8; b++)
+    {
+      double amax = 0;
+      int sum = 0;
+      for (int j = 0; j < 32; j++)
+        amax = fmax (amax, fabs (x[32 * b + j]));
+      g_assert_cmpfloat_with_epsilon (q[b].d, amax / 127.0, 1e-6 * amax + 1e-30);
+      for (int j = 0; j < 32; j++)
+        {
+          g_assert_cmpfloat (fabs (x[32 * b + j] - q[b].d * q[b].qs[j]), <=, q[b].d * 0.5001 + 1e-30);
+          sum += q[b].qs[j];
+        }
+      g_assert_cmpfloat_with_epsilon (q[b].ds, q[b].d * sum, 1e-6 * fabs (q[b].d * sum) + 1e-30);
+    }
+  g_assert_cmpfloat (q[2].d, ==, 0.0f);
+  /* every ISA quantizes identically (ties round to even everywhere) */
+  {
+    HoneQ8Act q2[8];
+    x[5] = 0.5f * (q[0].d * 3);   /* not a tie in general; the bit-compare covers the rest */
+    hone_cpu_set_isa (HONE_CPU_ISA_PORTABLE);
+    hone_cpu_quantize_act (x, q, 256);
+    hone_cpu_set_isa (HONE_CPU_ISA_COUNT_);
+    hone_cpu_quantize_act (x, q2, 256);
+    g_assert_cmpmem (q, sizeof q, q2, sizeof q2);
+  }
+  g_rand_free (r);
+}
+
+/* Every type × ISA × tile shape through the tile kernels directly. */
+static void
+test_tiles (void)
+{
+  GRand *r = g_rand_new_with_seed (11);
+  HoneCpuIsa best = hone_cpu_isa_detect ();
+
+  for (int isa = HONE_CPU_ISA_PORTABLE; isa <= (int) best; isa++)
+    {
+      if (!hone_cpu_isa_supported (isa))
+        continue;
+      g_assert_cmpint (hone_cpu_set_isa (isa), ==, isa);
+      for (guint ti = 0; ti < G_N_ELEMENTS (all_types); ti++)
+        {
+          HoneDType type = all_types[ti];
+          int Ks[] = { 256, 512, 96, 40 };
+          for (guint ki = 0; ki < G_N_ELEMENTS (Ks); ki++)
+            {
+              int K = Ks[ki];
+              Matrix m;
+              if (K % hone_cpu_type_k_align (type) != 0 || (K % 32 != 0 && hone_cpu_type_uses_q8 (type)))
+                continue;
+              matrix_init (&m, r, type, K, 4);
+              for (int R = 1; R <= 4; R++)
+                for (int T = 1; T <= 4; T++)
+                  {
+                    float x[4 * 512], y[16];
+                    HoneQ8Act xq[4 * 16];
+                    Matrix sub = m;
+                    HoneCpuTileFunc fn = hone_cpu_tile_func (type, hone_cpu_isa ());
+                    size_t xs;
+
+                    for (int i = 0; i < T * K; i++)
+                      x[i] = rnd (r);
+                    if (hone_cpu_type_uses_q8 (type))
+                      for (int t = 0; t < T; t++)
+                        hone_cpu_quantize_act (x + t * K, xq + t * (K / 32), K);
+                    xs = hone_cpu_type_uses_q8 (type) ? (K / 32) * sizeof (HoneQ8Act) : K * sizeof (float);
+                    g_assert_nonnull (fn);
+                    fn (K, m.data, m.row_bytes, R, hone_cpu_type_uses_q8 (type) ? (void *) xq : (void *) x,
+                        xs, T, y, R);
+                    sub.N = R;
+                    check_output (&sub, x, xq, T, y);
+                  }
+              matrix_clear (&m);
+            }
+        }
+    }
+  hone_cpu_set_isa (HONE_CPU_ISA_COUNT_);
+  g_rand_free (r);
+}
+
+/* The parallel matmul: several matrices sharing one input, odd token and row
+ * counts, 1–3 threads, every ISA. */
+static void
+test_matmul (void)
+{
+  GRand *r = g_rand_new_with_seed (13);
+  HoneCpuIsa best = hone_cpu_isa_detect ();
+  const int K = 512;
+  const int Ts[] = { 1, 3, 7, 13 };
+  HoneCpuPool *pools[3];
+
+  for (int nth = 1; nth <= 3; nth++)
+    g_assert_nonnull ((pools[nth - 1] = hone_cpu_pool_new (nth, NULL)));
+  for (guint ti = 0; ti < G_N_ELEMENTS (all_types); ti++)
+    for (guint tt = 0; tt < G_N_ELEMENTS (Ts); tt++)
+      {
+        int T = Ts[tt];
+        Matrix a, b;
+        float *x = g_new (float, T * K);
+        HoneQ8Act *xq = g_new (HoneQ8Act, T * (K / 32));
+        float *ya = g_new (float, T * 37), *yb = g_new (float, T * 70);
+        HoneCpuMatmulOut outs[2];
+
+        matrix_init (&a, r, all_types[ti], K, 37);
+        matrix_init (&b, r, all_types[(ti + 3) % G_N_ELEMENTS (all_types)], K, 70);
+        for (int i = 0; i < T * K; i++)
+          x[i] = rnd (r);
+        for (int t = 0; t < T; t++)
+          hone_cpu_quantize_act (x + t * K, xq + t * (K / 32), K);
+        outs[0] = (HoneCpuMatmulOut) { &a.tensor, ya };
+        outs[1] = (HoneCpuMatmulOut) { &b.tensor, yb };
+        for (int nth = 1; nth <= 3; nth++)
+          for (int isa = HONE_CPU_ISA_PORTABLE; isa <= (int) best; isa++)
+            {
+              if (!hone_cpu_isa_supported (isa))
+                continue;
+              hone_cpu_set_isa (isa);
+              memset (ya, 0xff, T * 37 * sizeof (float));   /* NaN: every output must be written */
+              memset (yb, 0xff, T * 70 * sizeof (float));
+              hone_cpu_matmul (pools[nth - 1], outs, 2, x, xq, K, T);
+              check_output (&a, x, xq, T, ya);
+              check_output (&b, x, xq, T, yb);
+            }
+        matrix_clear (&a);
+        matrix_clear (&b);
+        g_free (x); g_free (xq); g_free (ya); g_free (yb);
+      }
+  for (int nth = 1; nth <= 3; nth++)
+    hone_cpu_pool_free (pools[nth - 1]);
+  hone_cpu_set_isa (HONE_CPU_ISA_COUNT_);
+  g_rand_free (r);
+}
+
+typedef struct {
+  int counts[8];
+  int nth_seen;
+} PoolCounts;
+
+static void
+count_fn (gpointer data, int ith, int nth)
+{
+  PoolCounts *c = data;
+  g_atomic_int_inc (&c->counts[ith]);
+  c->nth_seen = nth;
+}
+
+static void
+test_pool (void)
+{
+  for (int n = 1; n <= 4; n++)
+    {
+      HoneCpuPool *pool = hone_cpu_pool_new (n, NULL);
+      PoolCounts c = { { 0 }, 0 };
+      g_assert_cmpint (hone_cpu_pool_n_threads (pool), ==, n);
+      for (int i = 0; i < 300; i++)
+        {
+          hone_cpu_pool_run (pool, count_fn, &c);
+          if (i == 150)
+            g_usleep (50000);   /* let workers fall asleep, then wake them */
+        }
+      for (int i = 0; i < n; i++)
+        g_assert_cmpint (c.counts[i], ==, 300);
+      g_assert_cmpint (c.nth_seen, ==, n);
+      hone_cpu_pool_free (pool);
+    }
+  {
+    HoneCpuPool *pool = hone_cpu_pool_new (0, NULL);
+    g_assert_cmpint (hone_cpu_pool_n_threads (pool), >=, 1);
+    hone_cpu_pool_free (pool);
+  }
+}
+
+static void
+test_rmsnorm_softmax_swiglu (void)
+{
+  GRand *r = g_rand_new_with_seed (17);
+  float x[300], w[300], y[300], g[300], u[300];
+  double ss = 0, mx = -1e30, sum = 0;
+
+  for (int i = 0; i < 300; i++)
+    {
+      x[i] = rnd (r);
+      w[i] = rnd (r);
+      g[i] = rnd (r) * 4;
+      u[i] = rnd (r);
+      ss += (double) x[i] * x[i];
+    }
+  hone_cpu_rmsnorm (x, w, y, 300, 1e-5f);
+  for (int i = 0; i < 300; i++)
+    {
+      double ref = x[i] / sqrt (ss / 300 + 1e-5) * w[i];
+      g_assert_cmpfloat (fabs (y[i] - ref), <=, 1e-6 * fabs (ref) + 1e-7);
+    }
+  memcpy (y, x, sizeof x);
+  hone_cpu_softmax (y, 300);
+  for (int i = 0; i < 300; i++)
+    mx = fmax (mx, x[i]);
+  for (int i = 0; i < 300; i++)
+    sum += exp (x[i] - mx);
+  for (int i = 0; i < 300; i++)
+    {
+      double ref = exp (x[i] - mx) / sum;
+      g_assert_cmpfloat (fabs (y[i] - ref), <=, 1e-6 * ref + 1e-9);
+    }
+  memcpy (y, g, sizeof g);
+  hone_cpu_swiglu (y, u, 300);
+  for (int i = 0; i < 300; i++)
+    {
+      double ref = g[i] / (1.0 + exp (-(double) g[i])) * u[i];
+      g_assert_cmpfloat (fabs (y[i] - ref), <=, 1e-6 * fabs (ref) + 1e-7);
+    }
+  g_rand_free (r);
+}
+
+/* inv_freq as transformers computes it: default, linear, llama3. */
+static void
+test_rope_freq (void)
+{
+  HoneModelConfig c = { 0 };
+  float f[64];
+  const int hd = 128;
+
+  c.rope_theta = 500000.0f;
+  c.rope_scaling.type = HONE_ROPE_SCALING_NONE;
+  hone_cpu_rope_inv_freq (&c, hd, f);
+  for (int i = 0; i < hd / 2; i++)
+    g_assert_cmpfloat (fabs (f[i] - 1.0 / pow (500000.0, 2.0 * i / hd)), <=, 1e-6 * f[i]);
+
+  c.rope_scaling.type = HONE_ROPE_SCALING_LINEAR;
+  c.rope_scaling.factor = 4.0f;
+  hone_cpu_rope_inv_freq (&c, hd, f);
+  for (int i = 0; i < hd / 2; i++)
+    g_assert_cmpfloat (fabs (f[i] - 0.25 / pow (500000.0, 2.0 * i / hd)), <=, 1e-6 * f[i]);
+
+  /* Llama-3.1: factor 8, low 1, high 4, original 8192 */
+  c.rope_scaling = (HoneRopeScaling) { HONE_ROPE_SCALING_LLAMA3, 8.0f, 1.0f, 4.0f, 8192 };
+  hone_cpu_rope_inv_freq (&c, hd, f);
+  for (int i = 0; i < hd / 2; i++)
+    {
+      double base = 1.0 / pow (500000.0, 2.0 * i / hd), wl = 2 * G_PI / base, ref;
+      if (wl < 8192.0 / 4)
+        ref = base;
+      else if (wl > 8192.0 / 1)
+        ref = base / 8;
+      else
+        {
+          double s = (8192.0 / wl - 1) / (4 - 1);
+          ref = (1 - s) * base / 8 + s * base;
+        }
+      g_assert_cmpfloat (fabs (f[i] - ref), <=, 1e-6 * ref);
+    }
+  /* first (high-frequency) kept, last (low-frequency) divided by 8 */
+  g_assert_cmpfloat (fabs (f[0] - 1.0), <, 1e-6);
+  g_assert_cmpfloat (fabs (f[63] * 8 - 1.0 / pow (500000.0, 126.0 / 128)), <, 1e-12);
+}
+
+/* RoPE against the rotation formula, and ADJACENT on GGUF-permuted rows
+ * equals HALF on HF rows (the reason the two pairings exist). */
+static void
+test_rope (void)
+{
+  GRand *r = g_rand_new_with_seed (19);
+  const int hd = 64, nh = 3, pos = 37;
+  HoneModelConfig c = { .rope_theta = 10000.0f };
+  float inv[32], cs[32], sn[32];
+  float hf[3 * 64], gg[3 * 64], orig[3 * 64];
+
+  hone_cpu_rope_inv_freq (&c, hd, inv);
+  hone_cpu_rope_cos_sin (inv, hd, pos, cs, sn);
+  for (int i = 0; i < nh * hd; i++)
+    orig[i] = hf[i] = rnd (r);
+  /* HF → GGUF order: gguf[2i] = hf[i], gguf[2i+1] = hf[i + hd/2] */
+  for (int h = 0; h < nh; h++)
+    for (int i = 0; i < hd / 2; i++)
+      {
+        gg[h * hd + 2 * i] = hf[h * hd + i];
+        gg[h * hd + 2 * i + 1] = hf[h * hd + i + hd / 2];
+      }
+  hone_cpu_rope (hf, nh, hd, cs, sn, HONE_ROPE_PAIRS_HALF);
+  hone_cpu_rope (gg, nh, hd, cs, sn, HONE_ROPE_PAIRS_ADJACENT);
+  for (int h = 0; h < nh; h++)
+    for (int i = 0; i < hd / 2; i++)
+      {
+        double a = pos / pow (10000.0, 2.0 * i / hd);
+        double x0 = orig[h * hd + i], x1 = orig[h * hd + i + hd / 2];
+        double r0 = x0 * cos (a) - x1 * sin (a), r1 = x0 * sin (a) + x1 * cos (a);
+        g_assert_cmpfloat (fabs (hf[h * hd + i] - r0), <=, 2e-5);
+        g_assert_cmpfloat (fabs (hf[h * hd + i + hd / 2] - r1), <=, 2e-5);
+        g_assert_cmpfloat (gg[h * hd + 2 * i], ==, hf[h * hd + i]);
+        g_assert_cmpfloat (gg[h * hd + 2 * i + 1], ==, hf[h * hd + i + hd / 2]);
+      }
+  g_rand_free (r);
+}
+
+static void
+test_attention (void)
+{
+  GRand *r = g_rand_new_with_seed (23);
+  HoneCpuIsa best = hone_cpu_isa_detect ();
+  const int hds[] = { 64, 128, 24 };
+
+  for (int isa = HONE_CPU_ISA_PORTABLE; isa <= (int) best; isa++)
+    {
+      if (!hone_cpu_isa_supported (isa))
+        continue;
+      hone_cpu_set_isa (isa);
+      for (guint hi = 0; hi < G_N_ELEMENTS (hds); hi++)
+        {
+          int hd = hds[hi], n = 45;
+          uint16_t *k = g_new (uint16_t, n * hd), *v = g_new (uint16_t, n * hd);
+          float *q = g_new (float, hd), *out = g_new (float, hd), scores[45];
+          double s[45], mx = -1e30, sum = 0;
+
+          for (int i = 0; i < n * hd; i++)
+            {
+              k[i] = hone_f32_to_f16 (rnd (r));
+              v[i] = hone_f32_to_f16 (rnd (r));
+            }
+          for (int i = 0; i < hd; i++)
+            q[i] = rnd (r);
+          hone_cpu_attention_head (q, k, v, n, hd, 1.0f / sqrtf (hd), scores, out);
+          for (int j = 0; j < n; j++)
+            {
+              s[j] = 0;
+              for (int d = 0; d < hd; d++)   /* q as f16, like the kernel */
+                s[j] += (double) hone_f16_to_f32 (k[j * hd + d]) * hone_f16_to_f32 (hone_f32_to_f16 (q[d]));
+              s[j] /= sqrt (hd);
+              mx = fmax (mx, s[j]);
+            }
+          for (int j = 0; j < n; j++)
+            sum += (s[j] = exp (s[j] - mx));
+          for (int d = 0; d < hd; d++)
+            {
+              double ref = 0, mag = 0;
+              for (int j = 0; j < n; j++)
+                {
+                  ref += s[j] / sum * hone_f16_to_f32 (v[j * hd + d]);
+                  mag += s[j] / sum * fabs (hone_f16_to_f32 (v[j * hd + d]));
+                }
+              /* the kernel rounds probabilities to f16: ≤ 2^-11 relative each */
+              g_assert_cmpfloat (fabs (out[d] - ref), <=, 4.9e-4 * mag * 1.01 + 1e-5);
+            }
+          g_free (k); g_free (v); g_free (q); g_free (out);
+        }
+    }
+  hone_cpu_set_isa (HONE_CPU_ISA_COUNT_);
+  g_rand_free (r);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_message ("best ISA on this CPU: %s", hone_cpu_isa_name (hone_cpu_isa_detect ()));
+  g_test_add_func ("/cpu/kernels/act-quantize", test_act_quantize);
+  g_test_add_func ("/cpu/kernels/tiles", test_tiles);
+  g_test_add_func ("/cpu/kernels/matmul", test_matmul);
+  g_test_add_func ("/cpu/kernels/pool", test_pool);
+  g_test_add_func ("/cpu/kernels/norm-softmax-swiglu", test_rmsnorm_softmax_swiglu);
+  g_test_add_func ("/cpu/kernels/rope-freq", test_rope_freq);
+  g_test_add_func ("/cpu/kernels/rope", test_rope);
+  g_test_add_func ("/cpu/kernels/attention", test_attention);
+  return g_test_run ();
+}
