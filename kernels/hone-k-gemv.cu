@@ -34,6 +34,7 @@ struct GemvArgs {
   __half *k_pool, *v_pool;
   const int32_t *block_table;
   int early;          /* issue the first weight loads before waiting on the previous kernel */
+  int late_trigger;   /* PDL: let the next kernel launch only after the main loop, not at entry */
 };
 
 /* Write one rotated (or plain) pair of a q/k/v row pair for token t. */
@@ -87,7 +88,12 @@ gemv_kernel (GemvArgs a)
   int4 w[U][R];
   uint32_t sc[U][R];   /* raw scale bits (f16 d, or d|m<<16 for Q4_1) */
 
-  pdl_trigger ();
+  /* Triggering at entry lets a chain of dependents launch ahead (each one
+   * triggers at its own entry), their waiting blocks holding SM slots and
+   * registers while this kernel still has waves to run; triggering after the
+   * main loop keeps at most the next kernel resident early. */
+  if (!a.late_trigger)
+    pdl_trigger ();
 
   auto load = [&] (int c0) {
 #pragma unroll
@@ -257,6 +263,8 @@ gemv_kernel (GemvArgs a)
         break;
       load (c0);
     }
+  if (a.late_trigger)
+    pdl_trigger ();
 
 #pragma unroll
   for (int r = 0; r < R; r++)
@@ -378,6 +386,8 @@ launch_t (const GemvArgs &a, cudaStream_t stream)
  * tests/bench/RESULTS-cuda.md; hone_k_gemv_set_config() forces one. */
 static int forced_config = -1;
 static int early_loads = -1;   /* -1: read HONE_GEMV_EARLY (default on) */
+static int late_trigger = -1;  /* -1: read HONE_PDL_TRIGGER ("entry" turns it off; default late) */
+static int pick_rule = -1;     /* -1: read HONE_GEMV_PICK ("3": the call-3 choice; default the call-9 one) */
 
 extern "C" void
 hone_k_gemv_set_early (int on)
@@ -420,6 +430,24 @@ launch_w (const GemvArgs &a, cudaStream_t stream)
         return launch_cfg<WT> (3, a, stream);
       if (a.rows >= 5000)
         return launch_cfg<WT> (2, a, stream);
+      return launch_cfg<WT> (1, a, stream);
+    }
+  if (pick_rule < 0)
+    {
+      const char *env = getenv ("HONE_GEMV_PICK");
+      pick_rule = env && strcmp (env, "3") == 0 ? 3 : 9;
+    }
+  /* Call-9 sweep (RESULTS-cuda.md, engineer cuda2), one token: for every
+   * quantized type the long rows of down (14336 columns) want 4 K slices
+   * (Q8_0 20.2 → 17.5 µs, Q4_0 12.9 → 11.4), and Q4's big matrices (gate|up,
+   * lm_head) 2 rows × 2 loads without a K split (Q4_0 gate|up 20.1 → 17.8,
+   * lm_head 79.5 → 68.8). Several tokens keep the call-3 choice (not swept). */
+  if (pick_rule == 9 && a.n_tok == 1)
+    {
+      if (a.cols >= 8192)
+        return launch_cfg<WT> (3, a, stream);
+      if ((WT == HONE_K_Q4_0 || WT == HONE_K_Q4_1) && a.rows >= 16384)
+        return launch_cfg<WT> (2, a, stream);
     }
   return launch_cfg<WT> (1, a, stream);
 }
@@ -459,6 +487,12 @@ hone_k_gemv_ex (const HoneKGemvOp *op, cudaStream_t stream)
       early_loads = env && env[0] == '0' ? 0 : 1;
     }
   a.early = early_loads;
+  if (late_trigger < 0)
+    {
+      const char *env = getenv ("HONE_PDL_TRIGGER");
+      late_trigger = env && strcmp (env, "entry") == 0 ? 0 : 1;
+    }
+  a.late_trigger = late_trigger;
   if ((a.epi == HONE_K_EPI_SWIGLU || a.epi == HONE_K_EPI_ROPE_KV) && (w->rows & 1))
     return (int) cudaErrorInvalidValue;
   if (a.epi == HONE_K_EPI_ROPE_KV

@@ -1447,6 +1447,7 @@ main (int argc, char **argv)
           check_gemv (type, 13000, 512, 1, HONE_K_EPI_STORE, true);     /* R = 4 rows a warp */
           check_gemv (type, 4000, 256, 5, HONE_K_EPI_ADD, false);       /* R = 1, 2 K slices */
           check_gemv (type, 16500, 256, 2, HONE_K_EPI_STORE, false);    /* R = 4 */
+          check_gemv (type, 16500, 256, 1, HONE_K_EPI_STORE, false);    /* one token: Q4 R = 2, 2 loads, no K split */
           check_gemv (type, 300, 8192, 1, HONE_K_EPI_ADD, false);       /* R = 1, 4 K slices (BF16/F16) */
           check_gemv (type, 200, 32768, 3, HONE_K_EPI_STORE, false);    /* R = 1, 4 K slices (all) */
         }
