@@ -1701,6 +1701,8 @@ hone_engine_get_metrics_snapshot (HoneEngine *self, HoneEngineMetrics *metrics)
       if (dev == NULL || g_str_equal (dev, "cpu"))
         {
           metrics->memory_used = hone_metrics_process_rss ();
+          /* The process may have grown since the engine last sampled its peak. */
+          metrics->memory_peak = MAX (metrics->memory_peak, metrics->memory_used);
           if (metrics->memory_total == 0)
             metrics->memory_total = hone_metrics_physical_memory ();
         }
