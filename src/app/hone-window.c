@@ -12,6 +12,7 @@ struct _HoneWindow {
   HoneChatPage *chat_page;
   HoneModelPage *model_page;
   HonePerformancePage *performance_page;
+  HoneQuantizePage *quantize_page;
 #if !GTK_CHECK_VERSION(4, 10, 0)
   GtkFileChooserNative *chooser;
 #endif
@@ -61,6 +62,12 @@ HonePerformancePage *
 hone_window_get_performance_page (HoneWindow *self)
 {
   return self->performance_page;
+}
+
+HoneQuantizePage *
+hone_window_get_quantize_page (HoneWindow *self)
+{
+  return self->quantize_page;
 }
 
 /* ---- open a model: GtkFileDialog on 4.10+, GtkFileChooserNative on 4.8 ---- */
@@ -233,6 +240,8 @@ hone_window_close_request (GtkWindow *window)
 
   /* A running answer is cancelled and what streamed so far is saved. */
   hone_chat_page_shutdown (self->chat_page);
+  /* A quantization in progress stops; its export leaves nothing half-written. */
+  hone_quantize_page_shutdown (self->quantize_page);
   if (self->settings)
     {
       gtk_window_get_default_size (window, &width, &height);
@@ -269,12 +278,14 @@ hone_window_class_init (HoneWindowClass *klass)
   g_type_ensure (HONE_TYPE_CHAT_PAGE);
   g_type_ensure (HONE_TYPE_MODEL_PAGE);
   g_type_ensure (HONE_TYPE_PERFORMANCE_PAGE);
+  g_type_ensure (HONE_TYPE_QUANTIZE_PAGE);
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hone/Hone/hone-window.ui");
   gtk_widget_class_bind_template_child (widget_class, HoneWindow, toast_overlay);
   gtk_widget_class_bind_template_child (widget_class, HoneWindow, view_stack);
   gtk_widget_class_bind_template_child (widget_class, HoneWindow, chat_page);
   gtk_widget_class_bind_template_child (widget_class, HoneWindow, model_page);
   gtk_widget_class_bind_template_child (widget_class, HoneWindow, performance_page);
+  gtk_widget_class_bind_template_child (widget_class, HoneWindow, quantize_page);
 }
 
 static void
@@ -307,5 +318,6 @@ hone_window_new (HoneApplication *application)
   hone_chat_page_setup (self->chat_page, engine, hone_application_get_store (application), settings);
   hone_model_page_setup (self->model_page, engine, settings);
   hone_performance_page_set_engine (self->performance_page, engine);
+  hone_quantize_page_setup (self->quantize_page, engine, settings);
   return self;
 }

@@ -1,5 +1,5 @@
 /* hone-window.h — the main window: header bar with an AdwViewSwitcherTitle
- * over an AdwViewStack (Chat, Model, Performance; a hidden Quantize slot),
+ * over an AdwViewStack (Chat, Model, Performance, Quantize),
  * toasts, and a drop target that opens dropped models. */
 #pragma once
 
@@ -9,6 +9,7 @@
 #include "hone-chat-page.h"
 #include "hone-model-page.h"
 #include "hone-performance-page.h"
+#include "hone-quantize-page.h"
 
 G_BEGIN_DECLS
 
@@ -17,7 +18,7 @@ G_DECLARE_FINAL_TYPE (HoneWindow, hone_window, HONE, WINDOW, AdwApplicationWindo
 
 HoneWindow          *hone_window_new (HoneApplication *application);
 void                 hone_window_add_toast (HoneWindow *self, const char *message);
-/* "chat", "model", "performance". */
+/* "chat", "model", "performance", "quantize". */
 void                 hone_window_show_page (HoneWindow *self, const char *name);
 const char          *hone_window_get_visible_page (HoneWindow *self);
 /* Shows the Model page with the card of @path. */
@@ -25,5 +26,6 @@ void                 hone_window_open_model (HoneWindow *self, const char *path)
 HoneChatPage        *hone_window_get_chat_page (HoneWindow *self);
 HoneModelPage       *hone_window_get_model_page (HoneWindow *self);
 HonePerformancePage *hone_window_get_performance_page (HoneWindow *self);
+HoneQuantizePage    *hone_window_get_quantize_page (HoneWindow *self);
 
 G_END_DECLS
