@@ -20,6 +20,7 @@ int hone_cmd_template (int argc, char **argv);
 int hone_cmd_bench (int argc, char **argv);
 int hone_cmd_fetch (int argc, char **argv);
 int hone_cmd_quantize (int argc, char **argv);   /* @awq */
+int hone_cmd_gen_model (int argc, char **argv);  /* @cuda2 */
 
 /* Options every model-running command takes. */
 typedef struct {

@@ -21,6 +21,7 @@ static const Subcommand subcommands[] = {
   { "bench", hone_cmd_bench, N_("Measure TTFT, prefill and decode speed, memory") },
   { "fetch", hone_cmd_fetch, N_("Download the default model") },
   { "quantize", hone_cmd_quantize, N_("Quantize to int4 with AWQ calibrated on your documents") },
+  { "gen-model", hone_cmd_gen_model, N_("Write a random-weight GGUF with a known model's shapes") },
 };
 
 static void
