@@ -1,4 +1,5 @@
 /* hone-quantize-page.c — see hone-quantize-page.h. */
+#include <inttypes.h>
 #include "hone-quantize-page.h"
 
 #include <math.h>
@@ -431,7 +432,7 @@ on_count_done (GObject *source, GAsyncResult *result, gpointer data)
     }
   else
     {
-      g_autofree char *number = g_strdup_printf ("%" G_GINT64_FORMAT, n);
+      g_autofree char *number = g_strdup_printf ("%" PRId64, n);
       /* Translators: %s is a number of tokens */
       g_autofree char *text = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%s token", "%s tokens",
                                                             (gulong) n), number);

@@ -33,6 +33,7 @@ hone_cmd_bench (int argc, char **argv)
     { "prompt-tokens", 'p', 0, G_OPTION_ARG_INT, &bp.prompt_tokens, N_("Prompt length in tokens (default 512)"), N_("N") },
     { "gen-tokens", 'n', 0, G_OPTION_ARG_INT, &bp.gen_tokens, N_("Tokens to generate per run (default 128)"), N_("N") },
     { "bandwidth", 'b', 0, G_OPTION_ARG_DOUBLE, &bp.bandwidth_gbs,
+      /* xgettext:no-c-format */
       N_("Memory bandwidth in GB/s: print decode speed as a % of this roofline"), N_("GB/S") },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, N_("Print JSON"), NULL },
     { NULL },

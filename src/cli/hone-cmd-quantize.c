@@ -4,6 +4,7 @@
  * that Ctrl-C (SIGINT/SIGTERM) can cancel it cleanly: the calibration stops
  * at the next check and an export in progress leaves nothing behind.
  */
+#include <inttypes.h>
 #include "hone-cli.h"
 #include "hone-awq.h"
 #include "hone-awq-data.h"
@@ -85,7 +86,7 @@ evaluate (Job *j, HoneModel *orig, HoneAwqResult *awq, const HoneAwqData *data, 
   if (!hone_quant_eval (models, 3, data->heldout, data->n_heldout, data->seq_len, j->threads, sc,
                         j->cancellable, error))
     return FALSE;
-  printf (_("Held-out text (%" G_GINT64_FORMAT " tokens), group size %d:\n"), sc[0].n_tokens, j->group_size);
+  printf (_("Held-out text (%" PRId64 " tokens), group size %d:\n"), sc[0].n_tokens, j->group_size);
   print_row ("original", &sc[0], &sc[0]);
   print_row ("RTN", &sc[1], &sc[0]);
   print_row ("AWQ", &sc[2], &sc[0]);
@@ -97,7 +98,7 @@ evaluate (Job *j, HoneModel *orig, HoneAwqResult *awq, const HoneAwqData *data, 
       gen = hone_awq_tokenize_samples (orig->tokenizer, generic, data->seq_len, j->eval_samples, &n_gen, NULL);
       if (gen && hone_quant_eval (models, 3, gen, n_gen, data->seq_len, j->threads, sc, j->cancellable, error))
         {
-          printf (_("Generic text (%" G_GINT64_FORMAT " tokens):\n"), sc[0].n_tokens);
+          printf (_("Generic text (%" PRId64 " tokens):\n"), sc[0].n_tokens);
           print_row ("original", &sc[0], &sc[0]);
           print_row ("RTN", &sc[1], &sc[0]);
           print_row ("AWQ", &sc[2], &sc[0]);
@@ -165,7 +166,7 @@ worker (gpointer data)
     fprintf (stderr, _("hone: skipped %s\n"), (const char *) cal->warnings->pdata[i]);
   if (!j->quiet)
     fprintf (stderr,
-             _("%s: %d documents, %" G_GINT64_FORMAT " tokens → %d calibration samples × %d tokens "
+             _("%s: %d documents, %" PRId64 " tokens → %d calibration samples × %d tokens "
                "(CPU defaults: fewer than the GPU's 128 × 512), %d held out; group size %d%s\n"),
              model->name, cal->n_documents, cal->n_tokens, cal->n_samples, cal->seq_len, cal->n_heldout,
              j->group_size, j->rtn ? ", RTN (no calibration)" : "");

@@ -7,6 +7,7 @@
  * per-token operations (norms, RoPE, quantizing activations) run on the calling
  * thread; they are O(hidden) against the matmuls' O(hidden²).
  */
+#include <inttypes.h>
 #include "hone-backend.h"
 
 #include <math.h>
@@ -136,7 +137,7 @@ check_matrix (const HoneTensor *t, int64_t K, int64_t N, const char *what, GErro
   if (t->n_dims != 2 || t->ne[0] != K || t->ne[1] != N || K % hone_cpu_type_k_align (t->type) != 0)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_SHAPE_MISMATCH,
-                   _("Tensor %s has shape [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "], expected [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]"),
+                   _("Tensor %s has shape [%" PRId64 ", %" PRId64 "], expected [%" PRId64 ", %" PRId64 "]"),
                    t->name ? t->name : what, t->ne[0], t->ne[1], K, N);
       return FALSE;
     }
@@ -200,7 +201,7 @@ cpu_load (HoneBackend *self, HoneModel *model, const HoneBackendOptions *options
       cpu_estimate (self, model, options) > options->memory_budget)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY,
-                   _("The model needs %" G_GINT64_FORMAT " MiB on the CPU backend, over the budget of %" G_GINT64_FORMAT " MiB"),
+                   _("The model needs %" PRId64 " MiB on the CPU backend, over the budget of %" PRId64 " MiB"),
                    cpu_estimate (self, model, options) >> 20, options->memory_budget >> 20);
       return FALSE;
     }

@@ -1,4 +1,5 @@
 /* hone-cpu-kv.c — f16 KV cache buffer. */
+#include <inttypes.h>
 #include "hone-cpu-kv.h"
 
 #include "hone-dtype.h"
@@ -26,7 +27,7 @@ hone_cpu_kv_new (int n_layers, int n_kv_heads, int head_dim, int capacity, GErro
   if (kv->data == NULL)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY,
-                   _("Could not allocate a KV cache of %" G_GINT64_FORMAT " MiB for %d tokens"),
+                   _("Could not allocate a KV cache of %" PRId64 " MiB for %d tokens"),
                    kv->bytes >> 20, capacity);
       g_free (kv);
       return NULL;

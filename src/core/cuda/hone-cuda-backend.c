@@ -13,6 +13,7 @@
  * steps run the GEMM path in chunks. KV: f16 pages of HONE_K_KV_BLOCK tokens
  * from one pool sized for POOL_SEQS sequences of max_context tokens.
  */
+#include <inttypes.h>
 #include "hone-backend.h"
 #include "hone-error.h"
 #include "hone-i18n.h"
@@ -322,7 +323,7 @@ upload_part (Upload *u, const HoneTensor *t, HoneKMatrix *dst, int row0, int ste
 
   if (t->ne[0] != dst->cols || (t->n_dims > 2 && t->ne[2] != 1))
     {
-      g_set_error (error, HONE_ERROR, HONE_ERROR_SHAPE_MISMATCH, _("Tensor %s has %" G_GINT64_FORMAT " columns, expected %d"),
+      g_set_error (error, HONE_ERROR, HONE_ERROR_SHAPE_MISMATCH, _("Tensor %s has %" PRId64 " columns, expected %d"),
                    t->name ? t->name : "?", t->ne[0], dst->cols);
       return FALSE;
     }
