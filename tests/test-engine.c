@@ -7,6 +7,7 @@
  * engine's queue, sessions, sampler or chunking. */
 #include <math.h>
 #include <string.h>
+#include <glib/gstdio.h>
 
 #include "hone.h"
 #include "hone-test-models.h"
@@ -270,10 +271,46 @@ test_load (void)
   g_assert_cmpint (m.memory_used, >, 0);
   g_assert_cmpint (m.memory_total, >=, m.memory_used);
 
-  /* Loading a missing file fails cleanly and leaves the engine empty. */
+  /* Loading a missing or corrupt file fails cleanly and leaves the loaded model in place. */
   g_assert_false (hone_engine_load_sync (e, "/nonexistent/model.gguf", NULL, NULL, NULL, &error));
   g_assert_error (error, HONE_ERROR, HONE_ERROR_IO);
   g_clear_error (&error);
+  g_assert_cmpint (hone_engine_get_state (e), ==, HONE_ENGINE_STATE_READY);
+  g_assert_true (hone_engine_get_model_info (e) == info);
+  {
+    g_autofree char *dir = g_dir_make_tmp ("hone-engine-XXXXXX", NULL);
+    g_autofree char *bad = g_build_filename (dir, "corrupt.gguf", NULL);
+    g_autoptr (HoneSession) s = NULL;
+    HoneSamplerParams sp;
+    gint32 prompt[] = { 1, 40, 50, 60 };
+    g_autoptr (HoneGenerateResult) r = NULL;
+
+    g_assert_true (g_file_set_contents (bad, "GGUF\003\000\000\000garbage", 16, NULL));
+    g_assert_false (hone_engine_load_sync (e, bad, NULL, NULL, NULL, &error));
+    g_assert_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT);
+    g_clear_error (&error);
+    g_assert_cmpint (hone_engine_get_state (e), ==, HONE_ENGINE_STATE_READY);
+    g_assert_true (hone_engine_get_model_info (e) == info);
+
+    /* …and it still generates. */
+    s = hone_session_new (e);
+    hone_sampler_params_init_greedy (&sp);
+    sp.max_tokens = 2;
+    sp.ignore_eog = TRUE;
+    r = generate_tokens (s, prompt, 4, &sp, NULL, NULL, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (r->generated_tokens->len, ==, 2);
+    g_unlink (bad);
+    g_rmdir (dir);
+  }
+
+  /* Unload empties it. */
+  res = NULL;
+  hone_engine_unload_async (e, NULL, store_result, &res);
+  wait_for (&res);
+  g_assert_true (hone_engine_unload_finish (e, res, &error));
+  g_assert_no_error (error);
+  g_clear_object (&res);
   g_assert_cmpint (hone_engine_get_state (e), ==, HONE_ENGINE_STATE_EMPTY);
   g_assert_null (hone_engine_get_model_info (e));
 }

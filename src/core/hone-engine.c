@@ -716,6 +716,7 @@ run_load (HoneEngine *self, Job *job)
   GError *error = NULL;
   HoneBackendOptions bo = { 0 };
   HoneModelInfo *info = NULL;
+  HoneModel *new_model = NULL;
   HoneEngineCaps caps;
   int trained;
 
@@ -727,16 +728,21 @@ run_load (HoneEngine *self, Job *job)
   g_mutex_unlock (&self->lock);
   post_progress (job, 0.0);
 
-  drop_model (self);
+  /* Read and validate the new model before letting go of the loaded one, so that an
+   * unreadable, corrupt or unsupported file leaves the engine exactly as it was. */
   if (check_cancelled (job, &error))
-    goto fail;
-
+    goto fail_keep;
   info = hone_model_info_new_for_path (job->path, &error);
   if (info == NULL)
-    goto fail;
-  self->model = hone_model_open (job->path, &error);
-  if (self->model == NULL)
-    goto fail;
+    goto fail_keep;
+  new_model = hone_model_open (job->path, &error);
+  if (new_model == NULL)
+    goto fail_keep;
+  if (check_cancelled (job, &error))
+    goto fail_keep;
+
+  drop_model (self);
+  self->model = g_steal_pointer (&new_model);
   post_progress (job, 0.05);
   if (check_cancelled (job, &error))
     goto fail;
@@ -814,6 +820,20 @@ fail:
   mark_changed_locked (self, PROP_LOAD_PROGRESS);
   g_mutex_unlock (&self->lock);
   set_state (self, HONE_ENGINE_STATE_EMPTY);
+  job->error = error;
+  return;
+
+fail_keep:
+  /* Nothing of the loaded model was touched: keep serving it. */
+  g_clear_object (&info);
+  g_clear_pointer (&new_model, hone_model_unref);
+  g_mutex_lock (&self->lock);
+  self->load_progress = 0.0;
+  self->snap.load_progress = 0.0;
+  mark_changed_locked (self, PROP_LOAD_PROGRESS);
+  g_mutex_unlock (&self->lock);
+  set_state (self, self->model != NULL && self->backend != NULL ? HONE_ENGINE_STATE_READY
+                                                                : HONE_ENGINE_STATE_EMPTY);
   job->error = error;
 }
 
