@@ -304,6 +304,29 @@ test_load (void)
     g_rmdir (dir);
   }
 
+  /* A load that fails after the old model was let go (over the memory budget here, as a
+   * GPU out of memory would) brings the previous model back. */
+  g_object_set (e, "memory-budget", (gint64) 4096, NULL);
+  g_assert_false (hone_engine_load_sync (e, model_path, NULL, NULL, NULL, &error));
+  g_assert_error (error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY);
+  g_assert_nonnull (strstr (error->message, "previous model"));
+  g_clear_error (&error);
+  g_object_set (e, "memory-budget", (gint64) 0, NULL);
+  g_assert_cmpint (hone_engine_get_state (e), ==, HONE_ENGINE_STATE_READY);
+  g_assert_nonnull (hone_engine_get_model_info (e));
+  {
+    g_autoptr (HoneSession) s2 = hone_session_new (e);
+    HoneSamplerParams sp2;
+    gint32 prompt2[] = { 1, 40, 50, 60 };
+    g_autoptr (HoneGenerateResult) r2 = NULL;
+    hone_sampler_params_init_greedy (&sp2);
+    sp2.max_tokens = 2;
+    sp2.ignore_eog = TRUE;
+    r2 = generate_tokens (s2, prompt2, 4, &sp2, NULL, NULL, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (r2->generated_tokens->len, ==, 2);
+  }
+
   /* Unload empties it. */
   res = NULL;
   hone_engine_unload_async (e, NULL, store_result, &res);

@@ -294,6 +294,7 @@ struct _HoneEngine {
   guint notify_mask;            /* bits: 1 << PROP_* */
 
   /* engine thread only */
+  Options loaded_options;       /* the options the loaded model was loaded with */
   HoneBackend *backend;
   HoneModel *model;
   HoneChatTemplate *tmpl;
@@ -710,15 +711,114 @@ create_backend (const char *device, GError **error)
   return NULL;
 }
 
+/* Create the backend for @options, load self->model into it and publish it as the
+ * engine's model. @job (NULL when restoring a previous model) gets the progress and can
+ * cancel. On failure the backend is gone and self->model is left for the caller. */
+static gboolean
+activate_model (HoneEngine *self, HoneModelInfo **info, const char *path,
+                const Options *options, Job *job, GError **error)
+{
+  HoneBackendOptions bo = { 0 };
+  HoneEngineCaps caps;
+  int trained;
+
+  self->backend = create_backend (options->device, error);
+  if (self->backend == NULL)
+    return FALSE;
+  caps = (HoneEngineCaps) self->backend->klass->caps (self->backend);
+
+  trained = self->model->config.max_context;
+  if (options->context_length > 0)
+    self->n_ctx = trained > 0 ? MIN (options->context_length, trained) : options->context_length;
+  else
+    self->n_ctx = trained > 0 ? MIN (trained, DEFAULT_CONTEXT) : DEFAULT_CONTEXT;
+  bo.n_threads = options->n_threads;
+  bo.device = 0;
+  if (options->device != NULL && g_str_has_prefix (options->device, "cuda:"))
+    bo.device = atoi (options->device + 5);
+  bo.max_context = self->n_ctx;
+  bo.int8_kv = options->int8_kv && (caps & HONE_ENGINE_CAP_INT8_KV);
+  bo.memory_budget = options->memory_budget;
+
+  if (!self->backend->klass->load (self->backend, self->model, &bo,
+                                   job != NULL ? load_progress_cb : NULL, job,
+                                   job != NULL ? job->cancel : NULL, error))
+    {
+      /* The backend holds nothing on failure; don't call unload() on it. */
+      hone_backend_free (self->backend);
+      self->backend = NULL;
+      if (job != NULL)
+        normalize_cancel (job, error);
+      return FALSE;
+    }
+  if (job != NULL && check_cancelled (job, error))
+    return FALSE;
+
+  if (self->model->chat_template != NULL)
+    {
+      GError *terr = NULL;
+      self->tmpl = hone_chat_template_new (self->model->chat_template, -1, &terr);
+      if (self->tmpl == NULL)
+        {
+          self->tmpl_error = g_strdup (terr->message);
+          g_error_free (terr);
+        }
+    }
+
+  options_clear (&self->loaded_options);
+  self->loaded_options = *options;
+  self->loaded_options.device = g_strdup (options->device);
+
+  g_mutex_lock (&self->lock);
+  self->model_info = g_steal_pointer (info);
+  self->model_path = g_strdup (path);
+  if (self->active_device != NULL)
+    g_ptr_array_add (self->retired, self->active_device);
+  self->active_device = g_strdup (options->device != NULL ? options->device : "cpu");
+  self->shared_model = hone_model_ref (self->model);
+  self->caps = caps;
+  self->active_context = self->n_ctx;
+  self->load_progress = 1.0;
+  self->snap.load_progress = 0.0;
+  mark_changed_locked (self, PROP_MODEL_INFO);
+  mark_changed_locked (self, PROP_MODEL_PATH);
+  mark_changed_locked (self, PROP_CAPABILITIES);
+  mark_changed_locked (self, PROP_ACTIVE_CONTEXT_LENGTH);
+  mark_changed_locked (self, PROP_ACTIVE_DEVICE);
+  mark_changed_locked (self, PROP_LOAD_PROGRESS);
+  g_mutex_unlock (&self->lock);
+  sample_memory (self);
+  return TRUE;
+}
+
+/* After a failed load that had already let go of the previous model (the backend ran
+ * out of memory, say): bring the previous model back as it was. */
+static gboolean
+restore_model (HoneEngine *self, const char *path, const Options *options)
+{
+  GError *error = NULL;
+  HoneModelInfo *info = hone_model_info_new_for_path (path, &error);
+
+  if (info != NULL)
+    self->model = hone_model_open (path, &error);
+  if (info != NULL && self->model != NULL && activate_model (self, &info, path, options, NULL, &error))
+    return TRUE;
+  g_warning ("Could not restore the previous model %s: %s", path, error != NULL ? error->message : "?");
+  g_clear_error (&error);
+  g_clear_object (&info);
+  drop_model (self);
+  return FALSE;
+}
+
 static void
 run_load (HoneEngine *self, Job *job)
 {
   GError *error = NULL;
-  HoneBackendOptions bo = { 0 };
   HoneModelInfo *info = NULL;
   HoneModel *new_model = NULL;
-  HoneEngineCaps caps;
-  int trained;
+  g_autofree char *prev_path = NULL;
+  Options prev_options = { 0 };
+  gboolean restored = FALSE;
 
   set_state (self, HONE_ENGINE_STATE_LOADING);
   g_mutex_lock (&self->lock);
@@ -741,72 +841,21 @@ run_load (HoneEngine *self, Job *job)
   if (check_cancelled (job, &error))
     goto fail_keep;
 
+  if (self->model != NULL && self->backend != NULL && self->model_path != NULL)
+    {
+      g_mutex_lock (&self->lock);
+      prev_path = g_strdup (self->model_path);
+      g_mutex_unlock (&self->lock);
+      prev_options = self->loaded_options;
+      prev_options.device = g_strdup (self->loaded_options.device);
+    }
   drop_model (self);
   self->model = g_steal_pointer (&new_model);
   post_progress (job, 0.05);
-  if (check_cancelled (job, &error))
+
+  if (!activate_model (self, &info, job->path, &job->options, job, &error))
     goto fail;
-
-  self->backend = create_backend (job->options.device, &error);
-  if (self->backend == NULL)
-    goto fail;
-  caps = (HoneEngineCaps) self->backend->klass->caps (self->backend);
-
-  trained = self->model->config.max_context;
-  if (job->options.context_length > 0)
-    self->n_ctx = trained > 0 ? MIN (job->options.context_length, trained) : job->options.context_length;
-  else
-    self->n_ctx = trained > 0 ? MIN (trained, DEFAULT_CONTEXT) : DEFAULT_CONTEXT;
-  bo.n_threads = job->options.n_threads;
-  bo.device = 0;
-  if (job->options.device != NULL && g_str_has_prefix (job->options.device, "cuda:"))
-    bo.device = atoi (job->options.device + 5);
-  bo.max_context = self->n_ctx;
-  bo.int8_kv = job->options.int8_kv && (caps & HONE_ENGINE_CAP_INT8_KV);
-  bo.memory_budget = job->options.memory_budget;
-
-  if (!self->backend->klass->load (self->backend, self->model, &bo, load_progress_cb, job, job->cancel, &error))
-    {
-      /* The backend holds nothing on failure; don't call unload() on it. */
-      hone_backend_free (self->backend);
-      self->backend = NULL;
-      normalize_cancel (job, &error);
-      goto fail;
-    }
-  if (check_cancelled (job, &error))
-    goto fail;
-
-  if (self->model->chat_template != NULL)
-    {
-      GError *terr = NULL;
-      self->tmpl = hone_chat_template_new (self->model->chat_template, -1, &terr);
-      if (self->tmpl == NULL)
-        {
-          self->tmpl_error = g_strdup (terr->message);
-          g_error_free (terr);
-        }
-    }
-
-  g_mutex_lock (&self->lock);
-  self->model_info = info;
-  info = NULL;
-  self->model_path = g_strdup (job->path);
-  if (self->active_device != NULL)
-    g_ptr_array_add (self->retired, self->active_device);
-  self->active_device = g_strdup (job->options.device != NULL ? job->options.device : "cpu");
-  self->shared_model = hone_model_ref (self->model);
-  self->caps = caps;
-  self->active_context = self->n_ctx;
-  self->load_progress = 1.0;
-  self->snap.load_progress = 0.0;
-  mark_changed_locked (self, PROP_MODEL_INFO);
-  mark_changed_locked (self, PROP_MODEL_PATH);
-  mark_changed_locked (self, PROP_CAPABILITIES);
-  mark_changed_locked (self, PROP_ACTIVE_CONTEXT_LENGTH);
-  mark_changed_locked (self, PROP_ACTIVE_DEVICE);
-  mark_changed_locked (self, PROP_LOAD_PROGRESS);
-  g_mutex_unlock (&self->lock);
-  sample_memory (self);
+  options_clear (&prev_options);
   post_progress (job, 1.0);
   set_state (self, HONE_ENGINE_STATE_READY);
   return;
@@ -814,12 +863,22 @@ run_load (HoneEngine *self, Job *job)
 fail:
   g_clear_object (&info);
   drop_model (self);
+  /* A cancelled load means the user gave up on loading: leave the engine empty then. */
+  if (prev_path != NULL && !g_error_matches (error, HONE_ERROR, HONE_ERROR_CANCELLED))
+    restored = restore_model (self, prev_path, &prev_options);
+  options_clear (&prev_options);
+  if (restored)
+    {
+      char *message = g_strdup_printf (_("%s (the previous model is still loaded)"), error->message);
+      g_free (error->message);
+      error->message = message;
+    }
   g_mutex_lock (&self->lock);
   self->load_progress = 0.0;
   self->snap.load_progress = 0.0;
   mark_changed_locked (self, PROP_LOAD_PROGRESS);
   g_mutex_unlock (&self->lock);
-  set_state (self, HONE_ENGINE_STATE_EMPTY);
+  set_state (self, restored ? HONE_ENGINE_STATE_READY : HONE_ENGINE_STATE_EMPTY);
   job->error = error;
   return;
 
@@ -1484,6 +1543,7 @@ hone_engine_finalize (GObject *object)
   /* Jobs left in the queue were taken by the thread before QUIT; none remain. */
   g_queue_clear (&self->queue);
   options_clear (&self->options);
+  options_clear (&self->loaded_options);
   g_clear_object (&self->model_info);
   g_free (self->model_path);
   g_free (self->active_device);
