@@ -448,11 +448,49 @@ load_error_steps (HoneApplication *app, HoneWindow *window, gpointer data)
   WAIT_UNTIL ((dialog = find_message_dialog ()) != NULL, 60);
   g_test_message ("dialog: %s", adw_message_dialog_get_body (ADW_MESSAGE_DIALOG (dialog)));
   g_assert_cmpstr (adw_message_dialog_get_body (ADW_MESSAGE_DIALOG (dialog)), !=, "");
-  /* The engine is left usable (empty or with the old model), never half-loaded. */
+  /* The engine keeps the model it had, ready to use, never half-loaded. */
   WAIT_UNTIL (hone_engine_get_state (engine) != HONE_ENGINE_STATE_LOADING, 20);
-  g_assert_true (hone_engine_get_model_path (engine) == NULL ||
-                 g_strcmp0 (hone_engine_get_model_path (engine), model_path) == 0);
+  g_assert_cmpint (hone_engine_get_state (engine), ==, HONE_ENGINE_STATE_READY);
+  g_assert_cmpstr (hone_engine_get_model_path (engine), ==, model_path);
   gtk_window_destroy (GTK_WINDOW (dialog));
+}
+
+static char *write_model_missing_tensor (void);
+
+/* A model file dropped on the window opens it on the Model page, through the window's
+ * own drop target (the same handler a real drag-and-drop reaches). */
+static void
+drop_steps (HoneApplication *app, HoneWindow *window, gpointer data)
+{
+  const char *other_path = data;
+  HoneModelPage *page = hone_window_get_model_page (window);
+  g_autoptr(GListModel) controllers = gtk_widget_observe_controllers (GTK_WIDGET (window));
+  GtkDropTarget *target = NULL;
+  GValue value = G_VALUE_INIT;
+  gboolean handled = FALSE;
+
+  for (guint i = 0; i < g_list_model_get_n_items (controllers) && target == NULL; i++)
+    {
+      g_autoptr(GObject) c = g_list_model_get_item (controllers, i);
+      if (GTK_IS_DROP_TARGET (c))
+        target = GTK_DROP_TARGET (c);
+    }
+  g_assert_nonnull (target);
+
+  g_value_init (&value, GDK_TYPE_FILE_LIST);
+  g_value_take_boxed (&value, g_slist_prepend (NULL, g_file_new_for_path (other_path)));
+  g_signal_emit_by_name (target, "drop", &value, 10.0, 10.0, &handled);
+  g_value_unset (&value);
+  g_assert_true (handled);
+  WAIT_UNTIL (hone_model_page_get_info (page) != NULL &&
+              g_strcmp0 (hone_model_info_get_path (hone_model_page_get_info (page)), other_path) == 0, 20);
+}
+
+static void
+test_drop (void)
+{
+  g_autofree char *other = write_model_missing_tensor ();
+  run_app (drop_steps, other);
 }
 
 /* The same model without one layer's attention weight: its card reads
@@ -615,6 +653,7 @@ main (int argc, char *argv[])
   g_test_add_func ("/app/chat-stream-stop-restart", test_chat_and_restart);
   g_test_add_func ("/app/option-switches", test_option_switches);
   g_test_add_func ("/app/load-error", test_load_error);
+  g_test_add_func ("/app/drop-model", test_drop);
   g_test_add_func ("/app/dialogs", test_dialogs);
   g_test_add_func ("/app/bench", test_bench);
   status = g_test_run ();
