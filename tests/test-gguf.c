@@ -11,6 +11,7 @@
 #include "hone-dtype.h"
 #include "hone-error.h"
 #include "hone-gguf.h"
+#include "hone-test-data.h"
 
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -18,46 +19,11 @@
 #include <string.h>
 #include <unistd.h>
 
-static char *
-data_path (const char *name)
-{
-  const char *dir = g_getenv ("HONE_TEST_DATA");
-  return g_build_filename (dir ? dir : "tests/data", "gguf", name, NULL);
-}
-
-static GBytes *
-load_data (const char *name)
-{
-  char *path = data_path (name);
-  char *contents = NULL;
-  gsize len = 0;
-  GError *error = NULL;
-  g_file_get_contents (path, &contents, &len, &error);
-  g_assert_no_error (error);
-  g_free (path);
-  return g_bytes_new_take (contents, len);
-}
-
-static JsonObject *
-load_json (const char *name, JsonParser **parser_out)
-{
-  char *path = data_path (name);
-  JsonParser *parser = json_parser_new ();
-  GError *error = NULL;
-  json_parser_load_from_file (parser, path, &error);
-  g_assert_no_error (error);
-  g_free (path);
-  *parser_out = parser;
-  return json_node_get_object (json_parser_get_root (parser));
-}
-
-static uint32_t
-fbits (float f)
-{
-  uint32_t u;
-  memcpy (&u, &f, 4);
-  return u;
-}
+/* Fixtures of this test live in tests/data/gguf. */
+#define data_path(name) hone_test_data_path ("gguf", (name))
+#define load_data(name) hone_test_data_load ("gguf", (name))
+#define load_json(name, parser_out) hone_test_data_load_json ("gguf", (name), (parser_out))
+#define fbits hone_test_fbits
 
 static float *
 floats_at (GBytes *b, gint64 offset, gint64 n)

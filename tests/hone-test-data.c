@@ -1,0 +1,44 @@
+/* hone-test-data.c — reading committed fixtures under $HONE_TEST_DATA (tests/data). */
+#include <string.h>
+#include "hone-test-data.h"
+
+char *
+hone_test_data_path (const char *subdir, const char *name)
+{
+  const char *dir = g_getenv ("HONE_TEST_DATA");
+  return g_build_filename (dir ? dir : "tests/data", subdir, name, NULL);
+}
+
+GBytes *
+hone_test_data_load (const char *subdir, const char *name)
+{
+  char *path = hone_test_data_path (subdir, name);
+  char *contents = NULL;
+  gsize len = 0;
+  GError *error = NULL;
+  g_file_get_contents (path, &contents, &len, &error);
+  g_assert_no_error (error);
+  g_free (path);
+  return g_bytes_new_take (contents, len);
+}
+
+JsonObject *
+hone_test_data_load_json (const char *subdir, const char *name, JsonParser **parser_out)
+{
+  char *path = hone_test_data_path (subdir, name);
+  JsonParser *parser = json_parser_new ();
+  GError *error = NULL;
+  json_parser_load_from_file (parser, path, &error);
+  g_assert_no_error (error);
+  g_free (path);
+  *parser_out = parser;
+  return json_node_get_object (json_parser_get_root (parser));
+}
+
+uint32_t
+hone_test_fbits (float f)
+{
+  uint32_t u;
+  memcpy (&u, &f, 4);
+  return u;
+}

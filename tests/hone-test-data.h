@@ -1,0 +1,15 @@
+/* hone-test-data.h — reading committed fixtures under $HONE_TEST_DATA (tests/data). */
+#pragma once
+
+#include <stdint.h>
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+/* tests/data/<subdir>/<name>; the caller frees it. */
+char       *hone_test_data_path (const char *subdir, const char *name);
+/* The whole file; asserts it can be read. */
+GBytes     *hone_test_data_load (const char *subdir, const char *name);
+/* The root object of a JSON fixture; *parser_out owns it. */
+JsonObject *hone_test_data_load_json (const char *subdir, const char *name, JsonParser **parser_out);
+/* The bit pattern of a float (exact comparisons). */
+uint32_t    hone_test_fbits (float f);
