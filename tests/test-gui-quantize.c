@@ -28,6 +28,7 @@
 #include "hone-gguf.h"
 #include "hone-test-models.h"
 #include "hone-window.h"
+#include "hone-gui-harness.h"
 
 #define N_LAYERS 3
 
@@ -35,66 +36,9 @@ static char *tmp_home;
 static char *model_path;
 static char *text_path;
 
-typedef void (*Steps) (HoneApplication *app, HoneWindow *window, gpointer data);
-
-typedef struct {
-  Steps steps;
-  gpointer data;
-  gboolean ran;
-} RunContext;
-
-static gboolean
-timeout_cb (gpointer data)
-{
-  *(gboolean *) data = TRUE;
-  return G_SOURCE_REMOVE;
-}
-
-#define WAIT_UNTIL(cond, seconds) G_STMT_START {                              \
-    gboolean timed_out_ = FALSE;                                             \
-    guint id_ = g_timeout_add_seconds ((seconds), timeout_cb, &timed_out_);   \
-    while (!(cond) && !timed_out_)                                           \
-      g_main_context_iteration (NULL, TRUE);                                 \
-    if (timed_out_)                                                          \
-      g_error ("timed out waiting for: %s", #cond);                          \
-    g_source_remove (id_);                                                   \
-  } G_STMT_END
-
-static void
-spin (guint ms)
-{
-  gboolean done = FALSE;
-  g_timeout_add (ms, timeout_cb, &done);
-  while (!done)
-    g_main_context_iteration (NULL, TRUE);
-}
-
-static void
-on_activate (HoneApplication *app, RunContext *ctx)
-{
-  HoneWindow *window = HONE_WINDOW (gtk_application_get_active_window (GTK_APPLICATION (app)));
-
-  g_assert_nonnull (window);
-  WAIT_UNTIL (gtk_widget_get_mapped (GTK_WIDGET (window)), 10);
-  ctx->steps (app, window, ctx->data);
-  ctx->ran = TRUE;
-  if (gtk_application_get_active_window (GTK_APPLICATION (app)))
-    gtk_window_close (gtk_application_get_active_window (GTK_APPLICATION (app)));
-}
-
-static void
-run_app (Steps steps, gpointer data)
-{
-  HoneApplication *app = hone_application_new (G_APPLICATION_NON_UNIQUE);
-  RunContext ctx = { steps, data, FALSE };
-  int status;
-
-  g_signal_connect_after (app, "activate", G_CALLBACK (on_activate), &ctx);
-  status = g_application_run (G_APPLICATION (app), 0, NULL);
-  g_assert_cmpint (status, ==, 0);
-  g_assert_true (ctx.ran);
-  g_object_unref (app);
-}
+typedef HoneGuiSteps Steps;
+#define spin hone_gui_spin
+#define run_app hone_gui_run_app
 
 static void
 load_model (HoneApplication *app, HoneWindow *window, const char *path)
