@@ -145,6 +145,7 @@ hone_cli_load_engine (const HoneCliModelOptions *o, GError **error)
   engine = hone_engine_new ();
   hone_engine_set_n_threads (engine, o->threads);
   hone_engine_set_context_length (engine, o->context);
+  hone_engine_set_precise (engine, o->precise);
   if (o->device != NULL)
     hone_engine_set_device (engine, o->device);
   if (!hone_engine_load_sync (engine, path, NULL, NULL, NULL, error))

@@ -28,6 +28,7 @@ typedef struct {
   int threads;          /* -t; 0 = all cores */
   int context;          /* -c; 0 = engine default */
   char *device;         /* --device */
+  gboolean precise;     /* --precise (run, ppl, chat): CPU f32 activations */
 } HoneCliModelOptions;
 
 /* Sampling flags (run, chat). */

@@ -246,6 +246,8 @@ hone_cmd_chat (int argc, char **argv)
   GOptionEntry entries[] = {
     { "system", 0, 0, G_OPTION_ARG_STRING, &system, N_("System message"), N_("TEXT") },
     { "metrics", 0, 0, G_OPTION_ARG_NONE, &metrics, N_("Print per-turn metrics on stderr"), NULL },
+    { "precise", 0, 0, G_OPTION_ARG_NONE, &mo.precise,
+      N_("CPU: f32 activations in every matrix product (slower; for checking against a float reference)"), NULL },
     { NULL },
   };
   g_autoptr (GOptionContext) ctx = hone_cli_context_new (NULL,

@@ -33,6 +33,8 @@ hone_cmd_ppl (int argc, char **argv)
   GOptionEntry entries[] = {
     { "stride", 's', 0, G_OPTION_ARG_INT, &stride, N_("Window stride in tokens (default: the context, no overlap)"), N_("S") },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, N_("Print JSON"), NULL },
+    { "precise", 0, 0, G_OPTION_ARG_NONE, &mo.precise,
+      N_("CPU: f32 activations in every matrix product (slower; for checking against a float reference)"), NULL },
     { NULL },
   };
   g_autoptr (GOptionContext) ctx = hone_cli_context_new (_("MODEL FILE"),

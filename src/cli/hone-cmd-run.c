@@ -78,6 +78,8 @@ hone_cmd_run (int argc, char **argv)
     { "system", 0, 0, G_OPTION_ARG_STRING, &system, N_("System message (with --chat)"), N_("TEXT") },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, N_("Print prompt ids, generated ids, text and metrics as JSON"), NULL },
     { "metrics", 0, 0, G_OPTION_ARG_NONE, &metrics, N_("Print the request metrics on stderr"), NULL },
+    { "precise", 0, 0, G_OPTION_ARG_NONE, &mo.precise,
+      N_("CPU: f32 activations in every matrix product (slower; for checking against a float reference)"), NULL },
     { NULL },
   };
   g_autoptr (GOptionContext) ctx = hone_cli_context_new (NULL, _("Generate text from a prompt."));

@@ -11,7 +11,7 @@
  * emitted on the context the engine was created on (its "owner" context).
  *
  * Options (device, n-threads, context-length, memory-budget, int8-kv,
- * speculative, pd-split) are read when a load starts: change them, then
+ * speculative, pd-split, precise) are read when a load starts: change them, then
  * (re)load. Options a backend cannot do (see "capabilities") are ignored.
  *
  * Sessions: a HoneSession is one conversation: a KV sequence on the backend
@@ -99,6 +99,7 @@ typedef void (*HoneTokenFunc) (const char *piece, gint32 token_id, gpointer user
  *   int8-kv         bool    rw  int8 KV cache (if supported)
  *   speculative     bool    rw  speculative decoding (if supported)
  *   pd-split        bool    rw  prefill/decode split (if supported)
+ *   precise         bool    rw  CPU: f32 activations in every matmul (slower checking mode)
  *   state           HoneEngineState  r
  *   model-info      HoneModelInfo    r  NULL when empty
  *   model-path      string  r   path of the loaded model, NULL when empty
@@ -123,6 +124,8 @@ gboolean        hone_engine_get_speculative (HoneEngine *self);
 void            hone_engine_set_speculative (HoneEngine *self, gboolean speculative);
 gboolean        hone_engine_get_pd_split (HoneEngine *self);
 void            hone_engine_set_pd_split (HoneEngine *self, gboolean pd_split);
+gboolean        hone_engine_get_precise (HoneEngine *self);
+void            hone_engine_set_precise (HoneEngine *self, gboolean precise);
 
 HoneEngineState hone_engine_get_state (HoneEngine *self);
 HoneModelInfo  *hone_engine_get_model_info (HoneEngine *self);   /* transfer none, may be NULL */

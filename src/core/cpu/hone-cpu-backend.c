@@ -21,6 +21,7 @@
 #include "hone-cpu-kv.h"
 #include "hone-cpu-matmul.h"
 #include "hone-cpu-ops.h"
+#include "hone-cpu-precise.h"
 #include "hone-cpu-threadpool.h"
 
 /* Tokens per prefill chunk: bounds the scratch memory (≈ CHUNK·(4·hidden +
@@ -49,6 +50,8 @@ typedef struct {
   /* workspace */
   float *x, *xn, *q, *k, *v, *att, *g, *u, *cosb, *sinb, *scores, *embd_row;
   HoneQ8Act *xq;
+  gboolean precise;         /* f32 activations (hone-cpu-precise.h) */
+  float *wdq;               /* precise: per-thread dequantized weight rows */
   gint64 workspace_bytes;
 } HoneCpuBackend;
 
@@ -67,13 +70,23 @@ context_for (HoneModel *model, const HoneBackendOptions *options)
   return n > 0 ? n : 4096;
 }
 
+/* Precise mode: HoneBackendOptions.precise_activations, or HONE_CPU_PRECISE=1 in the environment. */
+static gboolean
+precise_for (const HoneBackendOptions *options)
+{
+  const char *env = g_getenv ("HONE_CPU_PRECISE");
+  return (options != NULL && options->precise_activations) || (env != NULL && g_strcmp0 (env, "1") == 0);
+}
+
 static gint64
-workspace_bytes_for (const HoneModelConfig *c, int max_ctx, int n_threads)
+workspace_bytes_for (const HoneModelConfig *c, int max_ctx, int n_threads, gboolean precise)
 {
   gint64 qdim = (gint64) c->n_heads * c->head_dim, kvdim = (gint64) c->n_kv_heads * c->head_dim;
   gint64 wide = MAX (MAX (c->hidden, qdim), c->ffn);
   gint64 floats = (gint64) CHUNK * (c->hidden + MAX (c->hidden, qdim) + 2 * qdim + 2 * kvdim + 2 * c->ffn + c->head_dim)
                   + (gint64) n_threads * max_ctx + c->hidden;
+  if (precise)
+    floats += (gint64) hone_cpu_matmul_precise_scratch ((int) wide, n_threads);
   return floats * 4 + (gint64) CHUNK * (wide / 32 + 1) * (gint64) sizeof (HoneQ8Act);
 }
 
@@ -174,6 +187,8 @@ release (HoneCpuBackend *b)
   g_clear_pointer (&b->scores, g_free);
   g_clear_pointer (&b->embd_row, g_free);
   g_clear_pointer (&b->xq, g_free);
+  g_clear_pointer (&b->wdq, g_free);
+  b->precise = FALSE;
   g_clear_pointer (&b->pool, hone_cpu_pool_free);
   g_clear_pointer (&b->model, hone_model_unref);
   b->workspace_bytes = 0;
@@ -313,13 +328,16 @@ cpu_load (HoneBackend *self, HoneModel *model, const HoneBackendOptions *options
   b->embd_row = g_new0 (float, c->hidden);
   b->scores = g_try_new (float, (gsize) hone_cpu_pool_n_threads (b->pool) * b->max_ctx);
   b->xq = g_new0 (HoneQ8Act, (gsize) CHUNK * (wide / 32 + 1));
-  if (b->scores == NULL)
+  b->precise = precise_for (options);
+  if (b->precise)
+    b->wdq = g_try_new (float, hone_cpu_matmul_precise_scratch ((int) wide, hone_cpu_pool_n_threads (b->pool)));
+  if (b->scores == NULL || (b->precise && b->wdq == NULL))
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY, _("Could not allocate attention scratch for %d tokens"), b->max_ctx);
       release (b);
       return FALSE;
     }
-  b->workspace_bytes = workspace_bytes_for (c, b->max_ctx, hone_cpu_pool_n_threads (b->pool));
+  b->workspace_bytes = workspace_bytes_for (c, b->max_ctx, hone_cpu_pool_n_threads (b->pool), b->precise);
   b->seqs = g_ptr_array_new_with_free_func ((GDestroyNotify) hone_cpu_kv_free);
   if (progress != NULL)
     progress (1.0, progress_data);
@@ -333,7 +351,7 @@ cpu_estimate (HoneBackend *self, HoneModel *model, const HoneBackendOptions *opt
   int ctx = context_for (model, options);
   int nth = options != NULL && options->n_threads > 0 ? options->n_threads : (int) MAX (1, sysconf (_SC_NPROCESSORS_ONLN));
   return weight_bytes (model) + hone_cpu_kv_bytes_for (c->n_layers, c->n_kv_heads, c->head_dim, ctx)
-         + workspace_bytes_for (c, ctx, nth);
+         + workspace_bytes_for (c, ctx, nth, precise_for (options));
 }
 
 static HoneBackendCaps
@@ -417,6 +435,11 @@ static void
 matmul (HoneCpuBackend *b, HoneCpuMatmulOut *outs, int n, const float *x, int K, int T)
 {
   const HoneQ8Act *xq = NULL;
+  if (b->precise)
+    {
+      hone_cpu_matmul_precise (b->pool, outs, n, x, K, T, b->wdq);
+      return;
+    }
   if (hone_cpu_matmul_needs_q8 (outs, n))
     {
       quantize_rows (x, b->xq, T, K);

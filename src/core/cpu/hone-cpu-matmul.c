@@ -2,6 +2,7 @@
 #include "hone-cpu-matmul.h"
 
 #include <stdatomic.h>
+#include "hone-cpu-precise.h"
 
 #define MAX_OUTS 4
 
@@ -15,6 +16,10 @@ typedef struct {
   const HoneQ8Act *xq;
   int K, T;
   HoneCpuTileFunc fn[MAX_OUTS];
+  /* precise mode: outs[i] with dequant[i] are unpacked to f32 rows in the
+   * thread's slice of scratch (chunk_rows × K floats) and run by fn[i] = F32 */
+  gboolean dequant[MAX_OUTS];
+  float *scratch;
   atomic_int next;
 } MatmulJob;
 
@@ -29,7 +34,7 @@ matmul_worker (gpointer data, int ith, int nth)
   for (;;)
     {
       int c = atomic_fetch_add_explicit (&job->next, 1, memory_order_relaxed);
-      int m = 0, r0, r1, N;
+      int m = 0, r0, r1, N, rbase = 0;
       const HoneTensor *w;
       const uint8_t *wdata;
       size_t w_stride;
@@ -48,6 +53,16 @@ matmul_worker (gpointer data, int ith, int nth)
       w_stride = hone_tensor_row_bytes (w);
       wdata = w->data;
       q8 = hone_cpu_type_uses_q8 (w->type);
+      if (job->dequant[m])
+        {
+          float *rows = job->scratch + (size_t) ith * job->chunk_rows * job->K;
+          hone_cpu_precise_dequant_rows (w->type, wdata + (size_t) r0 * w_stride, w_stride, r1 - r0, job->K, rows);
+          /* row r of the chunk is now row r − r0 of the buffer */
+          wdata = (const uint8_t *) rows;
+          w_stride = f_stride;
+          rbase = r0;
+          q8 = FALSE;
+        }
       x = q8 ? (const void *) job->xq : (const void *) job->x;
       x_stride = q8 ? q8_stride : f_stride;
 
@@ -56,7 +71,7 @@ matmul_worker (gpointer data, int ith, int nth)
           int tn = MIN (HONE_CPU_TILE_T, job->T - t0);
           const void *xt = (const uint8_t *) x + (size_t) t0 * x_stride;
           for (int r = r0; r < r1; r += rstep)
-            job->fn[m] (job->K, wdata + (size_t) r * w_stride, w_stride, MIN (rstep, r1 - r),
+            job->fn[m] (job->K, wdata + (size_t) (r - rbase) * w_stride, w_stride, MIN (rstep, r1 - r),
                         xt, x_stride, tn, job->outs[m].y + (size_t) t0 * N + r, (size_t) N);
         }
     }
@@ -71,9 +86,9 @@ hone_cpu_matmul_needs_q8 (const HoneCpuMatmulOut *outs, int n_outs)
   return FALSE;
 }
 
-void
-hone_cpu_matmul (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
-                 const float *x, const HoneQ8Act *xq, int K, int T)
+static void
+matmul_run (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
+            const float *x, const HoneQ8Act *xq, int K, int T, float *scratch)
 {
   MatmulJob job = { 0 };
   HoneCpuIsa isa = hone_cpu_isa ();
@@ -90,12 +105,16 @@ hone_cpu_matmul (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
   for (int i = 0; i < n_outs; i++)
     {
       rows += outs[i].w->ne[1];
-      job.fn[i] = hone_cpu_tile_func (outs[i].w->type, isa);
+      job.dequant[i] = scratch != NULL && hone_cpu_precise_dequantizes (outs[i].w->type);
+      job.fn[i] = hone_cpu_tile_func (job.dequant[i] ? HONE_DTYPE_F32 : outs[i].w->type, isa);
     }
+  job.scratch = scratch;
   /* Enough chunks that threads finish together (≥ 8 per thread), few enough
    * that the atomic counter costs nothing; multiples of 4 rows keep tiles whole. */
   job.chunk_rows = (int) CLAMP (rows / (8 * nth), 4, T == 1 ? 64 : 16);
   job.chunk_rows = (job.chunk_rows + 3) & ~3;
+  if (scratch != NULL)
+    job.chunk_rows = MIN (job.chunk_rows, HONE_CPU_PRECISE_CHUNK_ROWS);
   for (int i = 0; i < n_outs; i++)
     {
       job.n_chunks[i] = (int) ((outs[i].w->ne[1] + job.chunk_rows - 1) / job.chunk_rows);
@@ -103,4 +122,25 @@ hone_cpu_matmul (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
     }
   atomic_init (&job.next, 0);
   hone_cpu_pool_run (pool, matmul_worker, &job);
+}
+
+void
+hone_cpu_matmul (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
+                 const float *x, const HoneQ8Act *xq, int K, int T)
+{
+  matmul_run (pool, outs, n_outs, x, xq, K, T, NULL);
+}
+
+void
+hone_cpu_matmul_precise (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
+                         const float *x, int K, int T, float *scratch)
+{
+  g_return_if_fail (scratch != NULL);
+  matmul_run (pool, outs, n_outs, x, NULL, K, T, scratch);
+}
+
+gsize
+hone_cpu_matmul_precise_scratch (int K_max, int n_threads)
+{
+  return (gsize) n_threads * HONE_CPU_PRECISE_CHUNK_ROWS * (gsize) K_max;
 }

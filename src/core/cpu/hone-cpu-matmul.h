@@ -27,4 +27,11 @@ void     hone_cpu_matmul (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n
 
 gboolean hone_cpu_matmul_needs_q8 (const HoneCpuMatmulOut *outs, int n_outs);
 
+/* The precise mode (hone-cpu-precise.h): f32 activations for every weight
+ * type; integer-type rows are dequantized chunk by chunk into @scratch, which
+ * holds hone_cpu_matmul_precise_scratch (K, n_threads of @pool) floats. */
+void     hone_cpu_matmul_precise (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
+                                  const float *x, int K, int T, float *scratch);
+gsize    hone_cpu_matmul_precise_scratch (int K_max, int n_threads);
+
 G_END_DECLS
