@@ -266,12 +266,37 @@ test_export_safetensors (Fixture *f, gconstpointer data)
   g_clear_error (&error);
   g_assert_false (hone_awq_path_is_quantized (f->gguf, &error));
   g_assert_no_error (error);
-  /* And the loader recognises the result as AWQ (not loadable yet: a clear error). */
+  /* And Hone loads the folder: every linear as Q4Z holding exactly the
+   * result's values (Q/K rows in HF order, as exported). */
   {
-    HoneModel *m = hone_model_open (out, &error);
-    g_assert_null (m);
-    g_assert_error (error, HONE_ERROR, HONE_ERROR_UNSUPPORTED_TYPE);
-    g_clear_error (&error);
+    g_autoptr(HoneModel) m = hone_model_open (out, &error);
+    g_assert_no_error (error);
+    g_assert_cmpint (m->awq_group_size, ==, 64);
+    for (int l = 0; l < c->n_layers; l++)
+      for (int i = 0; i < HONE_AWQ_N_LINEARS; i++)
+        {
+          const HoneLayerWeights *L = &m->layers[l];
+          const HoneTensor *ts[HONE_AWQ_N_LINEARS] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
+                                                       &L->w_down };
+          const HoneAwqLinear *lin = &r->layers[l].lin[i];
+          int K = lin->K, N = lin->N;
+          int heads = i == HONE_AWQ_WQ ? c->n_heads : c->n_kv_heads;
+          g_autofree float *mine = g_new (float, (gsize) N * K);
+          g_autofree float *mine_hf = g_new (float, (gsize) N * K);
+          g_autofree float *loaded = g_new (float, (gsize) N * K);
+
+          g_assert_cmpint (ts[i]->type, ==, HONE_DTYPE_Q4Z);
+          for (int n = 0; n < N; n++)
+            {
+              hone_awq_linear_dequantize_row (lin, n, mine + (gsize) n * K);
+              hone_dequantize_row (HONE_DTYPE_Q4Z, hone_tensor_row (ts[i], n), loaded + (gsize) n * K, K);
+            }
+          if (i == HONE_AWQ_WQ || i == HONE_AWQ_WK)
+            hone_model_permute_qk_rows (mine_hf, mine, heads, c->head_dim, K * sizeof (float), FALSE);
+          else
+            memcpy (mine_hf, mine, (gsize) N * K * sizeof (float));
+          g_assert_cmpmem (loaded, (gsize) N * K * sizeof (float), mine_hf, (gsize) N * K * sizeof (float));
+        }
   }
 }
 
@@ -441,6 +466,158 @@ file_bytes (const char *path)
   gsize len;
   g_assert_true (g_file_get_contents (path, &data, &len, NULL));
   return g_bytes_new_take (data, len);
+}
+
+/* A thread that cancels an export as soon as its temporary sibling appears
+ * in @parent (the export is then writing), or gives up when told to stop. */
+typedef struct {
+  const char *parent;
+  GCancellable *cancellable;
+  gint stop;
+  gboolean fired;             /* cancelled while the temporary folder existed */
+} Watcher;
+
+static gpointer
+watch_export (gpointer data)
+{
+  Watcher *w = data;
+  while (!g_atomic_int_get (&w->stop))
+    {
+      GDir *d = g_dir_open (w->parent, 0, NULL);
+      const char *name;
+      while (d && (name = g_dir_read_name (d)) != NULL)
+        if (strstr (name, ".tmp-") != NULL)
+          {
+            g_cancellable_cancel (w->cancellable);
+            w->fired = TRUE;
+            break;
+          }
+      if (d)
+        g_dir_close (d);
+      if (w->fired)
+        break;
+      g_usleep (20);
+    }
+  return NULL;
+}
+
+static guint32
+model_checksum (HoneModel *m)
+{
+  guint32 h = 2166136261u;
+  for (int l = 0; l < m->config.n_layers; l++)
+    {
+      const HoneLayerWeights *L = &m->layers[l];
+      const HoneTensor *ts[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                                 &L->attn_norm, &L->ffn_norm };
+      for (guint i = 0; i < G_N_ELEMENTS (ts); i++)
+        for (gsize b = 0; b < ts[i]->nbytes; b++)
+          h = (h ^ ((const guint8 *) ts[i]->data)[b]) * 16777619u;
+    }
+  return h;
+}
+
+static guint32
+result_checksum (const HoneAwqResult *r)
+{
+  guint32 h = 2166136261u;
+  for (int l = 0; l < r->model->config.n_layers; l++)
+    for (int i = 0; i < HONE_AWQ_N_LINEARS; i++)
+      {
+        const HoneAwqLinear *lin = &r->layers[l].lin[i];
+        gsize nq = (gsize) lin->N * lin->K, ng = (gsize) lin->N * (lin->K / lin->group_size);
+        for (gsize b = 0; b < nq; b++)
+          h = (h ^ lin->q[b]) * 16777619u;
+        for (gsize b = 0; b < ng; b++)
+          h = (h ^ lin->z[b] ^ lin->s[b]) * 16777619u;
+      }
+  return h;
+}
+
+/* Cancel while the AutoAWQ export writes (its temporary folder exists): one
+ * CANCELLED error, no temporary sibling left, the earlier exports at the same
+ * places byte-identical, and the model and the result untouched (a new
+ * export after it works and loads). A race, so it is tried until a cancel
+ * lands mid-write (an export finishing first is retried). The GGUF export
+ * has no such window: its cancel points all come before its temporary file,
+ * whose write is not interruptible (test_cancel covers its cancel). */
+static void
+test_cancel_mid_export (Fixture *f, gconstpointer data)
+{
+  GError *error = NULL;
+  g_autoptr(HoneAwqResult) r = NULL;
+  g_autofree char *parent = g_dir_make_tmp ("hone-awq-mid-XXXXXX", NULL);
+  g_autofree char *awq = g_build_filename (parent, "awq", NULL);
+  g_autofree char *st_path = g_build_filename (awq, "model.safetensors", NULL);
+  g_autofree char *gguf = g_build_filename (parent, "awq.gguf", NULL);
+  guint32 model_sum = model_checksum (f->model), result_sum;
+  g_autoptr(GBytes) before_st = NULL, before_gguf = NULL;
+  HoneAwqOptions o;
+
+  /* Round to nearest: what is exported does not matter here, only when. */
+  hone_awq_options_init (&o);
+  o.group_size = 64;
+  o.search_scales = o.search_clip = FALSE;
+  r = hone_awq_quantize (f->model, NULL, 0, 0, &o, NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  result_sum = result_checksum (r);
+  g_assert_true (hone_awq_export_safetensors (r, awq, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (hone_awq_export_gguf (r, gguf, NULL, &error));
+  g_assert_no_error (error);
+  before_st = file_bytes (st_path);
+  before_gguf = file_bytes (gguf);
+
+  {
+      int tries, mid = 0;
+      for (tries = 0; tries < 50 && mid == 0; tries++)
+        {
+          g_autoptr(GCancellable) c = g_cancellable_new ();
+          Watcher w = { parent, c, 0, FALSE };
+          GThread *t = g_thread_new ("watch", watch_export, &w);
+          gboolean ok = hone_awq_export_safetensors (r, awq, c, &error);
+          g_atomic_int_set (&w.stop, 1);
+          g_thread_join (t);
+          if (ok)
+            {
+              /* Finished before the watcher saw it: a whole export, as before. */
+              g_assert_no_error (error);
+              continue;
+            }
+          g_assert_error (error, HONE_ERROR, HONE_ERROR_CANCELLED);
+          g_clear_error (&error);
+          g_assert_true (w.fired);
+          mid++;
+        }
+      g_test_message ("AutoAWQ export cancelled mid-write after %d tries", tries);
+      g_assert_cmpint (mid, ==, 1);
+      /* Only the earlier exports, unchanged. */
+      {
+        GDir *d = g_dir_open (parent, 0, NULL);
+        const char *name;
+        while ((name = g_dir_read_name (d)) != NULL)
+          g_assert_true (g_strcmp0 (name, "awq") == 0 || g_strcmp0 (name, "awq.gguf") == 0);
+        g_dir_close (d);
+      }
+      {
+        g_autoptr(GBytes) now_st = file_bytes (st_path);
+        g_autoptr(GBytes) now_gguf = file_bytes (gguf);
+        g_assert_true (g_bytes_equal (now_st, before_st));
+        g_assert_true (g_bytes_equal (now_gguf, before_gguf));
+      }
+    }
+  g_assert_cmpuint (model_checksum (f->model), ==, model_sum);
+  g_assert_cmpuint (result_checksum (r), ==, result_sum);
+  /* And the model and the result still work: a new export loads and runs. */
+  hone_test_rm_rf (awq);
+  g_assert_true (hone_awq_export_safetensors (r, awq, NULL, &error));
+  g_assert_no_error (error);
+  {
+    g_autoptr(HoneModel) m = hone_model_open (awq, &error);
+    g_assert_no_error (error);
+    g_assert_cmpint (m->awq_group_size, ==, 64);
+  }
+  hone_test_rm_rf (parent);
 }
 
 static void
@@ -753,6 +930,7 @@ main (int argc, char **argv)
   g_test_add ("/awq/export/gguf", Fixture, NULL, fixture_setup, test_export_gguf, fixture_teardown);
   g_test_add ("/awq/bad-options", Fixture, NULL, fixture_setup, test_bad_options, fixture_teardown);
   g_test_add ("/awq/cancel", Fixture, NULL, fixture_setup, test_cancel, fixture_teardown);
+  g_test_add ("/awq/cancel-mid-export", Fixture, NULL, fixture_setup, test_cancel_mid_export, fixture_teardown);
   g_test_add ("/awq/determinism", Fixture, GINT_TO_POINTER (1), fixture_setup, test_determinism, fixture_teardown);
   g_test_add ("/awq/awq-vs-rtn", Fixture, NULL, fixture_setup, test_awq_vs_rtn, fixture_teardown);
   g_test_add ("/awq/documents", Fixture, NULL, fixture_setup, test_documents, fixture_teardown);

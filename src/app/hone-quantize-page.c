@@ -1085,7 +1085,8 @@ on_run_done (GObject *source, GAsyncResult *result, gpointer data)
 
       g_free (self->output_path);
       self->output_path = g_strdup (j->out_path);
-      self->output_loadable = j->gguf;
+      /* Both exports run in Hone (the AutoAWQ folder as Q4Z, hone-awq-load.h). */
+      self->output_loadable = TRUE;
       memcpy (self->scores, j->scores, sizeof self->scores);
       self->have_generic = j->have_generic;
       self->have_report = TRUE;

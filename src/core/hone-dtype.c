@@ -45,12 +45,23 @@ static const TypeInfo type_info[HONE_DTYPE_COUNT_] = {
   [HONE_DTYPE_BF16] = { "BF16", 1, 2 },
 };
 
+/* Hone-internal types live outside GGUF's numbering. */
+static const TypeInfo q4z_info = { "Q4Z", 32, 20 };
+
 static const TypeInfo *
 info (HoneDType type)
 {
+  if (type == HONE_DTYPE_Q4Z)
+    return &q4z_info;
   if ((unsigned) type >= HONE_DTYPE_COUNT_ || type_info[type].name == NULL)
     return NULL;
   return &type_info[type];
+}
+
+gboolean
+hone_dtype_is_gguf (HoneDType type)
+{
+  return (unsigned) type < HONE_DTYPE_COUNT_ && type_info[type].name != NULL;
 }
 
 const char *
@@ -68,6 +79,8 @@ hone_dtype_from_name (const char *name)
   for (int t = 0; t < HONE_DTYPE_COUNT_; t++)
     if (type_info[t].name != NULL && g_ascii_strcasecmp (type_info[t].name, name) == 0)
       return t;
+  if (g_ascii_strcasecmp (q4z_info.name, name) == 0)
+    return HONE_DTYPE_Q4Z;
   return -1;
 }
 
@@ -78,7 +91,7 @@ hone_dtype_is_supported (HoneDType type)
     {
     case HONE_DTYPE_F32: case HONE_DTYPE_F16: case HONE_DTYPE_BF16:
     case HONE_DTYPE_Q8_0: case HONE_DTYPE_Q4_0: case HONE_DTYPE_Q4_1:
-    case HONE_DTYPE_Q4_K: case HONE_DTYPE_Q6_K:
+    case HONE_DTYPE_Q4_K: case HONE_DTYPE_Q6_K: case HONE_DTYPE_Q4Z:
     case HONE_DTYPE_F64: case HONE_DTYPE_I8: case HONE_DTYPE_I16:
     case HONE_DTYPE_I32: case HONE_DTYPE_I64:
       return TRUE;
@@ -269,6 +282,23 @@ dequant_q4_1 (const uint8_t *src, float *y, int64_t nb)
 }
 
 static void
+dequant_q4z (const uint8_t *src, float *y, int64_t nb)
+{
+  for (int64_t i = 0; i < nb; i++, src += sizeof (HoneBlockQ4Z), y += 32)
+    {
+      /* (q − z) is a small integer, so (q − z)·s is one rounding, as in AutoAWQ's dequant. */
+      const float s = f16_load (src);
+      const int z = src[2];
+      const uint8_t *qs = src + 4;
+      for (int j = 0; j < 16; j++)
+        {
+          y[j] = (float) ((qs[j] & 0x0f) - z) * s;
+          y[j + 16] = (float) ((qs[j] >> 4) - z) * s;
+        }
+    }
+}
+
+static void
 dequant_q8_0 (const uint8_t *src, float *y, int64_t nb)
 {
   for (int64_t i = 0; i < nb; i++, src += sizeof (HoneBlockQ8_0), y += 32)
@@ -413,6 +443,7 @@ hone_dequantize_row (HoneDType type, const void *src, float *dst, int64_t n)
       break;
     case HONE_DTYPE_Q4_0: dequant_q4_0 (s, dst, n / 32); break;
     case HONE_DTYPE_Q4_1: dequant_q4_1 (s, dst, n / 32); break;
+    case HONE_DTYPE_Q4Z: dequant_q4z (s, dst, n / 32); break;
     case HONE_DTYPE_Q8_0: dequant_q8_0 (s, dst, n / 32); break;
     case HONE_DTYPE_Q4_K: dequant_q4_k (s, dst, n / HONE_QK_K); break;
     case HONE_DTYPE_Q6_K: dequant_q6_k (s, dst, n / HONE_QK_K); break;

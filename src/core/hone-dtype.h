@@ -35,6 +35,9 @@ typedef enum {
   HONE_DTYPE_F64  = 28,
   HONE_DTYPE_BF16 = 30,
   HONE_DTYPE_COUNT_ = 40,     /* upper bound of GGUF numbers we know */
+  /* Hone-internal, never in a GGUF file (the GGUF reader and writer refuse it):
+   * AWQ int4 weights repacked at load (see HoneBlockQ4Z, hone-awq-load.h). */
+  HONE_DTYPE_Q4Z  = 100,
 } HoneDType;
 
 typedef uint16_t hone_f16;   /* IEEE half, raw bits */
@@ -49,6 +52,10 @@ typedef uint16_t hone_bf16;  /* bfloat16, raw bits */
 typedef struct { hone_f16 d; uint8_t qs[HONE_QK4_0 / 2]; } HoneBlockQ4_0;            /* 18 B: (q-8)*d */
 typedef struct { hone_f16 d; hone_f16 m; uint8_t qs[HONE_QK4_1 / 2]; } HoneBlockQ4_1; /* 20 B: q*d+m */
 typedef struct { hone_f16 d; int8_t qs[HONE_QK8_0]; } HoneBlockQ8_0;                  /* 34 B: q*d */
+/* 20 B: s·(q − z). 32 consecutive weights of a row with one fp16 scale and a
+ * zero point 0..15; an AWQ group of g weights spans g/32 blocks with equal
+ * (s, z). Nibble order as Q4_0/Q4_1 (byte j: element j low, j+16 high). */
+typedef struct { hone_f16 s; uint8_t z; uint8_t pad; uint8_t qs[HONE_QK4_1 / 2]; } HoneBlockQ4Z;
 typedef struct {                                                                      /* 144 B */
   hone_f16 d;                             /* super-block scale for the 6-bit scales */
   hone_f16 dmin;                          /* super-block scale for the 6-bit mins */
@@ -64,17 +71,20 @@ typedef struct {                                                                
 
 G_STATIC_ASSERT (sizeof (HoneBlockQ4_0) == 18);
 G_STATIC_ASSERT (sizeof (HoneBlockQ4_1) == 20);
+G_STATIC_ASSERT (sizeof (HoneBlockQ4Z) == 20);
 G_STATIC_ASSERT (sizeof (HoneBlockQ8_0) == 34);
 G_STATIC_ASSERT (sizeof (HoneBlockQ4_K) == 144);
 G_STATIC_ASSERT (sizeof (HoneBlockQ6_K) == 210);
 
-/* "F32", "Q4_K", …; "unknown(N)" style names are not returned: NULL for unknown. */
+/* "F32", "Q4_K", "Q4Z", …; "unknown(N)" style names are not returned: NULL for unknown. */
 const char *hone_dtype_name (HoneDType type);
 /* Parse a name as printed by hone_dtype_name() (case-insensitive); -1 if unknown. */
 int         hone_dtype_from_name (const char *name);
 /* TRUE for the types libhone can read and dequantize:
- * F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K (and F64/I* for metadata-like tensors). */
+ * F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, Q4Z (and F64/I* for metadata-like tensors). */
 gboolean    hone_dtype_is_supported (HoneDType type);
+/* TRUE for the type numbers a GGUF file may hold (not Hone-internal ones like Q4Z). */
+gboolean    hone_dtype_is_gguf (HoneDType type);
 /* Elements per block (1 for plain types), bytes per block; 0 for unknown types. */
 int         hone_dtype_block_size (HoneDType type);
 size_t      hone_dtype_block_bytes (HoneDType type);

@@ -374,7 +374,7 @@ parse_tensor_info (HoneGguf *g, Cursor *c, HoneTensor *t, gsize *rel_off)
   if (!read_u32 (c, &type, what) || !read_u64 (c, &offset, what))
     return FALSE;
   t->type = (HoneDType) type;
-  if (hone_dtype_block_size (t->type) == 0)
+  if (hone_dtype_block_size (t->type) == 0 || !hone_dtype_is_gguf (t->type))
     {
       g_set_error (c->error, HONE_ERROR, HONE_ERROR_UNSUPPORTED_TYPE,
                    _("GGUF tensor '%s' has tensor type %u, which Hone cannot read"), name, type);
@@ -1192,7 +1192,7 @@ add_tensor (HoneGgufWriter *w, const char *name, HoneDType type, int n_dims, con
                    _("GGUF writer: tensor name '%s' is missing or already used"), name ? name : "(null)");
       return FALSE;
     }
-  if (hone_dtype_block_size (type) == 0)
+  if (hone_dtype_block_size (type) == 0 || !hone_dtype_is_gguf (type))
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_UNSUPPORTED_TYPE,
                    _("GGUF writer: tensor '%s' has unknown type %d"), name, (int) type);

@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "hone-awq-load.h"
 #include "hone-dtype.h"
 #include "hone-error.h"
 #include "hone-gguf.h"
@@ -24,6 +25,8 @@ struct _HoneModelInfo {
   gint64 weight_bytes_per_token;
   char *tokenizer_kind;
   gboolean has_chat_template;
+  int awq_group_size;         /* AWQ GEMM checkpoint's group size; 0 when not AWQ */
+  gint64 output_bytes;        /* bytes of the stored output matrix (lm_head), if any */
   GArray *types;              /* HoneTensorTypeCount */
 };
 
@@ -142,10 +145,40 @@ count_tensor (HoneModelInfo *self, const HoneTensor *t, const char *embd_name, c
   row->bytes += (gint64) t->nbytes;
   self->n_params += n;
   self->weights_bytes += (gint64) t->nbytes;
-  if (t->name != NULL && g_strcmp0 (t->name, embd_name) == 0)
+  if (embd_bytes != NULL && t->name != NULL && g_strcmp0 (t->name, embd_name) == 0)
     *embd_bytes = (gint64) t->nbytes;
-  if (t->name != NULL && g_strcmp0 (t->name, output_name) == 0)
-    *has_output = TRUE;
+  if (has_output != NULL && t->name != NULL && g_strcmp0 (t->name, output_name) == 0)
+    {
+      *has_output = TRUE;
+      self->output_bytes = (gint64) t->nbytes;
+    }
+}
+
+/* An AWQ checkpoint's packed linear (<prefix>.qweight, .qzeros, .scales) is
+ * counted as the Q4Z matrix it becomes at load: K·N elements in K/32·N
+ * 20-byte blocks, which is what the backends hold. TRUE when @t is one of
+ * the three (the qweight counts the whole linear; the others nothing). */
+static gboolean
+count_awq_part (HoneModelInfo *self, const HoneTensor *t)
+{
+  HoneTensor q4z = { 0 };
+
+  if (self->awq_group_size == 0 || t->name == NULL || t->n_dims != 2)
+    return FALSE;
+  if (g_str_has_suffix (t->name, ".qzeros") || g_str_has_suffix (t->name, ".scales"))
+    return TRUE;
+  if (!g_str_has_suffix (t->name, ".qweight"))
+    return FALSE;
+  /* qweight is int32 [K, N/8]: ne = {N/8, K}. */
+  q4z.name = t->name;
+  q4z.type = HONE_DTYPE_Q4Z;
+  q4z.n_dims = 2;
+  q4z.ne[0] = t->ne[1];
+  q4z.ne[1] = t->ne[0] * 8;
+  q4z.ne[2] = q4z.ne[3] = 1;
+  q4z.nbytes = (size_t) (q4z.ne[0] / 32) * sizeof (HoneBlockQ4Z) * (size_t) q4z.ne[1];
+  count_tensor (self, &q4z, NULL, NULL, NULL, NULL);
+  return TRUE;
 }
 
 static int
@@ -164,6 +197,10 @@ finish_counts (HoneModelInfo *self, gint64 embd_bytes, gboolean has_output)
   self->weight_bytes_per_token = self->weights_bytes;
   if (has_output && !self->config.tied_embeddings)
     self->weight_bytes_per_token -= embd_bytes;
+  /* Tied, yet an lm_head is stored (AutoAWQ exports write it): the embedding
+   * matrix is the output one, the stored copy is never read. */
+  if (has_output && self->config.tied_embeddings)
+    self->weight_bytes_per_token -= self->output_bytes;
 }
 
 static gboolean
@@ -226,7 +263,8 @@ fill_from_hf_dir (HoneModelInfo *self, const char *dir, GError **error)
       g_error_free (local);
       return FALSE;
     }
-  if (!hone_model_config_from_json (&self->config, config_json, config_len, error))
+  if (!hone_model_config_from_json (&self->config, config_json, config_len, error)
+      || !hone_awq_load_config (dir, config_json, (gssize) config_len, &self->awq_group_size, error))
     return FALSE;
   st = hone_safetensors_open (dir, error);
   if (st == NULL)
@@ -259,8 +297,9 @@ fill_from_hf_dir (HoneModelInfo *self, const char *dir, GError **error)
     }
 
   for (guint i = 0; i < hone_safetensors_n_tensors (st); i++)
-    count_tensor (self, hone_safetensors_tensor (st, i), "model.embed_tokens.weight", "lm_head.weight",
-                  &embd_bytes, &has_output);
+    if (!count_awq_part (self, hone_safetensors_tensor (st, i)))
+      count_tensor (self, hone_safetensors_tensor (st, i), "model.embed_tokens.weight", "lm_head.weight",
+                    &embd_bytes, &has_output);
   finish_counts (self, embd_bytes, has_output);
   return TRUE;
 }
@@ -345,6 +384,7 @@ gboolean hone_model_info_get_tied_embeddings (HoneModelInfo *self) { return self
 double hone_model_info_get_rope_theta (HoneModelInfo *self) { return self->config.rope_theta; }
 const char *hone_model_info_get_source (HoneModelInfo *self) { return self->source; }
 gint64 hone_model_info_get_weight_bytes_per_token (HoneModelInfo *self) { return self->weight_bytes_per_token; }
+int hone_model_info_get_awq_group_size (HoneModelInfo *self) { return self->awq_group_size; }
 
 const HoneTensorTypeCount *
 hone_model_info_get_tensor_types (HoneModelInfo *self, guint *n_types)
@@ -414,6 +454,11 @@ hone_model_info_to_text (HoneModelInfo *self, int context_length)
   g_string_append_printf (s, "%-18s %s\n", _("tied embeddings:"), self->config.tied_embeddings ? _("yes") : _("no"));
   g_string_append_printf (s, "%-18s %s\n", _("tokenizer:"), self->tokenizer_kind);
   g_string_append_printf (s, "%-18s %s\n", _("chat template:"), self->has_chat_template ? _("yes") : _("no"));
+  if (self->awq_group_size > 0)
+    {
+      g_autofree char *q = g_strdup_printf (_("AWQ int4 g%d (runs as Q4Z)"), self->awq_group_size);
+      g_string_append_printf (s, "%-18s %s\n", _("quantization:"), q);
+    }
   g_string_append_printf (s, "%s\n", _("tensor types:"));
   for (guint i = 0; i < self->types->len; i++)
     {
@@ -461,6 +506,16 @@ hone_model_info_to_json (HoneModelInfo *self, int context_length)
   B ("tied_embeddings", self->config.tied_embeddings);
   S ("tokenizer", self->tokenizer_kind);
   B ("chat_template", self->has_chat_template);
+  if (self->awq_group_size > 0)
+    {
+      json_builder_set_member_name (b, "quantization");
+      json_builder_begin_object (b);
+      S ("method", "awq");
+      I ("bits", 4);
+      I ("group_size", self->awq_group_size);
+      S ("runtime_type", "Q4Z");
+      json_builder_end_object (b);
+    }
   json_builder_set_member_name (b, "tensor_types");
   json_builder_begin_array (b);
   for (guint i = 0; i < self->types->len; i++)

@@ -73,6 +73,10 @@ const char *hone_model_info_get_source (HoneModelInfo *self);
  * the array is owned by @self. */
 const HoneTensorTypeCount *hone_model_info_get_tensor_types (HoneModelInfo *self, guint *n_types);
 
+/* AWQ group size of an AutoAWQ GEMM folder (its linears are counted as the
+ * Q4Z matrices they become at load), 0 when the model is not AWQ. */
+int         hone_model_info_get_awq_group_size (HoneModelInfo *self);
+
 /* Bytes of weights read from memory for one decoded token (every matrix of
  * every layer + the output matrix; one embedding row). Used for the roofline. */
 gint64      hone_model_info_get_weight_bytes_per_token (HoneModelInfo *self);

@@ -7,6 +7,7 @@
  */
 #include <inttypes.h>
 #include "hone-model.h"
+#include "hone-awq-load.h"
 #include "hone-error.h"
 #include "hone-gguf.h"
 #include "hone-i18n.h"
@@ -21,6 +22,7 @@
 typedef struct {
   HoneGguf *gguf;
   HoneSafetensors *st;
+  GPtrArray *owned;           /* buffers made at load (AWQ → Q4Z repacks) and their names */
 } ModelPriv;
 
 /* ---- tensor names ------------------------------------------------------ */
@@ -262,18 +264,60 @@ shape_string (const int64_t *ne, int n_dims)
   return g_string_free (s, FALSE);
 }
 
+/* An AWQ linear (@what of @layer): <prefix>.qweight/qzeros/scales repacked
+ * into Q4Z rows owned by the model. *handled FALSE when the linear is stored
+ * unquantized (AutoAWQ's modules_to_not_convert): the caller binds it as usual. */
+static gboolean
+bind_awq (HoneModel *m, HoneTensor *dst, const char *what, int layer, int64_t ne0, int64_t ne1,
+          gboolean *handled, GError **error)
+{
+  ModelPriv *p = m->priv;
+  char *name = hone_model_tensor_name (m->source, what, layer);
+  g_autofree char *prefix = g_strndup (name, strlen (name) - strlen (".weight"));
+  g_autofree char *qweight = g_strconcat (prefix, ".qweight", NULL);
+  void *buf;
+
+  *handled = FALSE;
+  if (hone_safetensors_find_tensor (p->st, qweight) == NULL && hone_safetensors_find_tensor (p->st, name) != NULL)
+    {
+      g_free (name);
+      return TRUE;
+    }
+  *handled = TRUE;
+  g_ptr_array_add (p->owned, name);
+  buf = hone_awq_load_linear (p->st, prefix, name, ne0, ne1, m->awq_group_size, dst, error);
+  if (buf == NULL)
+    {
+      g_prefix_error (error, "%s: ", m->path);
+      return FALSE;
+    }
+  g_ptr_array_add (p->owned, buf);
+  return TRUE;
+}
+
 /* Find the tensor for @what (of @layer), check it, and store its view in @dst.
  * ne0/ne1: expected ne (ne1 = 0 for vectors). */
 static gboolean
 bind (HoneModel *m, HoneTensor *dst, const char *what, int layer, int64_t ne0, int64_t ne1,
       gboolean required, GError **error)
 {
-  g_autofree char *name = hone_model_tensor_name (m->source, what, layer);
-  const HoneTensor *t = find_tensor (m, name);
+  g_autofree char *name = NULL;
+  const HoneTensor *t;
   int64_t want[2] = { ne0, ne1 };
   int want_dims = ne1 ? 2 : 1;
   gboolean matrix = ne1 != 0;
 
+  /* The seven linears of a layer; embeddings and lm_head stay fp16/bf16. */
+  if (m->awq_group_size > 0 && matrix && layer >= 0 && strncmp (what, "w", 1) == 0)
+    {
+      gboolean handled;
+      if (!bind_awq (m, dst, what, layer, ne0, ne1, &handled, error))
+        return FALSE;
+      if (handled)
+        return TRUE;
+    }
+  name = hone_model_tensor_name (m->source, what, layer);
+  t = find_tensor (m, name);
   memset (dst, 0, sizeof *dst);
   if (t == NULL)
     {
@@ -372,6 +416,7 @@ model_new (const char *path, HoneModelSource source)
   m->path = g_strdup (path);
   m->source = source;
   m->priv = g_new0 (ModelPriv, 1);
+  ((ModelPriv *) m->priv)->owned = g_ptr_array_new_with_free_func (g_free);
   return m;
 }
 
@@ -478,13 +523,20 @@ open_hf (const char *dir, GError **error)
       g_prefix_error (error, "%s: ", dir);
       return NULL;
     }
+  if (!hone_awq_load_config (dir, text, (gssize) length, &m->awq_group_size, error))
+    {
+      g_prefix_error (error, "%s: ", dir);
+      return NULL;
+    }
   p->st = hone_safetensors_open (dir, error);
   if (p->st == NULL)
     return NULL;
-  if (hone_safetensors_find_tensor (p->st, "model.layers.0.self_attn.q_proj.qweight") != NULL)
+  if (m->awq_group_size == 0
+      && hone_safetensors_find_tensor (p->st, "model.layers.0.self_attn.q_proj.qweight") != NULL)
     {
-      g_set_error (error, HONE_ERROR, HONE_ERROR_UNSUPPORTED_TYPE,
-                   _("%s: AWQ-quantized checkpoints (qweight/qzeros/scales) are not loadable yet"), dir);
+      g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_UNSUPPORTED,
+                   _("%s: the weights are quantized (qweight/qzeros/scales) but config.json has no "
+                     "quantization_config saying how"), dir);
       return NULL;
     }
   if (!bind_weights (m, error))
@@ -565,6 +617,8 @@ hone_model_unref (HoneModel *model)
         hone_gguf_unref (p->gguf);
       if (p->st)
         hone_safetensors_unref (p->st);
+      if (p->owned)
+        g_ptr_array_free (p->owned, TRUE);
       g_free (p);
     }
   g_free (model);

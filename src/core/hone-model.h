@@ -100,6 +100,11 @@ struct _HoneModel {
    * (rope_freqs.weight, F32, ne = {head_dim/2}) instead of rope.scaling.*:
    * angle_i = pos · theta^(−2i/head_dim) / rope_freqs[i]. Absent otherwise. */
   HoneTensor rope_freqs;
+  /* AWQ group size (32/64/128) of a HF AutoAWQ "GEMM" checkpoint, whose seven
+   * linears per layer were repacked at load into HONE_DTYPE_Q4Z rows owned by
+   * the model (hone-awq-load.h); 0 when the model is not AWQ. A backend may
+   * repack per group from it. */
+  int awq_group_size;
 };
 
 /* Open a GGUF file, a HF folder (config.json + *.safetensors + tokenizer.json),

@@ -93,6 +93,23 @@ dot_q4_1 (int K, const uint8_t *w, const HoneQ8Act *x)
   return sum;
 }
 
+/* Q4Z (AWQ int4): s·(q − z), i.e. Q4_1 with m = −z·s. */
+static float
+dot_q4z (int K, const uint8_t *w, const HoneQ8Act *x)
+{
+  const HoneBlockQ4Z *b = (const HoneBlockQ4Z *) w;
+  float sum = 0.0f;
+  for (int i = 0; i < K / 32; i++)
+    {
+      const float s = hone_cpu_f16_to_f32 (b[i].s);
+      int acc = 0;
+      for (int j = 0; j < 16; j++)
+        acc += (b[i].qs[j] & 0x0f) * x[i].qs[j] + (b[i].qs[j] >> 4) * x[i].qs[j + 16];
+      sum += s * x[i].d * (float) acc - (float) b[i].z * s * x[i].ds;
+    }
+  return sum;
+}
+
 static float
 dot_q8_0 (int K, const uint8_t *w, const HoneQ8Act *x)
 {
@@ -199,6 +216,7 @@ dot_float (int K, const uint8_t *w, const float *x, int kind)
 
 PORTABLE_TILE (tile_q4_0_portable, dot_q4_0 (K, wr, xt))
 PORTABLE_TILE (tile_q4_1_portable, dot_q4_1 (K, wr, xt))
+PORTABLE_TILE (tile_q4z_portable, dot_q4z (K, wr, xt))
 PORTABLE_TILE (tile_q8_0_portable, dot_q8_0 (K, wr, xt))
 PORTABLE_TILE (tile_q4_k_portable, dot_q4_k (K, wr, xt))
 PORTABLE_TILE (tile_q6_k_portable, dot_q6_k (K, wr, xt))
@@ -213,6 +231,7 @@ tile_func_portable (HoneDType type)
     {
     case HONE_DTYPE_Q4_0: return tile_q4_0_portable;
     case HONE_DTYPE_Q4_1: return tile_q4_1_portable;
+    case HONE_DTYPE_Q4Z: return tile_q4z_portable;
     case HONE_DTYPE_Q8_0: return tile_q8_0_portable;
     case HONE_DTYPE_Q4_K: return tile_q4_k_portable;
     case HONE_DTYPE_Q6_K: return tile_q6_k_portable;
@@ -231,6 +250,7 @@ tile_func_portable (HoneDType type)
 #define XTARGET __attribute__((target ("avx2,fma,f16c")))
 #define XMADD(u, s) _mm256_madd_epi16 (_mm256_maddubs_epi16 ((u), (s)), _mm256_set1_epi16 (1))
 #include "hone-cpu-dot-x86.h"
+#include "hone-cpu-dot-q4z-x86.h"
 #undef X
 #undef XTARGET
 #undef XMADD
@@ -240,6 +260,7 @@ tile_func_portable (HoneDType type)
 #define XTARGET __attribute__((target ("avx2,fma,f16c,avxvnni")))
 #define XMADD(u, s) _mm256_dpbusd_avx_epi32 (_mm256_setzero_si256 (), (u), (s))
 #include "hone-cpu-dot-x86.h"
+#include "hone-cpu-dot-q4z-x86.h"
 #undef X
 #undef XTARGET
 #undef XMADD
@@ -250,6 +271,7 @@ tile_func_portable (HoneDType type)
 #define XTARGET __attribute__((target ("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512dq,avx512vnni")))
 #define XMADD(u, s) _mm256_dpbusd_epi32 (_mm256_setzero_si256 (), (u), (s))
 #include "hone-cpu-dot-x86.h"
+#include "hone-cpu-dot-q4z-x86.h"
 #undef X
 #undef XTARGET
 #undef XMADD
@@ -368,7 +390,7 @@ hone_cpu_type_uses_q8 (HoneDType type)
   switch (type)
     {
     case HONE_DTYPE_Q4_0: case HONE_DTYPE_Q4_1: case HONE_DTYPE_Q8_0:
-    case HONE_DTYPE_Q4_K: case HONE_DTYPE_Q6_K:
+    case HONE_DTYPE_Q4_K: case HONE_DTYPE_Q6_K: case HONE_DTYPE_Q4Z:
       return TRUE;
     default:
       return FALSE;
@@ -387,7 +409,7 @@ hone_cpu_type_k_align (HoneDType type)
   switch (type)
     {
     case HONE_DTYPE_Q4_K: case HONE_DTYPE_Q6_K: return 256;
-    case HONE_DTYPE_Q4_0: case HONE_DTYPE_Q4_1: case HONE_DTYPE_Q8_0: return 32;
+    case HONE_DTYPE_Q4_0: case HONE_DTYPE_Q4_1: case HONE_DTYPE_Q8_0: case HONE_DTYPE_Q4Z: return 32;
     default: return 1;
     }
 }
@@ -396,6 +418,13 @@ HoneCpuTileFunc
 hone_cpu_tile_func (HoneDType type, HoneCpuIsa isa)
 {
 #ifdef HONE_HAVE_X86
+  /* Q4Z's kernels live in hone-cpu-dot-q4z-x86.h, outside the shared tables. */
+  if (type == HONE_DTYPE_Q4Z && isa == HONE_CPU_ISA_AVX512VNNI)
+    return tile_q4z_d_avx512;
+  if (type == HONE_DTYPE_Q4Z && isa == HONE_CPU_ISA_AVXVNNI)
+    return tile_q4z_d_vnni;
+  if (type == HONE_DTYPE_Q4Z && isa == HONE_CPU_ISA_AVX2)
+    return tile_q4z_d_avx2;
   if (isa == HONE_CPU_ISA_AVX512VNNI)
     return tile_func_avx512 (type);
   if (isa == HONE_CPU_ISA_AVXVNNI)
