@@ -1,5 +1,9 @@
-/* hone-awq.c — AWQ calibration and int4 quantization on the CPU (see hone-awq.h). */
+/* hone-awq.c — AWQ calibration and int4 quantization on the CPU (see hone-awq.h),
+ * and the choice of device: the CUDA implementation (cuda/hone-cuda-awq.c)
+ * when the library has it and a GPU is usable, else this one;
+ * HONE_AWQ_DEVICE=cpu|cuda forces one. */
 #include "hone-awq.h"
+#include "hone-awq-private.h"
 
 #include <math.h>
 #include <string.h>
@@ -11,6 +15,9 @@
 #include "cpu/hone-cpu-matmul.h"
 #include "cpu/hone-cpu-ops.h"
 #include "cpu/hone-cpu-threadpool.h"
+#ifdef HONE_HAVE_CUDA
+#include "cuda/hone-cuda-awq.h"
+#endif
 
 void
 hone_awq_options_init (HoneAwqOptions *o)
@@ -167,6 +174,8 @@ hone_awq_result_free (HoneAwqResult *r)
           linear_clear (&L->lin[i]);
       }
   g_free (r->layers);
+  g_free (r->search_choice);
+  g_free (r->search_loss);
   if (r->model)
     hone_model_unref (r->model);
   g_free (r);
@@ -268,8 +277,8 @@ hone_awq_path_is_quantized (const char *path, GError **error)
 
 /* ---- f32 helpers -------------------------------------------------------- */
 
-static float *
-dequant_tensor (const HoneTensor *t)
+float *
+hone_awq_dequant_tensor (const HoneTensor *t)
 {
   int64_t K = t->ne[0], N = t->n_dims > 1 ? t->ne[1] : 1;
   float *out = g_new (float, (gsize) (K * N));
@@ -446,7 +455,11 @@ typedef struct {
   float *q, *k, *v, *att, *o, *g, *u, *y;
 } Scratch;
 
-typedef enum { GROUP_QKV, GROUP_VO, GROUP_GATE_UP, GROUP_DOWN } GroupKind;
+typedef HoneAwqGroupKind GroupKind;
+#define GROUP_QKV HONE_AWQ_GROUP_QKV
+#define GROUP_VO HONE_AWQ_GROUP_VO
+#define GROUP_GATE_UP HONE_AWQ_GROUP_GATE_UP
+#define GROUP_DOWN HONE_AWQ_GROUP_DOWN
 
 /* Output of the inspected module over the first n_seq samples with the given weights. */
 static void
@@ -499,20 +512,29 @@ fq_worker (gpointer data, int ith, int nth)
     }
 }
 
-static void
-stage_time (const char *stage, gint64 *t0)
+gboolean
+hone_awq_debug (void)
 {
   static int debug = -1;
-  gint64 now = g_get_monotonic_time ();
   if (debug < 0)
     debug = g_getenv ("HONE_AWQ_DEBUG") != NULL;
-  if (debug)
-    g_printerr ("awq: %-10s %.2f s\n", stage, (now - *t0) / 1e6);
+  return debug;
+}
+
+void
+hone_awq_stage_time (const char *stage, gint64 *t0)
+{
+  gint64 now = g_get_monotonic_time ();
+  if (hone_awq_debug ())
+    g_printerr ("awq: %-10s %.3f s\n", stage, (now - *t0) / 1e6);
   *t0 = now;
 }
 
-static gboolean
-cancelled (GCancellable *cancellable, GError **error)
+#define stage_time hone_awq_stage_time
+#define cancelled hone_awq_cancelled
+
+gboolean
+hone_awq_cancelled (GCancellable *cancellable, GError **error)
 {
   if (cancellable && g_cancellable_is_cancelled (cancellable))
     {
@@ -526,7 +548,7 @@ cancelled (GCancellable *cancellable, GError **error)
 static gboolean
 search_group (Ctx *cx, const HoneAwqOptions *o, GroupKind kind, LayerF32 *lf, const int *ids, int n_ids,
               const float *x, int T_all, int n_loss_seq, const float *ref, Scratch *scr, float *best_s,
-              GCancellable *cancellable, GError **error)
+              double *losses, int *choice, GCancellable *cancellable, GError **error)
 {
   int K = lf->K[ids[0]], g = o->group_size;
   int T = n_loss_seq * cx->L, H = cx->c->hidden;
@@ -572,7 +594,6 @@ search_group (Ctx *cx, const HoneAwqOptions *o, GroupKind kind, LayerF32 *lf, co
 
   for (int gi = 0; gi < o->n_grid; gi++)
     {
-      float ratio = (float) gi / (float) o->n_grid, smax = 0, smin = INFINITY, norm;
       double loss;
 
       if (cancelled (cancellable, error))
@@ -580,20 +601,7 @@ search_group (Ctx *cx, const HoneAwqOptions *o, GroupKind kind, LayerF32 *lf, co
           ok = FALSE;
           break;
         }
-      for (int k = 0; k < K; k++)
-        {
-          float v = powf (x_mean[k], ratio) / (powf (w_mean[k], 1.0f - ratio) + 1e-4f);
-          s[k] = MAX (v, 1e-4f);
-          smax = MAX (smax, s[k]);
-          smin = MIN (smin, s[k]);
-        }
-      norm = sqrtf (smax * smin);
-      for (int k = 0; k < K; k++)
-        {
-          s[k] /= norm;
-          if (!isfinite (s[k]) || s[k] == 0.0f)
-            s[k] = 1.0f;
-        }
+      hone_awq_grid_scales (x_mean, w_mean, K, gi, o->n_grid, s);
       for (int i = 0; i < n_ids; i++)
         {
           FqJob j = { tmp[ids[i]], lf->W[ids[i]], s, lf->N[ids[i]], K, g };
@@ -601,9 +609,13 @@ search_group (Ctx *cx, const HoneAwqOptions *o, GroupKind kind, LayerF32 *lf, co
         }
       inspect (cx, kind, W, x, n_loss_seq, scr, out);
       loss = mse (out, ref, (size_t) T * H);
+      if (losses)
+        losses[gi] = loss;
       if (isfinite (loss) && loss < best)
         {
           best = loss;
+          if (choice)
+            *choice = gi;
           memcpy (best_s, s, K * sizeof (float));
         }
     }
@@ -778,8 +790,8 @@ quantize_linear (const float *W, int N, int K, int g, HoneAwqLinear *out)
                                out->z + (size_t) r * ng + gi, out->s + (size_t) r * ng + gi);
 }
 
-static const HoneTensor *
-layer_tensor (const HoneLayerWeights *L, int i)
+const HoneTensor *
+hone_awq_layer_tensor (const HoneLayerWeights *L, int i)
 {
   switch (i)
     {
@@ -798,16 +810,16 @@ layer_load (const HoneLayerWeights *L, LayerF32 *lf)
 {
   for (int i = 0; i < HONE_AWQ_N_LINEARS; i++)
     {
-      const HoneTensor *t = layer_tensor (L, i);
-      lf->W[i] = dequant_tensor (t);
+      const HoneTensor *t = hone_awq_layer_tensor (L, i);
+      lf->W[i] = hone_awq_dequant_tensor (t);
       lf->K[i] = (int) t->ne[0];
       lf->N[i] = (int) t->ne[1];
     }
-  lf->attn_norm = dequant_tensor (&L->attn_norm);
-  lf->ffn_norm = dequant_tensor (&L->ffn_norm);
-  lf->bq = hone_tensor_present (&L->bq) ? dequant_tensor (&L->bq) : NULL;
-  lf->bk = hone_tensor_present (&L->bk) ? dequant_tensor (&L->bk) : NULL;
-  lf->bv = hone_tensor_present (&L->bv) ? dequant_tensor (&L->bv) : NULL;
+  lf->attn_norm = hone_awq_dequant_tensor (&L->attn_norm);
+  lf->ffn_norm = hone_awq_dequant_tensor (&L->ffn_norm);
+  lf->bq = hone_tensor_present (&L->bq) ? hone_awq_dequant_tensor (&L->bq) : NULL;
+  lf->bk = hone_tensor_present (&L->bk) ? hone_awq_dequant_tensor (&L->bk) : NULL;
+  lf->bv = hone_tensor_present (&L->bv) ? hone_awq_dequant_tensor (&L->bv) : NULL;
 }
 
 static void
@@ -836,10 +848,61 @@ layer_store (LayerF32 *lf, int g, HoneAwqLayer *out)
 
 /* ---- the driver --------------------------------------------------------- */
 
+void
+hone_awq_grid_scales (const float *x_mean, const float *w_mean, int K, int gi, int n_grid, float *s)
+{
+  float ratio = (float) gi / (float) n_grid, smax = 0, smin = INFINITY, norm;
+
+  for (int k = 0; k < K; k++)
+    {
+      float v = powf (x_mean[k], ratio) / (powf (w_mean[k], 1.0f - ratio) + 1e-4f);
+      s[k] = MAX (v, 1e-4f);
+      smax = MAX (smax, s[k]);
+      smin = MIN (smin, s[k]);
+    }
+  norm = sqrtf (smax * smin);
+  for (int k = 0; k < K; k++)
+    {
+      s[k] /= norm;
+      if (!isfinite (s[k]) || s[k] == 0.0f)
+        s[k] = 1.0f;
+    }
+}
+
 HoneAwqResult *
-hone_awq_quantize (HoneModel *model, const gint32 *tokens, int n_samples, int seq_len,
-                   const HoneAwqOptions *o, HoneAwqProgressFunc progress, gpointer progress_data,
-                   GCancellable *cancellable, GError **error)
+hone_awq_result_new (HoneModel *model, const HoneAwqOptions *o, gboolean calibrate, int n_samples, int seq_len)
+{
+  HoneAwqResult *res = g_new0 (HoneAwqResult, 1);
+  int n = model->config.n_layers * HONE_AWQ_N_GROUPS;
+
+  res->model = hone_model_ref (model);
+  res->group_size = o->group_size;
+  res->layers = g_new0 (HoneAwqLayer, model->config.n_layers);
+  res->rtn = !calibrate;
+  res->n_samples = calibrate ? n_samples : 0;
+  res->seq_len = calibrate ? seq_len : 0;
+  if (calibrate && o->search_scales)
+    {
+      res->n_grid = o->n_grid;
+      res->search_choice = g_new (int, n);
+      res->search_loss = g_new (double, (gsize) n * o->n_grid);
+      for (int i = 0; i < n; i++)
+        res->search_choice[i] = -1;
+      for (gsize i = 0; i < (gsize) n * o->n_grid; i++)
+        res->search_loss[i] = NAN;
+    }
+  return res;
+}
+
+/* Where the search of layer l's group records its losses and choice. */
+#define REC(group) \
+  res->search_loss + ((gsize) l * HONE_AWQ_N_GROUPS + (group)) * o->n_grid, \
+  res->search_choice + (gsize) l * HONE_AWQ_N_GROUPS + (group)
+
+static HoneAwqResult *
+quantize_cpu (HoneModel *model, const gint32 *tokens, int n_samples, int seq_len,
+              const HoneAwqOptions *o, HoneAwqProgressFunc progress, gpointer progress_data,
+              GCancellable *cancellable, GError **error)
 {
   const HoneModelConfig *c = &model->config;
   g_autoptr(HoneAwqResult) res = NULL;
@@ -852,23 +915,10 @@ hone_awq_quantize (HoneModel *model, const gint32 *tokens, int n_samples, int se
   Ctx cx = { 0 };
   gboolean ok = TRUE;
 
-  if (!hone_awq_check (model, o, error))
-    return NULL;
-  if (calibrate && (tokens == NULL || n_samples <= 0 || seq_len <= 0))
-    {
-      g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT, _("AWQ calibration needs at least one sample"));
-      return NULL;
-    }
   if (calibrate && o->loss_tokens > 0)
     n_loss_seq = CLAMP (o->loss_tokens / seq_len, 1, n_samples);
 
-  res = g_new0 (HoneAwqResult, 1);
-  res->model = hone_model_ref (model);
-  res->group_size = o->group_size;
-  res->layers = g_new0 (HoneAwqLayer, c->n_layers);
-  res->rtn = !calibrate;
-  res->n_samples = calibrate ? n_samples : 0;
-  res->seq_len = calibrate ? seq_len : 0;
+  res = hone_awq_result_new (model, o, calibrate, n_samples, seq_len);
 
   cx.pool = hone_cpu_pool_new (o->n_threads, error);
   if (cx.pool == NULL)
@@ -882,15 +932,6 @@ hone_awq_quantize (HoneModel *model, const gint32 *tokens, int n_samples, int se
     {
       float *inv = g_new (float, cx.half);
       int Tl = n_loss_seq * seq_len;
-      for (int t = 0; t < T; t++)
-        if (tokens[t] < 0 || tokens[t] >= c->vocab)
-          {
-            g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT,
-                         _("Calibration token %d is outside the vocabulary"), tokens[t]);
-            g_free (inv);
-            ok = FALSE;
-            goto out;
-          }
       hone_cpu_rope_inv_freq (c, c->head_dim, inv);
       cx.cos = g_new (float, (size_t) seq_len * cx.half);
       cx.sin = g_new (float, (size_t) seq_len * cx.half);
@@ -932,8 +973,8 @@ hone_awq_quantize (HoneModel *model, const gint32 *tokens, int n_samples, int se
           float *att, *act, *y;
           int Tl = n_loss_seq * seq_len;
           Scratch loss_scr;
-          float *qn = hone_tensor_present (&L->q_norm) ? dequant_tensor (&L->q_norm) : NULL;
-          float *kn = hone_tensor_present (&L->k_norm) ? dequant_tensor (&L->k_norm) : NULL;
+          float *qn = hone_tensor_present (&L->q_norm) ? hone_awq_dequant_tensor (&L->q_norm) : NULL;
+          float *kn = hone_tensor_present (&L->k_norm) ? hone_awq_dequant_tensor (&L->k_norm) : NULL;
 
           gint64 ts = g_get_monotonic_time ();
           cx.qn = qn;
@@ -980,21 +1021,21 @@ hone_awq_quantize (HoneModel *model, const gint32 *tokens, int n_samples, int se
 
               stage_time ("stats", &ts);
               ok = search_group (&cx, o, GROUP_QKV, &lf, ids_qkv, 3, xa, T, n_loss_seq, o_ref, &loss_scr, s1,
-                                 cancellable, error);
+                                 REC (GROUP_QKV), cancellable, error);
               stage_time ("qkv", &ts);
               if (ok && vo)
                 {
                   s2 = g_new (float, qdim);
                   ok = search_group (&cx, o, GROUP_VO, &lf, ids_o, 1, att, T, n_loss_seq, o_ref, &loss_scr, s2,
-                                     cancellable, error);
+                                     REC (GROUP_VO), cancellable, error);
                 }
               if (ok)
                 ok = search_group (&cx, o, GROUP_GATE_UP, &lf, ids_gu, 2, xm, T, n_loss_seq, y_ref, &loss_scr, s3,
-                                   cancellable, error);
+                                   REC (GROUP_GATE_UP), cancellable, error);
               stage_time ("gate-up", &ts);
               if (ok)
                 ok = search_group (&cx, o, GROUP_DOWN, &lf, ids_d, 1, act, T, n_loss_seq, y_ref, &loss_scr, s4,
-                                   cancellable, error);
+                                   REC (GROUP_DOWN), cancellable, error);
               if (ok)
                 {
                   /* Fold: prev /= s, linears' input columns *= s, cached inputs /= s. */
@@ -1052,7 +1093,6 @@ hone_awq_quantize (HoneModel *model, const gint32 *tokens, int n_samples, int se
         }
     }
 
-out:
   g_free (h);
   g_free (h2);
   g_free (xa);
@@ -1072,4 +1112,68 @@ out:
     return NULL;
   res->seconds = (g_get_monotonic_time () - t_start) / 1e6;
   return g_steal_pointer (&res);
+}
+
+/* ---- the device --------------------------------------------------------- */
+
+HoneAwqResult *
+hone_awq_quantize (HoneModel *model, const gint32 *tokens, int n_samples, int seq_len,
+                   const HoneAwqOptions *o, HoneAwqProgressFunc progress, gpointer progress_data,
+                   GCancellable *cancellable, GError **error)
+{
+  gboolean calibrate = o->search_scales || o->search_clip;
+  const char *dev = g_getenv ("HONE_AWQ_DEVICE");
+  gboolean want_cuda = FALSE;
+  g_autoptr(GError) why = NULL;
+
+  if (!hone_awq_check (model, o, error))
+    return NULL;
+  if (calibrate && (tokens == NULL || n_samples <= 0 || seq_len <= 0))
+    {
+      g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT, _("AWQ calibration needs at least one sample"));
+      return NULL;
+    }
+  if (calibrate)
+    for (gint64 t = 0; t < (gint64) n_samples * seq_len; t++)
+      if (tokens[t] < 0 || tokens[t] >= model->config.vocab)
+        {
+          g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT,
+                       _("Calibration token %d is outside the vocabulary"), tokens[t]);
+          return NULL;
+        }
+
+  if (dev && *dev && g_strcmp0 (dev, "cpu") != 0 && g_strcmp0 (dev, "cuda") != 0)
+    {
+      g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT,
+                   _("HONE_AWQ_DEVICE must be cpu or cuda (it is \"%s\")"), dev);
+      return NULL;
+    }
+#ifdef HONE_HAVE_CUDA
+  if (g_strcmp0 (dev, "cuda") == 0)
+    {
+      if (!hone_cuda_awq_available (error))
+        return NULL;
+      want_cuda = TRUE;
+    }
+  else if (g_strcmp0 (dev, "cpu") != 0)
+    want_cuda = hone_cuda_awq_available (&why);
+#else
+  if (g_strcmp0 (dev, "cuda") == 0)
+    {
+      g_set_error (error, HONE_ERROR, HONE_ERROR_BACKEND,
+                   _("HONE_AWQ_DEVICE=cuda, but this build of Hone has no CUDA support"));
+      return NULL;
+    }
+#endif
+  if (want_cuda)
+    {
+#ifdef HONE_HAVE_CUDA
+      g_message ("AWQ: %s on the GPU (CUDA)", calibrate ? "calibration" : "rounding");
+      return hone_cuda_awq_quantize (model, tokens, n_samples, seq_len, o, progress, progress_data,
+                                     cancellable, error);
+#endif
+    }
+  g_message ("AWQ: %s on the CPU%s%s", calibrate ? "calibration" : "rounding",
+             why ? ": " : "", why ? why->message : "");
+  return quantize_cpu (model, tokens, n_samples, seq_len, o, progress, progress_data, cancellable, error);
 }

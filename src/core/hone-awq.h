@@ -75,7 +75,16 @@ typedef struct {
   int n_samples, seq_len;    /* calibration that produced it (0 for RTN) */
   double seconds;            /* wall time of the calibration */
   gboolean rtn;              /* no scale and no clip search */
+  /* What the scale search saw (calibrated results only, else NULL/0): per layer
+   * and scaling group (qkv, v→o, gate-up, down; HONE_AWQ_N_GROUPS) the chosen
+   * grid index (−1: not searched) and each candidate's loss (NaN: not searched). */
+  int n_grid;
+  int *search_choice;        /* n_layers × HONE_AWQ_N_GROUPS */
+  double *search_loss;       /* n_layers × HONE_AWQ_N_GROUPS × n_grid */
+  gboolean cuda;             /* calibrated on the GPU */
 } HoneAwqResult;
+
+#define HONE_AWQ_N_GROUPS 4
 
 void hone_awq_result_free (HoneAwqResult *result);
 
