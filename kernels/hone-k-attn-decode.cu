@@ -11,8 +11,16 @@
  * each thread owning a column pair of the output. The combine spreads the
  * split weights over a warp per query and reads partials with float4 loads,
  * many in flight (a serial combine cost more than the attention itself).
+ *
+ * For decode_step: the combine can also write its output quantized to int8
+ * blocks of 32 for a quantized o projection, with the arithmetic of
+ * hone_k_quantize (same bits, one launch fewer). Optionally every block first
+ * prefetches a slice of the next weights into L2 (off by default: at short
+ * context this kernel is a chain of dependent latencies that leaves the
+ * memory idle, but the prefetch measured slower: RESULTS-cuda.md).
  */
 #include "hone-k-common.cuh"
+#include <string.h>
 
 #define TILE 64
 #define NT 128
@@ -28,6 +36,10 @@ struct AttnArgs {
   float2 *part_ml;        /* [nkv][splits][MAXQ] */
   unsigned *counters;     /* [nkv] */
   float *out;
+  int min_chunk;          /* fewest keys a split gets */
+  int8_t *out_q;          /* optional: out quantized, [n_tok][nq·hd] */
+  float2 *out_ds;         /* [n_tok][nq·hd/32] */
+  HoneKPrefetch pf;
 };
 
 static __device__ __forceinline__ const __half *
@@ -54,10 +66,12 @@ attn_decode_kernel (AttnArgs a)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int G = a.G, QN = a.QN;
   pdl_trigger ();
+  if (warp == 0)
+    prefetch_slice (a.pf, blockIdx.y * gridDim.x + blockIdx.x, gridDim.x * gridDim.y, lane);
   pdl_wait ();
   const int pos = *a.pos;
   const int ctx = pos + a.n_tok;
-  int nsplit = (ctx + 31) / 32;
+  int nsplit = (ctx + a.min_chunk - 1) / a.min_chunk;
   if (nsplit > HONE_K_ATTN_MAX_SPLITS)
     nsplit = HONE_K_ATTN_MAX_SPLITS;
   int chunk = (ctx + nsplit - 1) / nsplit;
@@ -256,22 +270,54 @@ attn_decode_kernel (AttnArgs a)
           wts[qi][lane + 32 * h] = w[h] * inv;
     }
   __syncthreads ();
-  for (int i = tid; i < QN * HD / 4; i += NT)
+  /* whole warps go round together (the quantization below shuffles) */
+  for (int i0 = 0; i0 < QN * HD / 4; i0 += NT)
     {
-      const int qi = i / (HD / 4), d4 = i - qi * (HD / 4);
+      const int i = i0 + tid;
+      const bool on = i < QN * HD / 4;
+      const int qi = on ? i / (HD / 4) : 0, d4 = i - qi * (HD / 4);
       float4 acc = make_float4 (0.f, 0.f, 0.f, 0.f);
-#pragma unroll 16
-      for (int s = 0; s < nsplit; s++)
+      if (on)
         {
-          const float ww = wts[qi][s];
-          const float4 v = __ldcg ((const float4 *) (a.part_o + (hb + (size_t) s * MAXQ + qi) * HD) + d4);
-          acc.x = fmaf (ww, v.x, acc.x);
-          acc.y = fmaf (ww, v.y, acc.y);
-          acc.z = fmaf (ww, v.z, acc.z);
-          acc.w = fmaf (ww, v.w, acc.w);
+#pragma unroll 16
+          for (int s = 0; s < nsplit; s++)
+            {
+              const float ww = wts[qi][s];
+              const float4 v = __ldcg ((const float4 *) (a.part_o + (hb + (size_t) s * MAXQ + qi) * HD) + d4);
+              acc.x = fmaf (ww, v.x, acc.x);
+              acc.y = fmaf (ww, v.y, acc.y);
+              acc.z = fmaf (ww, v.z, acc.z);
+              acc.w = fmaf (ww, v.w, acc.w);
+            }
         }
       const int t = qi / G, g = qi - t * G;
-      *((float4 *) (a.out + (size_t) t * a.nq * HD + (size_t) (kvh * G + g) * HD) + d4) = acc;
+      const size_t o = (size_t) t * a.nq * HD + (size_t) (kvh * G + g) * HD + 4 * d4;
+      if (on)
+        *(float4 *) (a.out + o) = acc;
+      if (a.out_q)
+        {
+          /* 8 adjacent threads hold one 32-value block (HD/4 is a multiple
+           * of 8, so a block never straddles two heads); quant32_store's
+           * arithmetic: d = absmax/127, q = rint(v/d), (d, d·Σq) */
+          float amax = fmaxf (fmaxf (fabsf (acc.x), fabsf (acc.y)), fmaxf (fabsf (acc.z), fabsf (acc.w)));
+#pragma unroll
+          for (int m = 1; m < 8; m <<= 1)
+            amax = fmaxf (amax, __shfl_xor_sync (0xffffffffu, amax, m));
+          const float d = amax / 127.f;
+          const int q0 = d > 0.f ? __float2int_rn (acc.x / d) : 0, q1 = d > 0.f ? __float2int_rn (acc.y / d) : 0;
+          const int q2 = d > 0.f ? __float2int_rn (acc.z / d) : 0, q3 = d > 0.f ? __float2int_rn (acc.w / d) : 0;
+          float sum = (float) (q0 + q1 + q2 + q3);
+#pragma unroll
+          for (int m = 1; m < 8; m <<= 1)
+            sum += __shfl_xor_sync (0xffffffffu, sum, m);
+          if (on)
+            {
+              *(uint32_t *) (a.out_q + o) = (uint32_t) (q0 & 0xff) | ((uint32_t) (q1 & 0xff) << 8)
+                                            | ((uint32_t) (q2 & 0xff) << 16) | ((uint32_t) (q3 & 0xff) << 24);
+              if ((d4 & 7) == 0)
+                a.out_ds[o >> 5] = make_float2 (d, d * sum);
+            }
+        }
     }
   if (tid == 0)
     a.counters[kvh] = 0;
@@ -306,9 +352,36 @@ hone_k_attn_decode (const float *qkv, int n_tok, int nq, int nkv, int hd, const 
                     const void *k_pool, const void *v_pool, const int32_t *block_table,
                     void *scratch, float *out, cudaStream_t stream)
 {
+  return hone_k_attn_decode_pf (qkv, n_tok, nq, nkv, hd, pos, k_pool, v_pool, block_table, scratch, out, NULL, NULL,
+                                stream);
+}
+
+/* Fewest keys a split gets (32: at short context many splits of half a tile,
+ * all combined; more: fewer splits, each a longer serial walk). */
+static int min_chunk = 32;
+
+void
+hone_k_attn_set_min_chunk (int keys)
+{
+  min_chunk = keys >= 16 ? keys : 16;
+}
+
+extern "C" int
+hone_k_attn_decode_pf (const float *qkv, int n_tok, int nq, int nkv, int hd, const int32_t *pos,
+                       const void *k_pool, const void *v_pool, const int32_t *block_table,
+                       void *scratch, float *out, HoneKActQ8 *out_q, const HoneKPrefetch *pf,
+                       cudaStream_t stream)
+{
   AttnArgs a;
   if (n_tok < 1 || n_tok > HONE_K_MAX_DECODE || nkv < 1 || nq % nkv || (hd != 64 && hd != 128))
     return (int) cudaErrorInvalidValue;
+  a.min_chunk = min_chunk;
+  a.out_q = out_q ? out_q->q : NULL;
+  a.out_ds = out_q ? out_q->ds : NULL;
+  if (pf)
+    a.pf = *pf;
+  else
+    memset (&a.pf, 0, sizeof a.pf);
   a.qkv = qkv;
   a.n_tok = n_tok;
   a.nq = nq;

@@ -80,6 +80,107 @@ silu (float x)
   return x / (1.0f + __expf (-x));
 }
 
+/* Quantize 32 consecutive values held one per lane (the lane's value v) into
+ * int8 with d = absmax/127; lane 0 stores (d, d·Σq). (Decode attention's
+ * combine does the same arithmetic on 8 lanes × 4 values: the same bits.) */
+static __device__ __forceinline__ void
+quant32_store (float v, int8_t *q, float2 *ds, int lane)
+{
+  const float amax = warp_max (fabsf (v));
+  const float d = amax / 127.f;
+  const int qi = d > 0.f ? __float2int_rn (v / d) : 0;
+  q[lane] = (int8_t) qi;
+  const float sum = warp_sum ((float) qi);
+  if (lane == 0)
+    *ds = make_float2 (d, d * sum);
+}
+
+/* ---- L2 prefetch of the next weights (decode) ----------------------------
+ * A decode step streams one matrix after another; between two GEMVs the
+ * memory idles while the first drains, the next launches and fills, and
+ * during decode attention at short context. Kernels given a HoneKPrefetch
+ * pull the first bytes of the next matrix into the 60 MB L2 in that time, so
+ * that the next GEMV's first wave would read L2. Up to 4 byte ranges (a
+ * matrix's quants and scales, or two matrices), each 16-byte aligned, sizes
+ * multiples of 128. Measured slower in every form tried (bulk, per-line,
+ * evict_last; 4–48 MB): decode_step leaves it off by default. */
+#define HONE_K_PF_RANGES 4
+struct HoneKPrefetch {
+  const char *p[HONE_K_PF_RANGES];
+  unsigned long long n[HONE_K_PF_RANGES];
+  int how;   /* 0: bulk prefetch (copy engine), 1: a prefetch.L2 per line, 2: the same marked evict_last */
+};
+
+/* Append the first `bytes` (rows-proportional) of matrix w to pf; returns the bytes added. */
+size_t hone_k_prefetch_add_matrix (HoneKPrefetch *pf, const HoneKMatrix *w, size_t bytes);
+
+static __device__ __forceinline__ void
+prefetch_l2 (const char *p, unsigned bytes, int how)
+{
+#if defined(__CUDA_ARCH__)
+#if __CUDA_ARCH__ >= 900
+  if (how == 0)
+    {
+      asm volatile ("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");
+      return;
+    }
+#endif
+  if (how == 2)
+    for (unsigned o = 0; o < bytes; o += 128)
+      asm volatile ("prefetch.global.L2::evict_last [%0];" :: "l"(p + o));
+  else
+    for (unsigned o = 0; o < bytes; o += 128)
+      asm volatile ("prefetch.global.L2 [%0];" :: "l"(p + o));
+#endif
+}
+
+/* Part `part` of `nparts` equal slices of the concatenated ranges, issued by
+ * the 32 lanes of one warp (fire and forget: nothing waits for it). */
+static __device__ __forceinline__ void
+prefetch_slice (const HoneKPrefetch &pf, unsigned part, unsigned nparts, int lane)
+{
+  unsigned long long total = 0;
+#pragma unroll
+  for (int r = 0; r < HONE_K_PF_RANGES; r++)
+    total += pf.n[r];
+  if (!total || !nparts)
+    return;
+  const unsigned long long per = ((total + nparts - 1) / nparts + 127) & ~127ull;
+  const unsigned long long s = (unsigned long long) part * per, e = s + per;
+  unsigned long long start = 0;
+#pragma unroll
+  for (int r = 0; r < HONE_K_PF_RANGES; r++)
+    {
+      const unsigned long long n = pf.n[r], r0 = start;
+      start += n;
+      if (e <= r0 || s >= r0 + n)
+        continue;
+      const unsigned long long lo = s > r0 ? s - r0 : 0;
+      const unsigned long long hi = e - r0 < n ? e - r0 : n;
+      const unsigned long long piece = ((hi - lo + 31) / 32 + 127) & ~127ull;
+      const unsigned long long a = lo + (unsigned long long) lane * piece;
+      const unsigned long long b = a + piece < hi ? a + piece : hi;
+      if (a < b)
+        prefetch_l2 (pf.p[r] + a, (unsigned) (b - a), pf.how);
+    }
+}
+
+/* Internal entry points of decode_step (hone-k-forward.cu): the public ones
+ * plus the next weights to prefetch and, for attention, its output also
+ * quantized to int8 for a quantized o projection (no quantize launch). */
+extern "C" int hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream);
+extern "C" int hone_k_attn_decode_pf (const float *qkv, int n_tok, int nq, int nkv, int hd, const int32_t *pos,
+                                      const void *k_pool, const void *v_pool, const int32_t *block_table,
+                                      void *scratch, float *out, HoneKActQ8 *out_q, const HoneKPrefetch *pf,
+                                      cudaStream_t stream);
+/* Decode tuning (also HONE_DECODE_PF, HONE_DECODE_PF_ATTN in MB, HONE_DECODE_FUSE=0/1,
+ * HONE_DECODE_PF_HOW): -1 keeps a value. See hone-k-forward.cu. */
+extern "C" void hone_k_decode_tune (int pf_gemv_mb, int pf_attn_mb, int fuse_quant, int pf_how);
+/* Decode attention: the fewest keys a KV split gets (default 32). */
+void hone_k_attn_set_min_chunk (int keys);
+/* BF16/F16 GEMVs with a fused RMSNorm: 1 scale at the end (default), 0 the prologue. */
+void hone_k_gemv_set_norm_end (int on);
+
 /* Host: launch with the PDL attribute where the device supports it. */
 int hone_k_pdl_enabled (void);
 /* hone_k_forward: whether PDL pays for this step's weights (automatic mode). */

@@ -2,19 +2,7 @@
  * lookup, sampling: the small kernels around the matrix work. */
 #include "hone-k-common.cuh"
 
-/* Quantize 32 consecutive values held one per lane (the lane's value v) into
- * int8 with d = absmax/127; lane 0 stores (d, d·Σq). */
-static __device__ __forceinline__ void
-quant32_store (float v, int8_t *q, float2 *ds, int lane)
-{
-  const float amax = warp_max (fabsf (v));
-  const float d = amax / 127.f;
-  const int qi = d > 0.f ? __float2int_rn (v / d) : 0;
-  q[lane] = (int8_t) qi;
-  const float sum = warp_sum ((float) qi);
-  if (lane == 0)
-    *ds = make_float2 (d, d * sum);
-}
+/* quant32_store (hone-k-common.cuh) quantizes a warp's 32 values. */
 
 static __device__ __forceinline__ void
 store16 (void *y16, int is_f16, size_t i, float v)
@@ -197,6 +185,8 @@ extern "C" int
 hone_k_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream)
 {
   const size_t total = (size_t) w->rows * w->cols;
+  if (w->type == HONE_K_Q4Z)
+    return hone_k_q4z_dequant (w, dst, to_f16, stream);
   if (w->cols & 1)
     return (int) cudaErrorInvalidValue;
   dequant_kernel<<<(unsigned) ((total / 2 + 255) / 256), 256, 0, stream>>> (*w, dst, to_f16);

@@ -7,13 +7,17 @@
  * captured as one CUDA graph with positions read from device memory.
  * Quantized matrices add a norm+quantize (or quantize) launch before them.
  *
- * Prefill: cuBLAS GEMMs (bf16 or f16 operands, f32 out, the residual added by
- * beta = 1), quantized weights dequantized to f16 one matrix at a time, and
- * the causal flash-attention kernel.
+ * Prefill: cuBLASLt GEMMs (bf16 or f16 operands, an algorithm per shape
+ * cached; f32 out with the residual added by beta = 1, or 16-bit out for
+ * gate|up), quantized weights dequantized to f16 one matrix at a time, and
+ * the causal flash-attention kernel writing the o GEMM's 16-bit input.
  */
 #include "hone-k-common.cuh"
 #include <cublas_v2.h>
+#include <cublasLt.h>
+#include <stdlib.h>
 #include <string.h>
+#include <algorithm>
 
 extern "C" int hone_k_swiglu16 (const float *gu, int n_tok, int ffn, void *y16, int is_f16, cudaStream_t stream);
 extern "C" int hone_k_add_bias (float *y, int n_tok, int n, const float *b, cudaStream_t stream);
@@ -25,6 +29,13 @@ static bool
 is_f (const HoneKMatrix *w)
 {
   return w->type == HONE_K_BF16 || w->type == HONE_K_F16;
+}
+
+/* Weights whose GEMV takes the f32 activation with the RMSNorm fused: 16-bit and W4A16 (Q4Z). */
+static bool
+takes_f32 (const HoneKMatrix *w)
+{
+  return is_f (w) || w->type == HONE_K_Q4Z;
 }
 
 static int
@@ -50,6 +61,334 @@ dequant_scratch_elems (const HoneKModel *m)
   if (!is_f (&m->lm_head) && (size_t) m->lm_head.rows * m->lm_head.cols > best)
     best = (size_t) m->lm_head.rows * m->lm_head.cols;
   return best;
+}
+
+/* ---- prefill GEMMs (cuBLASLt) ------------------------------------------------
+ * One cuBLASLt matmul descriptor, layouts and algorithm per shape, made once
+ * and cached in the state: Y[n][rows] = X16[n][cols]·Wᵀ, with Y f32
+ * (optionally accumulated: beta = 1 adds the residual in place) or bf16/f16
+ * when the next op reads 16-bit (gate|up → SwiGLU): half the bytes written
+ * and read back.
+ *
+ * The algorithm is the heuristic's first. Optional tuning (HONE_GEMM_TUNE=1):
+ * the first GEMM of a shape with n >= 256 times the heuristic's first four
+ * algorithms and cublasGemmEx on the real operands (2 runs each after one
+ * warm-up; outputs that accumulate go to a scratch buffer) and keeps the
+ * fastest; the winner is remembered per power-of-two bucket of n and reused
+ * for other n in the bucket when cublasLtMatmulAlgoCheck accepts it; never
+ * while the stream is being captured. It is off by default because on the
+ * H200 it measured no gain (prefill session 2, call 2: tuned GEMMs 43.7 ms a
+ * prefill against 43.4 with the first choice; the candidates differ by less
+ * than the power-limited clock's drift) and it cost the first prefill 230 ms
+ * (loading each candidate's kernels). Other switches (A/B runs):
+ * HONE_GEMM=gemmex (session 1: cublasGemmEx everywhere), HONE_GEMM_ALGO=i
+ * (the heuristic's i-th algorithm). */
+#define LT_PLANS 24
+#define LT_CANDIDATES 4
+
+struct LtPlan {
+  int m, n, k, ab, d, acc, align, pick;
+  int tuned;                  /* 0 not yet, 1 done (or not to be done) */
+  int gemmex;                 /* cublasGemmEx won the timing */
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulAlgo_t algo;
+  cublasLtMatmulAlgo_t cand[LT_CANDIDATES];
+  int n_cand;
+};
+
+struct LtWinner {             /* a timing's result, by shape and bucket of n */
+  int m, k, ab, d, acc, align, bucket, gemmex, valid;
+  cublasLtMatmulAlgo_t algo;
+};
+
+struct GemmCtx {
+  cublasHandle_t blas;
+  cublasLtHandle_t lt;
+  void *ws;
+  size_t ws_bytes;
+  LtPlan plans[LT_PLANS];
+  int n_plans, next;
+  LtWinner winners[LT_PLANS];
+  int n_winners, next_winner;
+};
+
+static bool
+gemm_use_gemmex (void)
+{
+  const char *e = getenv ("HONE_GEMM");
+  return e && !strcmp (e, "gemmex");
+}
+
+/* The heuristic's pick-th algorithm (0 by default), or -1: tune. */
+static int
+gemm_pick (void)
+{
+  const char *e = getenv ("HONE_GEMM_ALGO");
+  if (e && *e)
+    {
+      const int i = atoi (e);
+      return i < 0 ? 0 : i > 7 ? 7 : i;
+    }
+  const char *t = getenv ("HONE_GEMM_TUNE");
+  return t && t[0] == '1' ? -1 : 0;
+}
+
+static void
+lt_plan_clear (LtPlan *p)
+{
+  if (p->op) cublasLtMatmulDescDestroy (p->op);
+  if (p->a) cublasLtMatrixLayoutDestroy (p->a);
+  if (p->b) cublasLtMatrixLayoutDestroy (p->b);
+  if (p->c) cublasLtMatrixLayoutDestroy (p->c);
+  memset (p, 0, sizeof *p);
+}
+
+/* Largest power of two (≤ 256) dividing every address: what the algorithm may assume. */
+static int
+ptr_align (const void *a, const void *b, const void *c)
+{
+  const uintptr_t u = (uintptr_t) a | (uintptr_t) b | (uintptr_t) c | 256;
+  return (int) (u & (~u + 1));
+}
+
+static int
+n_bucket (int n)
+{
+  int b = 0;
+  while ((1 << b) < n)
+    b++;
+  return b;
+}
+
+static LtPlan *
+lt_plan (GemmCtx *g, int m, int n, int k, cudaDataType_t ab, cudaDataType_t d, int acc, int align)
+{
+  const int pick = gemm_pick ();
+  for (int i = 0; i < g->n_plans; i++)
+    {
+      LtPlan *p = &g->plans[i];
+      if (p->m == m && p->n == n && p->k == k && p->ab == (int) ab && p->d == (int) d && p->acc == acc
+          && p->align == align && p->pick == pick)
+        return p;
+    }
+  LtPlan *p;
+  if (g->n_plans < LT_PLANS)
+    p = &g->plans[g->n_plans++];
+  else
+    {
+      p = &g->plans[g->next];      /* prefill chunks of many lengths: reuse slots round robin */
+      g->next = (g->next + 1) % LT_PLANS;
+      lt_plan_clear (p);
+    }
+  p->m = m; p->n = n; p->k = k; p->ab = (int) ab; p->d = (int) d; p->acc = acc; p->align = align; p->pick = pick;
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  cublasLtMatmulPreference_t pref = NULL;
+  cublasLtMatmulHeuristicResult_t res[8];
+  int nres = 0;
+  const uint64_t ws = g->ws_bytes;
+  const uint32_t al = (uint32_t) align;
+  bool ok = cublasLtMatmulDescCreate (&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS
+            && cublasLtMatmulDescSetAttribute (p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS
+            && cublasLtMatmulDescSetAttribute (p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS
+            /* W is [rows][cols] row-major = cols×rows column-major, used transposed */
+            && cublasLtMatrixLayoutCreate (&p->a, ab, k, m, k) == CUBLAS_STATUS_SUCCESS
+            && cublasLtMatrixLayoutCreate (&p->b, ab, k, n, k) == CUBLAS_STATUS_SUCCESS
+            && cublasLtMatrixLayoutCreate (&p->c, d, m, n, m) == CUBLAS_STATUS_SUCCESS
+            && cublasLtMatmulPreferenceCreate (&pref) == CUBLAS_STATUS_SUCCESS
+            && cublasLtMatmulPreferenceSetAttribute (pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) == CUBLAS_STATUS_SUCCESS
+            && cublasLtMatmulPreferenceSetAttribute (pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al) == CUBLAS_STATUS_SUCCESS
+            && cublasLtMatmulPreferenceSetAttribute (pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al) == CUBLAS_STATUS_SUCCESS
+            && cublasLtMatmulPreferenceSetAttribute (pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al) == CUBLAS_STATUS_SUCCESS
+            && cublasLtMatmulPreferenceSetAttribute (pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al) == CUBLAS_STATUS_SUCCESS
+            && cublasLtMatmulAlgoGetHeuristic (g->lt, p->op, p->a, p->b, p->c, p->c, pref, 8, res, &nres) == CUBLAS_STATUS_SUCCESS
+            && nres > 0;
+  if (pref)
+    cublasLtMatmulPreferenceDestroy (pref);
+  if (!ok)
+    {
+      lt_plan_clear (p);     /* an empty slot matches nothing (m = 0) */
+      return NULL;
+    }
+  p->algo = res[pick > 0 ? (pick < nres ? pick : nres - 1) : 0].algo;
+  p->n_cand = nres < LT_CANDIDATES ? nres : LT_CANDIDATES;
+  for (int i = 0; i < p->n_cand; i++)
+    p->cand[i] = res[i].algo;
+  p->tuned = pick >= 0;
+  return p;
+}
+
+/* One GEMM with plan p: algo (NULL: cublasGemmEx) into y. */
+static cublasStatus_t
+gemm_run (GemmCtx *g, const LtPlan *p, const cublasLtMatmulAlgo_t *algo, const void *wp, const void *x16, void *y,
+          cudaStream_t s)
+{
+  const float alpha = 1.f, beta = p->acc ? 1.f : 0.f;
+  if (algo)
+    return cublasLtMatmul (g->lt, p->op, &alpha, wp, p->a, x16, p->b, &beta, y, p->c, y, p->c, algo, g->ws,
+                           g->ws_bytes, s);
+  cublasSetStream (g->blas, s);
+  return cublasGemmEx (g->blas, CUBLAS_OP_T, CUBLAS_OP_N, p->m, p->n, p->k, &alpha, wp, (cudaDataType_t) p->ab, p->k,
+                       x16, (cudaDataType_t) p->ab, p->k, &beta, y, (cudaDataType_t) p->d, p->m, CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT);
+}
+
+/* Choose p's algorithm: a remembered winner of its bucket, else time the candidates. */
+static void
+gemm_tune (GemmCtx *g, LtPlan *p, const void *wp, const void *x16, void *y, void *scratch, size_t scratch_bytes,
+           cudaStream_t s)
+{
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing (s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone)
+    return;                       /* keep the heuristic's choice; try again outside a capture */
+  p->tuned = 1;
+  const size_t out_bytes = (size_t) p->m * p->n * (p->d == (int) CUDA_R_32F ? 4 : 2);
+  void *out = p->acc ? scratch : y;     /* never accumulate into the real output twice */
+  if (p->n < 256 || (p->acc && (!scratch || scratch_bytes < out_bytes)))
+    return;
+  const int bucket = n_bucket (p->n);
+  for (int i = 0; i < g->n_winners; i++)
+    {
+      LtWinner *w = &g->winners[i];
+      if (w->valid && w->m == p->m && w->k == p->k && w->ab == p->ab && w->d == p->d && w->acc == p->acc
+          && w->align == p->align && w->bucket == bucket)
+        {
+          cublasLtMatmulHeuristicResult_t r;
+          if (w->gemmex)
+            p->gemmex = 1;
+          else if (cublasLtMatmulAlgoCheck (g->lt, p->op, p->a, p->b, p->c, p->c, &w->algo, &r) == CUBLAS_STATUS_SUCCESS
+                   && r.workspaceSize <= g->ws_bytes)
+            p->algo = w->algo;
+          return;
+        }
+    }
+  cudaEvent_t e0, e1;
+  if (cudaEventCreate (&e0) != cudaSuccess)
+    return;
+  if (cudaEventCreate (&e1) != cudaSuccess)
+    {
+      cudaEventDestroy (e0);
+      return;
+    }
+  float best = INFINITY;
+  int win = -2;
+  for (int c = -1; c < p->n_cand; c++)      /* -1: cublasGemmEx */
+    {
+      const cublasLtMatmulAlgo_t *a = c < 0 ? NULL : &p->cand[c];
+      bool ok = gemm_run (g, p, a, wp, x16, out, s) == CUBLAS_STATUS_SUCCESS
+                && cudaEventRecord (e0, s) == cudaSuccess;
+      for (int r = 0; ok && r < 2; r++)
+        ok = gemm_run (g, p, a, wp, x16, out, s) == CUBLAS_STATUS_SUCCESS;
+      float ms = INFINITY;
+      if (ok && cudaEventRecord (e1, s) == cudaSuccess && cudaEventSynchronize (e1) == cudaSuccess
+          && cudaEventElapsedTime (&ms, e0, e1) == cudaSuccess && ms < best)
+        {
+          best = ms;
+          win = c;
+        }
+    }
+  cudaEventDestroy (e0);
+  cudaEventDestroy (e1);
+  (void) cudaGetLastError ();
+  if (win == -2)
+    return;
+  p->gemmex = win < 0;
+  if (win >= 0)
+    p->algo = p->cand[win];
+  if (getenv ("HONE_GEMM_VERBOSE"))
+    fprintf (stderr, "hone gemm tune %dx%dx%d acc=%d out=%s: %s (%.3f ms)\n", p->m, p->n, p->k, p->acc,
+             p->d == (int) CUDA_R_32F ? "f32" : "16-bit", win < 0 ? "cublasGemmEx" : win == 0 ? "heuristic 0"
+             : win == 1 ? "heuristic 1" : win == 2 ? "heuristic 2" : "heuristic 3", best / 2);
+  LtWinner *w = g->n_winners < LT_PLANS ? &g->winners[g->n_winners++] : &g->winners[g->next_winner];
+  if (w == &g->winners[g->next_winner])
+    g->next_winner = (g->next_winner + 1) % LT_PLANS;
+  w->m = p->m; w->k = p->k; w->ab = p->ab; w->d = p->d; w->acc = p->acc; w->align = p->align; w->bucket = bucket;
+  w->gemmex = p->gemmex;
+  w->algo = p->algo;
+  w->valid = 1;
+}
+
+/* Y (+)= X16·Wᵀ, W dequantized first when quantized; Y f32 or (y16) W's 16-bit
+ * type. scratch: room the tuning may write when Y accumulates (or NULL). */
+static int
+gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, void *y, int y16, int accumulate, cudaStream_t s,
+      void *scratch = NULL, size_t scratch_bytes = 0)
+{
+  GemmCtx *g = (GemmCtx *) st->cublas;
+  const void *wp = w->q;
+  const cudaDataType_t t = w->type == HONE_K_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  if (!is_f (w))
+    {
+      HONE_K_CHECK ((cudaError_t) hone_k_dequant (w, st->w16, 1, s));
+      wp = st->w16;
+    }
+  const cudaDataType_t dt = y16 ? t : CUDA_R_32F;
+  LtPlan *p = gemm_use_gemmex () ? NULL
+              : lt_plan (g, w->rows, n, w->cols, t, dt, accumulate, ptr_align (wp, x16, y));
+  if (p && !p->tuned)
+    gemm_tune (g, p, wp, x16, y, scratch, scratch_bytes, s);
+  if (p)
+    return gemm_run (g, p, p->gemmex ? NULL : &p->algo, wp, x16, y, s) == CUBLAS_STATUS_SUCCESS
+           ? 0 : (int) cudaErrorUnknown;
+  const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
+  cublasSetStream (g->blas, s);
+  const cublasStatus_t r = cublasGemmEx (g->blas, CUBLAS_OP_T, CUBLAS_OP_N, w->rows, n, w->cols, &alpha, wp, t,
+                                         w->cols, x16, t, w->cols, &beta, y, dt, w->rows, CUBLAS_COMPUTE_32F,
+                                         CUBLAS_GEMM_DEFAULT);
+  return r == CUBLAS_STATUS_SUCCESS ? 0 : (int) cudaErrorUnknown;
+}
+
+/* Bytes of st->gu, the tuning's scratch (free whenever a GEMM accumulates). */
+static size_t
+gu_bytes (const HoneKState *st)
+{
+  return (size_t) ((const char *) st->logits - (const char *) st->gu);
+}
+
+extern "C" int
+hone_k_gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, void *y, int y_type, int accumulate,
+             cudaStream_t stream)
+{
+  const int wt = w->type == HONE_K_BF16 ? HONE_K_BF16 : HONE_K_F16;
+  if (!st->cublas || n < 1 || (y_type != HONE_K_F32 && y_type != wt) || (!is_f (w) && !st->w16))
+    return (int) cudaErrorInvalidValue;
+  const bool gu_free = y != (void *) st->gu && x16 != (const void *) st->gu;
+  return gemm (st, w, n, x16, y, y_type != HONE_K_F32, accumulate, stream, gu_free ? st->gu : NULL,
+               gu_free ? gu_bytes (st) : 0);
+}
+
+/* y[i] = silu(gu[2i])·gu[2i+1] with gu the gate|up GEMM's 16-bit output
+ * (rows interleaved, so pairs are adjacent), y in the same 16-bit type. */
+template <typename T>
+__global__ void __launch_bounds__ (256)
+swiglu16in_kernel (const T *gu, size_t total4, T *y)
+{
+  const size_t i = (size_t) blockIdx.x * 256 + threadIdx.x;
+  pdl_trigger ();
+  pdl_wait ();
+  if (i >= total4)
+    return;
+  const int4 v = ((const int4 *) gu)[i];     /* 4 (gate, up) pairs */
+  const T *e = (const T *) &v;
+  T r[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++)
+    {
+      const float gt = (float) e[2 * j], up = (float) e[2 * j + 1];
+      r[j] = (T) (silu (gt) * up);
+    }
+  ((uint2 *) y)[i] = *(const uint2 *) r;
+}
+
+static int
+swiglu16in (const void *gu, int n_tok, int ffn, void *y, int is_f16, cudaStream_t s)
+{
+  const size_t total4 = (size_t) n_tok * ffn / 4;    /* ffn % 4 == 0 checked by the caller */
+  const dim3 grid ((unsigned) ((total4 + 255) / 256)), block (256);
+  if (is_f16)
+    return hone_k_launch (swiglu16in_kernel<__half>, grid, block, 0, s, (const __half *) gu, total4, (__half *) y);
+  return hone_k_launch (swiglu16in_kernel<__nv_bfloat16>, grid, block, 0, s, (const __nv_bfloat16 *) gu, total4,
+                        (__nv_bfloat16 *) y);
 }
 
 #define ALIGN(x) (((x) + 255) & ~(size_t) 255)
@@ -117,7 +456,7 @@ hone_k_state_alloc (HoneKState *st, const HoneKModel *m, int max_tok, int logits
   st->xn = (float *) p; p += L.xn;
   st->qkv = (float *) p; p += L.qkv;
   st->attn = (float *) p; p += L.attn;
-  st->gu = (float *) p; p += L.gu;
+  st->gu = (float *) p; p += L.gu;   /* logits right after: gu_bytes() */
   st->logits = (float *) p; p += L.logits;
   st->xq.q = (int8_t *) p; p += L.xq;
   st->xq.ds = (float2 *) p; p += L.xds;
@@ -127,16 +466,29 @@ hone_k_state_alloc (HoneKState *st, const HoneKModel *m, int max_tok, int logits
   st->cublas_ws = L.ws ? (void *) p : NULL;
   if (L.ws)
     {
-      cublasHandle_t h;
-      if (cublasCreate (&h) != CUBLAS_STATUS_SUCCESS)
+      /* st->cublas holds the GEMM context: a cuBLASLt handle with its plan
+       * cache, and a cuBLAS handle for the cublasGemmEx fallback */
+      GemmCtx *g = (GemmCtx *) calloc (1, sizeof *g);
+      if (!g || cublasCreate (&g->blas) != CUBLAS_STATUS_SUCCESS)
         {
+          free (g);
           cudaFree (st->tokens);
           memset (st, 0, sizeof *st);
           return (int) cudaErrorUnknown;
         }
-      cublasSetWorkspace (h, st->cublas_ws, L.ws);
-      cublasSetMathMode (h, CUBLAS_DEFAULT_MATH);
-      st->cublas = h;
+      if (cublasLtCreate (&g->lt) != CUBLAS_STATUS_SUCCESS)
+        {
+          cublasDestroy (g->blas);
+          free (g);
+          cudaFree (st->tokens);
+          memset (st, 0, sizeof *st);
+          return (int) cudaErrorUnknown;
+        }
+      g->ws = st->cublas_ws;
+      g->ws_bytes = L.ws;
+      cublasSetWorkspace (g->blas, st->cublas_ws, L.ws);
+      cublasSetMathMode (g->blas, CUBLAS_DEFAULT_MATH);
+      st->cublas = g;
     }
   return 0;
 }
@@ -145,16 +497,79 @@ extern "C" void
 hone_k_state_free (HoneKState *st)
 {
   if (st->cublas)
-    cublasDestroy ((cublasHandle_t) st->cublas);
+    {
+      GemmCtx *g = (GemmCtx *) st->cublas;
+      for (int i = 0; i < g->n_plans; i++)
+        lt_plan_clear (&g->plans[i]);
+      cublasLtDestroy (g->lt);
+      cublasDestroy (g->blas);
+      free (g);
+    }
   if (st->tokens)
     cudaFree (st->tokens);
   memset (st, 0, sizeof *st);
 }
 
+/* Decode tuning: MB of the next matrix each GEMV's last wave prefetches into
+ * L2, MB the attention kernel prefetches (the o matrix, then gate|up), how
+ * (HoneKPrefetch.how) — all off by default: every form measured slower
+ * (tests/bench/RESULTS-cuda.md, "Decode, session 2") — and fuse_quant: 1 =
+ * attention writes the quantized o projection's int8 input itself (one
+ * launch a layer fewer, same bits). -1: not read from the environment yet. */
+static int pf_gemv_mb = -1, pf_attn_mb = -1, fuse_quant = -1, pf_how = -1;
+
+static int
+env_int (const char *name, int dflt)
+{
+  const char *v = getenv (name);
+  return v && *v ? atoi (v) : dflt;
+}
+
+extern "C" void
+hone_k_decode_tune (int pf_gemv, int pf_attn, int fuse, int how)
+{
+  if (pf_gemv >= 0) pf_gemv_mb = pf_gemv;
+  if (pf_attn >= 0) pf_attn_mb = pf_attn;
+  if (fuse >= 0) fuse_quant = fuse;
+  if (how >= 0) pf_how = how;
+}
+
+static void
+decode_tune_read (void)
+{
+  if (pf_gemv_mb < 0) pf_gemv_mb = env_int ("HONE_DECODE_PF", 0);
+  if (pf_attn_mb < 0) pf_attn_mb = env_int ("HONE_DECODE_PF_ATTN", 0);
+  if (fuse_quant < 0) fuse_quant = env_int ("HONE_DECODE_FUSE", 1);
+  if (pf_how < 0) pf_how = env_int ("HONE_DECODE_PF_HOW", 1);
+}
+
+/* The types whose GEMV takes HoneKActQ8 input (attention can write it for o). */
+static bool
+is_q8q4 (const HoneKMatrix *w)
+{
+  return w->type == HONE_K_Q8_0 || w->type == HONE_K_Q4_0 || w->type == HONE_K_Q4_1;
+}
+
+/* The first `mb` MB of a and then of b (either may be NULL). */
+static HoneKPrefetch
+prefetch_plan (const HoneKMatrix *a, const HoneKMatrix *b, int mb)
+{
+  HoneKPrefetch pf;
+  memset (&pf, 0, sizeof pf);
+  size_t left = (size_t) (mb > 0 ? mb : 0) << 20;
+  if (a && left)
+    left -= std::min (left, hone_k_prefetch_add_matrix (&pf, a, left));
+  if (b && left > (1u << 20))
+    hone_k_prefetch_add_matrix (&pf, b, left);
+  pf.how = pf_how;
+  return pf;
+}
+
 /* y[n_tok][rows] (+)= W·norm(x): the norm fused for BF16/F16, else a norm+quantize launch. */
 static int
 gemv_normed (HoneKState *st, const HoneKMatrix *w, const float *x, const float *g, float eps, int n_tok,
-             const float *bias, float *y, int epi, const HoneKGemvOp *rope, cudaStream_t s)
+             const float *bias, float *y, int epi, const HoneKGemvOp *rope, cudaStream_t s,
+             const HoneKPrefetch *pf = NULL)
 {
   HoneKGemvOp op;
   if (rope)
@@ -167,7 +582,7 @@ gemv_normed (HoneKState *st, const HoneKMatrix *w, const float *x, const float *
   op.y = y;
   op.epilogue = epi;
   op.eps = eps;
-  if (is_f (w))
+  if (takes_f32 (w))
     {
       op.x = x;
       op.norm_g = g;
@@ -177,13 +592,14 @@ gemv_normed (HoneKState *st, const HoneKMatrix *w, const float *x, const float *
       HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (x, g, n_tok, w->cols, eps, NULL, &st->xq, NULL, 0, s));
       op.xq = &st->xq;
     }
-  return hone_k_gemv_ex (&op, s);
+  return hone_k_gemv_pf (&op, pf, s);
 }
 
-/* y (+)= W·x for an unnormalized input (attention output, SwiGLU output). */
+/* y (+)= W·x for an unnormalized input (attention output, SwiGLU output).
+ * x_ready: the input is already quantized in st->xq (attention wrote it). */
 static int
 gemv_plain (HoneKState *st, const HoneKMatrix *w, const float *x, int n_tok, const float *res, float *y,
-            int epi, cudaStream_t s)
+            int epi, cudaStream_t s, const HoneKPrefetch *pf = NULL, bool x_ready = false)
 {
   HoneKGemvOp op;
   memset (&op, 0, sizeof op);
@@ -192,14 +608,15 @@ gemv_plain (HoneKState *st, const HoneKMatrix *w, const float *x, int n_tok, con
   op.res = res;
   op.y = y;
   op.epilogue = epi;
-  if (is_f (w))
+  if (takes_f32 (w))
     op.x = x;
   else
     {
-      HONE_K_CHECK ((cudaError_t) hone_k_quantize (x, n_tok, w->cols, &st->xq, NULL, 0, s));
+      if (!x_ready)
+        HONE_K_CHECK ((cudaError_t) hone_k_quantize (x, n_tok, w->cols, &st->xq, NULL, 0, s));
       op.xq = &st->xq;
     }
-  return hone_k_gemv_ex (&op, s);
+  return hone_k_gemv_pf (&op, pf, s);
 }
 
 static int
@@ -207,10 +624,20 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
 {
   const HoneKConfig *c = &m->cfg;
   const int nq = c->n_heads, nkv = c->n_kv_heads, hd = c->head_dim;
+  decode_tune_read ();
   HONE_K_CHECK ((cudaError_t) hone_k_embed (&m->embd, st->tokens, n, st->h, s));
   for (int l = 0; l < c->n_layers; l++)
     {
       const HoneKLayer *L = &m->layers[l];
+      /* what each kernel prefetches: the next matrix in stream order */
+      const HoneKMatrix *next_qkv = l + 1 < c->n_layers ? &m->layers[l + 1].wqkv : &m->lm_head;
+      const HoneKPrefetch pf_qkv = prefetch_plan (&L->wo, NULL, pf_gemv_mb);
+      const HoneKPrefetch pf_attn = prefetch_plan (&L->wo, &L->wgu, pf_attn_mb);
+      const HoneKPrefetch pf_o = prefetch_plan (&L->wgu, NULL, pf_gemv_mb);
+      const HoneKPrefetch pf_gu = prefetch_plan (&L->wdown, NULL, pf_gemv_mb);
+      const HoneKPrefetch pf_down = prefetch_plan (next_qkv, NULL, pf_gemv_mb);
+      /* a quantized o projection reads the int8 copy attention writes */
+      const bool attn_q = (fuse_quant & 1) && is_q8q4 (&L->wo);
       HoneKGemvOp rope;
       memset (&rope, 0, sizeof rope);
       rope.nq = nq;
@@ -223,41 +650,23 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
       rope.block_table = kv->block_table;
       const bool fuse_rope = L->q_norm == NULL;
       HONE_K_CHECK ((cudaError_t) gemv_normed (st, &L->wqkv, st->h, L->attn_norm, c->rms_eps, n, L->bqkv, st->qkv,
-                                               fuse_rope ? (int) HONE_K_EPI_ROPE_KV : (int) HONE_K_EPI_STORE, &rope, s));
+                                               fuse_rope ? (int) HONE_K_EPI_ROPE_KV : (int) HONE_K_EPI_STORE, &rope, s,
+                                               &pf_qkv));
       if (!fuse_rope)
         HONE_K_CHECK ((cudaError_t) hone_k_rope_kv (st->qkv, n, nq, nkv, hd, st->pos, c->rope_inv_freq, 0,
                                                     L->q_norm, L->k_norm, c->rms_eps, kv->k_pool[l],
                                                     kv->v_pool[l], kv->block_table, s));
-      HONE_K_CHECK ((cudaError_t) hone_k_attn_decode (st->qkv, n, nq, nkv, hd, st->pos, kv->k_pool[l], kv->v_pool[l],
-                                                      kv->block_table, st->attn_scratch, st->attn, s));
-      HONE_K_CHECK ((cudaError_t) gemv_plain (st, &L->wo, st->attn, n, st->h, st->h, HONE_K_EPI_ADD, s));
+      HONE_K_CHECK ((cudaError_t) hone_k_attn_decode_pf (st->qkv, n, nq, nkv, hd, st->pos, kv->k_pool[l],
+                                                         kv->v_pool[l], kv->block_table, st->attn_scratch, st->attn,
+                                                         attn_q ? &st->xq : NULL, &pf_attn, s));
+      HONE_K_CHECK ((cudaError_t) gemv_plain (st, &L->wo, st->attn, n, st->h, st->h, HONE_K_EPI_ADD, s, &pf_o, attn_q));
       HONE_K_CHECK ((cudaError_t) gemv_normed (st, &L->wgu, st->h, L->ffn_norm, c->rms_eps, n, NULL, st->gu,
-                                               HONE_K_EPI_SWIGLU, NULL, s));
-      HONE_K_CHECK ((cudaError_t) gemv_plain (st, &L->wdown, st->gu, n, st->h, st->h, HONE_K_EPI_ADD, s));
+                                               HONE_K_EPI_SWIGLU, NULL, s, &pf_gu));
+      HONE_K_CHECK ((cudaError_t) gemv_plain (st, &L->wdown, st->gu, n, st->h, st->h, HONE_K_EPI_ADD, s, &pf_down));
     }
   const float *hl = st->h + (size_t) (n - n_logits) * c->hidden;
   return gemv_normed (st, &m->lm_head, hl, m->out_norm, c->rms_eps, n_logits, NULL, st->logits,
                       HONE_K_EPI_STORE, NULL, s);
-}
-
-/* Y[n][rows] = X16[n][cols]·Wᵀ (+ Y when accumulate), W dequantized first when quantized. */
-static int
-gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, float *y, int accumulate, cudaStream_t s)
-{
-  cublasHandle_t h = (cublasHandle_t) st->cublas;
-  const void *wp = w->q;
-  cudaDataType_t t = w->type == HONE_K_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-  if (!is_f (w))
-    {
-      HONE_K_CHECK ((cudaError_t) hone_k_dequant (w, st->w16, 1, s));
-      wp = st->w16;
-    }
-  const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
-  cublasSetStream (h, s);
-  cublasStatus_t r = cublasGemmEx (h, CUBLAS_OP_T, CUBLAS_OP_N, w->rows, n, w->cols, &alpha, wp, t, w->cols,
-                                   x16, t, w->cols, &beta, y, CUDA_R_32F, w->rows, CUBLAS_COMPUTE_32F,
-                                   CUBLAS_GEMM_DEFAULT);
-  return r == CUBLAS_STATUS_SUCCESS ? 0 : (int) cudaErrorUnknown;
 }
 
 static int
@@ -275,27 +684,49 @@ prefill_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int
   const int qkvw = (nq + 2 * nkv) * hd;
   if (!st->cublas)
     return (int) cudaErrorInvalidValue;
+  /* Session 1's data flow (f32 gate|up and attention outputs, converted by
+   * separate launches) stays selectable for A/B runs: HONE_GEMM=gemmex and
+   * HONE_ATTN_PREFILL=1 respectively. */
+  const char *ea = getenv ("HONE_ATTN_PREFILL");
+  const bool attn16 = !(ea && ea[0] == '1'), gu16 = !gemm_use_gemmex () && c->ffn % 4 == 0;
   HONE_K_CHECK ((cudaError_t) hone_k_embed (&m->embd, st->tokens, n, st->h, s));
   for (int l = 0; l < c->n_layers; l++)
     {
       const HoneKLayer *L = &m->layers[l];
       HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (st->h, L->attn_norm, n, c->hidden, c->rms_eps, NULL, NULL, st->x16,
                                                   x16_is_f16 (&L->wqkv), s));
-      HONE_K_CHECK ((cudaError_t) gemm (st, &L->wqkv, n, st->x16, st->qkv, 0, s));
+      HONE_K_CHECK ((cudaError_t) gemm (st, &L->wqkv, n, st->x16, st->qkv, 0, 0, s));
       if (L->bqkv)
         HONE_K_CHECK ((cudaError_t) hone_k_add_bias (st->qkv, n, qkvw, L->bqkv, s));
       HONE_K_CHECK ((cudaError_t) hone_k_rope_kv (st->qkv, n, nq, nkv, hd, st->pos, c->rope_inv_freq, 0, L->q_norm,
                                                   L->k_norm, c->rms_eps, kv->k_pool[l], kv->v_pool[l],
                                                   kv->block_table, s));
-      HONE_K_CHECK ((cudaError_t) hone_k_attn_prefill (st->qkv, n, nq, nkv, hd, pos_host, kv->k_pool[l],
-                                                       kv->v_pool[l], kv->block_table, st->attn, s));
-      HONE_K_CHECK ((cudaError_t) hone_k_quantize (st->attn, n, nq * hd, NULL, st->x16, x16_is_f16 (&L->wo), s));
-      HONE_K_CHECK ((cudaError_t) gemm (st, &L->wo, n, st->x16, st->h, 1, s));
+      if (attn16)   /* attention writes the o GEMM's 16-bit input itself */
+        HONE_K_CHECK ((cudaError_t) hone_k_attn_prefill_ex (st->qkv, n, nq, nkv, hd, pos_host, kv->k_pool[l],
+                                                            kv->v_pool[l], kv->block_table, st->x16,
+                                                            x16_is_f16 (&L->wo) ? HONE_K_F16 : HONE_K_BF16, s));
+      else
+        {
+          HONE_K_CHECK ((cudaError_t) hone_k_attn_prefill (st->qkv, n, nq, nkv, hd, pos_host, kv->k_pool[l],
+                                                           kv->v_pool[l], kv->block_table, st->attn, s));
+          HONE_K_CHECK ((cudaError_t) hone_k_quantize (st->attn, n, nq * hd, NULL, st->x16, x16_is_f16 (&L->wo), s));
+        }
+      HONE_K_CHECK ((cudaError_t) gemm (st, &L->wo, n, st->x16, st->h, 0, 1, s, st->gu, gu_bytes (st)));
       HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (st->h, L->ffn_norm, n, c->hidden, c->rms_eps, NULL, NULL, st->x16,
                                                   x16_is_f16 (&L->wgu), s));
-      HONE_K_CHECK ((cudaError_t) gemm (st, &L->wgu, n, st->x16, st->gu, 0, s));
-      HONE_K_CHECK ((cudaError_t) hone_k_swiglu16 (st->gu, n, c->ffn, st->x16, x16_is_f16 (&L->wdown), s));
-      HONE_K_CHECK ((cudaError_t) gemm (st, &L->wdown, n, st->x16, st->h, 1, s));
+      /* gate|up in 16 bits (half the bytes out of the GEMM and into SwiGLU),
+       * where down reads the same 16-bit type as gate|up's weights give */
+      if (gu16 && x16_is_f16 (&L->wgu) == x16_is_f16 (&L->wdown))
+        {
+          HONE_K_CHECK ((cudaError_t) gemm (st, &L->wgu, n, st->x16, st->gu, 1, 0, s));
+          HONE_K_CHECK ((cudaError_t) swiglu16in (st->gu, n, c->ffn, st->x16, x16_is_f16 (&L->wgu), s));
+        }
+      else
+        {
+          HONE_K_CHECK ((cudaError_t) gemm (st, &L->wgu, n, st->x16, st->gu, 0, 0, s));
+          HONE_K_CHECK ((cudaError_t) hone_k_swiglu16 (st->gu, n, c->ffn, st->x16, x16_is_f16 (&L->wdown), s));
+        }
+      HONE_K_CHECK ((cudaError_t) gemm (st, &L->wdown, n, st->x16, st->h, 0, 1, s, st->gu, gu_bytes (st)));
     }
   const float *hl = st->h + (size_t) (n - n_logits) * c->hidden;
   if (n_logits <= HONE_K_MAX_DECODE)
@@ -303,7 +734,7 @@ prefill_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int
                         HONE_K_EPI_STORE, NULL, s);
   HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (hl, m->out_norm, n_logits, c->hidden, c->rms_eps, NULL, NULL, st->x16,
                                               x16_is_f16 (&m->lm_head), s));
-  return gemm (st, &m->lm_head, n_logits, st->x16, st->logits, 0, s);
+  return gemm (st, &m->lm_head, n_logits, st->x16, st->logits, 0, 0, s);
 }
 
 extern "C" int

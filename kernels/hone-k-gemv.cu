@@ -9,10 +9,17 @@
  * Chunk = 16 bytes: BF16/F16 8 values; Q8_0 16 quants (half a block);
  * Q4_0/Q4_1 32 quants (one block). Quantized types dot against the int8
  * activation with dp4a.
+ *
+ * Optionally (HoneKPrefetch, off by default: it measured slower, see
+ * tests/bench/RESULTS-cuda.md "Decode, session 2") the blocks of the last
+ * wave, once through their rows, prefetch a slice of the next matrix into L2.
  */
 #include "hone-k-common.cuh"
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+
+extern "C" int hone_k_q4z_gemv (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream);
 
 struct GemvArgs {
   const int4 *q;
@@ -35,6 +42,8 @@ struct GemvArgs {
   const int32_t *block_table;
   int early;          /* issue the first weight loads before waiting on the previous kernel */
   int late_trigger;   /* PDL: let the next kernel launch only after the main loop, not at entry */
+  int pf_first;       /* blocks from this one on prefetch a slice of pf after their main loop */
+  HoneKPrefetch pf;
 };
 
 /* Write one rotated (or plain) pair of a q/k/v row pair for token t. */
@@ -68,7 +77,12 @@ rope_kv_store (const GemvArgs &a, int row, int t, float v0, float v1)
   *(__half2 *) dst = __floats2half2_rn (v0, v1);
 }
 
-template <int WT, int R, int U, int KS, int MAXT, bool NORM>
+/* NORM (f32 input, BF16/F16 weights): 0 none; 1 every block first computes
+ * the rows' RMS scale in a prologue and scales x on load; 2 the dot runs on
+ * x·g and the scale, from the Σx² of the very x chunks the lanes load
+ * anyway, multiplies the sums at the end (no prologue: no serial L2 round
+ * trips before a block's weights are used, no second pass over x). */
+template <int WT, int R, int U, int KS, int MAXT, int NORM>
 __global__ void __launch_bounds__ (256)
 gemv_kernel (GemvArgs a)
 {
@@ -84,6 +98,10 @@ gemv_kernel (GemvArgs a)
 #pragma unroll
     for (int t = 0; t < MAXT; t++)
       acc[r][t] = 0.f;
+  float ssq[NORM == 2 ? MAXT : 1];   /* NORM 2: this lane's share of Σx² per token */
+#pragma unroll
+  for (int t = 0; t < (NORM == 2 ? MAXT : 1); t++)
+    ssq[t] = 0.f;
 
   int4 w[U][R];
   uint32_t sc[U][R];   /* raw scale bits (f16 d, or d|m<<16 for Q4_1) */
@@ -130,7 +148,7 @@ gemv_kernel (GemvArgs a)
 
   /* Fused RMSNorm: every block recomputes the input rows' scale. */
   __shared__ float nscale[MAXT];
-  if (NORM)
+  if (NORM == 1)
     {
       __shared__ float part[8][MAXT];
       for (int t = 0; t < MAXT && t < a.n_tok; t++)
@@ -174,7 +192,16 @@ gemv_kernel (GemvArgs a)
                 {
                   const float4 *xp = (const float4 *) (a.x + (size_t) t * a.cols + (size_t) c * 8);
                   float4 x0 = xp[0], x1 = xp[1];
-                  if (NORM)
+                  if (NORM == 2)
+                    {
+                      ssq[t] += x0.x * x0.x + x0.y * x0.y + x0.z * x0.z + x0.w * x0.w
+                                + x1.x * x1.x + x1.y * x1.y + x1.z * x1.z + x1.w * x1.w;
+                      const float4 *gp = (const float4 *) (a.norm_g + (size_t) c * 8);
+                      const float4 g0 = gp[0], g1 = gp[1];
+                      x0.x *= g0.x; x0.y *= g0.y; x0.z *= g0.z; x0.w *= g0.w;
+                      x1.x *= g1.x; x1.y *= g1.y; x1.z *= g1.z; x1.w *= g1.w;
+                    }
+                  if (NORM == 1)
                     {
                       const float4 *gp = (const float4 *) (a.norm_g + (size_t) c * 8);
                       const float4 g0 = gp[0], g1 = gp[1];
@@ -265,22 +292,35 @@ gemv_kernel (GemvArgs a)
     }
   if (a.late_trigger)
     pdl_trigger ();
+  if ((int) blockIdx.x >= a.pf_first)
+    prefetch_slice (a.pf, (blockIdx.x - a.pf_first) * 8 + wib, (gridDim.x - a.pf_first) * 8, lane);
 
 #pragma unroll
   for (int r = 0; r < R; r++)
 #pragma unroll
     for (int t = 0; t < MAXT; t++)
       acc[r][t] = warp_sum (acc[r][t]);
+  if (NORM == 2)
+#pragma unroll
+    for (int t = 0; t < MAXT; t++)
+      ssq[t] = warp_sum (ssq[t]);
   if (KS > 1)
     {
       /* the K slices of a row group meet in shared memory */
       __shared__ float red[8][R][MAXT];
+      __shared__ float red_ss[NORM == 2 ? 8 : 1][MAXT];
       if (lane == 0)
+        {
 #pragma unroll
-        for (int r = 0; r < R; r++)
+          for (int r = 0; r < R; r++)
 #pragma unroll
-          for (int t = 0; t < MAXT; t++)
-            red[wib][r][t] = acc[r][t];
+            for (int t = 0; t < MAXT; t++)
+              red[wib][r][t] = acc[r][t];
+          if (NORM == 2)
+#pragma unroll
+            for (int t = 0; t < MAXT; t++)
+              red_ss[NORM == 2 ? wib : 0][t] = ssq[t];
+        }
       __syncthreads ();
       if (ks != 0)
         return;
@@ -295,7 +335,26 @@ gemv_kernel (GemvArgs a)
               v += red[wib + k][r][t];
             acc[r][t] = v;
           }
+      if (NORM == 2)
+#pragma unroll
+        for (int t = 0; t < MAXT; t++)
+          {
+            float v = 0.f;
+#pragma unroll
+            for (int k = 0; k < KS; k++)
+              v += red_ss[NORM == 2 ? wib + k : 0][t];
+            ssq[t] = v;
+          }
     }
+  if (NORM == 2)
+#pragma unroll
+    for (int t = 0; t < MAXT; t++)
+      {
+        const float sc = rsqrtf (ssq[t] / (float) a.cols + a.eps);
+#pragma unroll
+        for (int r = 0; r < R; r++)
+          acc[r][t] *= sc;
+      }
 
   if (a.epi == HONE_K_EPI_ROPE_KV)
     {
@@ -360,22 +419,72 @@ gemv_kernel (GemvArgs a)
     }
 }
 
+/* RMSNorm of BF16/F16 GEMVs applied at the end (NORM 2) or by a prologue
+ * (NORM 1); set by hone_k_gemv_set_norm_end or HONE_GEMV_NORM_END=0/1. */
+static int norm_at_end = 1;
+
+void
+hone_k_gemv_set_norm_end (int on)
+{
+  norm_at_end = on ? 1 : 0;
+}
+
+/* Blocks resident at once on the whole chip (the last wave's size), cached per kernel. */
+static int
+resident_blocks (const void *kernel, size_t smem)
+{
+  static struct { const void *k; size_t smem; int n; } cache[128];
+  static int n_cache, sms;
+  for (int i = 0; i < n_cache; i++)
+    if (cache[i].k == kernel && cache[i].smem == smem)
+      return cache[i].n;
+  if (!sms)
+    {
+      int dev = 0;
+      cudaGetDevice (&dev);
+      cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, dev);
+      if (sms < 1)
+        sms = 1;
+    }
+  int per = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor (&per, kernel, 256, smem) != cudaSuccess || per < 1)
+    per = 1;
+  const int n = per * sms;
+  if (n_cache < 128)
+    {
+      cache[n_cache].k = kernel;
+      cache[n_cache].smem = smem;
+      cache[n_cache].n = n;
+      n_cache++;
+    }
+  return n;
+}
+
 template <int WT, int R, int U, int KS>
 static int
-launch_t (const GemvArgs &a, cudaStream_t stream)
+launch_t (GemvArgs a, cudaStream_t stream)
 {
   const int groups = (a.rows + R - 1) / R;
   const dim3 grid ((groups + (8 / KS) - 1) / (8 / KS)), block (256);
   constexpr bool F = (WT == HONE_K_BF16 || WT == HONE_K_F16);
-  if (a.norm_g && F)
+  void (*k) (GemvArgs);
+  if (a.norm_g && F && norm_at_end)
+    k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, F ? 2 : 0> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, F ? 2 : 0>;
+  else if (a.norm_g && F)
+    k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, F> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, F>;
+  else
+    k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, 0> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, 0>;
+  const size_t smem = 0;
+  a.pf_first = INT_MAX;
+  unsigned long long pf_bytes = 0;
+  for (int r = 0; r < HONE_K_PF_RANGES; r++)
+    pf_bytes += a.pf.n[r];
+  if (pf_bytes)
     {
-      if (a.n_tok == 1)
-        return hone_k_launch (gemv_kernel<WT, R, U, KS, 1, F>, grid, block, 0, stream, a);
-      return hone_k_launch (gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, F>, grid, block, 0, stream, a);
+      const int w = resident_blocks ((const void *) k, smem);
+      a.pf_first = (int) grid.x > w ? (int) grid.x - w : 0;
     }
-  if (a.n_tok == 1)
-    return hone_k_launch (gemv_kernel<WT, R, U, KS, 1, false>, grid, block, 0, stream, a);
-  return hone_k_launch (gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, false>, grid, block, 0, stream, a);
+  return hone_k_launch (k, grid, block, smem, stream, a);
 }
 
 /* Launch shapes (rows a warp R, chunk loads in flight a lane U, warps
@@ -455,10 +564,54 @@ launch_w (const GemvArgs &a, cudaStream_t stream)
 extern "C" int
 hone_k_gemv_ex (const HoneKGemvOp *op, cudaStream_t stream)
 {
+  return hone_k_gemv_pf (op, NULL, stream);
+}
+
+size_t
+hone_k_prefetch_add_matrix (HoneKPrefetch *pf, const HoneKMatrix *w, size_t bytes)
+{
+  size_t qb = 0, sb = 0;
+  if (!w || !w->q || w->rows < 1 || !bytes)
+    return 0;
+  hone_k_matrix_bytes_g (w->type, w->rows, w->cols, w->group, &qb, &sb);
+  size_t rows = bytes / ((qb + sb) / (size_t) w->rows);
+  if (rows > (size_t) w->rows)
+    rows = (size_t) w->rows;
+  /* the rows' quants, then their scales; whole 128-byte lines inside each allocation */
+  const struct { const void *p; size_t n; } parts[2] = {
+    { w->q, (qb / (size_t) w->rows * rows) & ~(size_t) 127 },
+    { w->s, w->s ? (sb / (size_t) w->rows * rows) & ~(size_t) 127 : 0 },
+  };
+  size_t added = 0;
+  for (int i = 0; i < 2; i++)
+    {
+      if (!parts[i].n || ((uintptr_t) parts[i].p & 15))   /* the bulk prefetch wants 16-byte alignment */
+        continue;
+      int r = 0;
+      while (r < HONE_K_PF_RANGES && pf->n[r])
+        r++;
+      if (r == HONE_K_PF_RANGES)
+        break;
+      pf->p[r] = (const char *) parts[i].p;
+      pf->n[r] = parts[i].n;
+      added += parts[i].n;
+    }
+  return added;
+}
+
+extern "C" int
+hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream)
+{
   const HoneKMatrix *w = op->w;
   GemvArgs a;
+  if (w->type == HONE_K_Q4Z)   /* W4A16 (AWQ): hone-k-gemv-w4.cu */
+    return hone_k_q4z_gemv (op, pf, stream);
   if (op->n_tok < 1 || op->n_tok > HONE_K_MAX_DECODE)
     return (int) cudaErrorInvalidValue;
+  if (pf)
+    a.pf = *pf;
+  else
+    memset (&a.pf, 0, sizeof a.pf);
   a.q = (const int4 *) w->q;
   a.s = w->s;
   a.rows = w->rows;
@@ -485,6 +638,9 @@ hone_k_gemv_ex (const HoneKGemvOp *op, cudaStream_t stream)
     {
       const char *env = getenv ("HONE_GEMV_EARLY");
       early_loads = env && env[0] == '0' ? 0 : 1;
+      env = getenv ("HONE_GEMV_NORM_END");
+      if (env && *env)
+        norm_at_end = env[0] != '0';
     }
   a.early = early_loads;
   if (late_trigger < 0)

@@ -15,6 +15,7 @@ hone_k_gguf_row_bytes (int t, int cols)
     case HONE_K_Q4_1: return cols % 32 ? 0 : (size_t) cols / 32 * 20;
     case HONE_K_Q4_K: return cols % 256 ? 0 : (size_t) cols / 256 * 144;
     case HONE_K_Q6_K: return cols % 256 ? 0 : (size_t) cols / 256 * 210;
+    case HONE_K_Q4Z: return cols % 32 ? 0 : (size_t) cols / 32 * 20;
     default: return 0;
     }
 }
@@ -25,6 +26,7 @@ hone_k_upload_type (int t)
   switch (t)
     {
     case HONE_K_F16: case HONE_K_BF16: case HONE_K_Q8_0: case HONE_K_Q4_0: case HONE_K_Q4_1:
+    case HONE_K_Q4Z:
       return t;
     case HONE_K_F32: case HONE_K_Q4_K: case HONE_K_Q6_K:
       return HONE_K_F16;
@@ -44,6 +46,7 @@ hone_k_matrix_bytes (int t, int rows, int cols, size_t *qb, size_t *sb)
     case HONE_K_Q8_0: q = n; s = n / 32 * 2; break;
     case HONE_K_Q4_0: q = n / 2; s = n / 32 * 2; break;
     case HONE_K_Q4_1: q = n / 2; s = n / 32 * 4; break;
+    case HONE_K_Q4Z: q = n / 2; s = n / 32 * 3; break;   /* group 32: hone_k_matrix_bytes_g for others */
     default: return 0;
     }
   if (qb) *qb = q;
@@ -197,6 +200,8 @@ hone_k_repack (int t, const void *src, int rows, int cols, HoneKMatrix *dst, int
             t, (const uint8_t *) src, rows, cols, (__half *) dst->q, row0, step);
         return (int) cudaGetLastError ();
       }
+    case HONE_K_Q4Z:
+      return hone_k_q4z_repack (src, rows, cols, dst, row0, step, stream);
     case HONE_K_F32:
       {
         const size_t n = (size_t) rows * cols;

@@ -21,6 +21,13 @@
  *    Separating scales from quants makes every quant load a 16-byte aligned,
  *    coalesced load, which the 18/20/34-byte GGUF blocks are not.
  *    Q4_K and Q6_K are dequantized to F16 at upload (no native kernel yet).
+ *      Q4Z (AWQ int4, W4A16; from the host's HONE_DTYPE_Q4Z blocks, group g =
+ *            HoneKMatrix.group, 32/64/128): q = [rows][cols/32] 16-byte chunks of
+ *            32 weights, in 32-bit word i weight 8i+2p in nibble p and 8i+2p+1 in
+ *            nibble p+4 (p = 0..3: one LOP3 gives an f16 pair of adjacent weights);
+ *            s = f16 scale [rows][cols/g], then u8 zero point [rows][cols/g];
+ *            w = s·(q − z). 0.5 + 3/g bytes a weight. Its GEMV takes the f32
+ *            activation (RMSNorm fused) and runs HFMA2 on f16 (hone-k-gemv-w4.cu).
  *  - Quantized GEMVs use int8 dp4a against the activation quantized per 32
  *    elements (HoneKActQ8: d = absmax/127, and d·Σq kept for the zero-point
  *    terms), the way llama.cpp's MMVQ does: the 4-bit arithmetic is then a
@@ -51,6 +58,7 @@ extern "C" {
 typedef enum {
   HONE_K_F32 = 0, HONE_K_F16 = 1, HONE_K_Q4_0 = 2, HONE_K_Q4_1 = 3, HONE_K_Q8_0 = 8,
   HONE_K_Q4_K = 12, HONE_K_Q6_K = 14, HONE_K_BF16 = 30,
+  HONE_K_Q4Z = 100,   /* Hone-internal AWQ int4 (HONE_DTYPE_Q4Z), never in GGUF */
 } HoneKType;
 
 typedef struct {
@@ -58,10 +66,14 @@ typedef struct {
   int rows, cols;
   void *q;           /* values or packed quants (device) */
   void *s;           /* scales (device), NULL for BF16/F16 */
+  int group;         /* Q4Z: weights per scale (32/64/128; 0 means 32); unused otherwise */
 } HoneKMatrix;
 
 /* Bytes the GPU layout of a rows×cols matrix of @type takes (q and s); K-quants count as F16. */
 size_t hone_k_matrix_bytes (int type, int rows, int cols, size_t *q_bytes, size_t *s_bytes);
+/* The same for a Q4Z matrix of @group (other types ignore it); hone_k_matrix_bytes
+ * counts Q4Z at group 32, the largest. 0 for a group Q4Z cannot have. */
+size_t hone_k_matrix_bytes_g (int type, int rows, int cols, int group, size_t *q_bytes, size_t *s_bytes);
 /* The GPU type a GGUF type is uploaded as (K-quants → F16); -1 if unsupported. */
 int    hone_k_upload_type (int gguf_type);
 /* Bytes of one GGUF row of @cols elements of @gguf_type; 0 if unsupported. */
@@ -75,6 +87,11 @@ int hone_k_repack (int gguf_type, const void *src, int rows, int cols,
                    HoneKMatrix *dst, int dst_row0, int dst_row_step, cudaStream_t stream);
 /* Dequantize a GPU matrix to bf16 (or f16 when to_f16) [rows][cols]. */
 int hone_k_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream);
+/* The Q4Z parts of hone_k_repack / hone_k_dequant (called by them; the GEMV is reached through hone_k_gemv_ex). */
+int hone_k_q4z_repack (const void *src, int rows, int cols, HoneKMatrix *dst, int row0, int step, cudaStream_t stream);
+int hone_k_q4z_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream);
+/* Tuning hook of the Q4Z GEMV: 4 keeps 4 chunk loads a lane per batch instead of 2 (0: automatic). */
+void hone_k_q4z_set_config (int config);
 /* GGUF vector (F32/F16/BF16) → f32. */
 int hone_k_to_f32 (int gguf_type, const void *src, float *dst, int n, cudaStream_t stream);
 
@@ -158,6 +175,11 @@ int hone_k_attn_decode (const float *qkv, int n_tok, int nq, int nkv, int hd, co
 int hone_k_attn_prefill (const float *qkv, int n_tok, int nq, int nkv, int hd, int pos_host,
                          const void *k_pool, const void *v_pool, const int32_t *block_table,
                          float *out, cudaStream_t stream);
+/* The same with the output as f32 (HONE_K_F32) or straight into a bf16/f16
+ * GEMM input (HONE_K_BF16 / HONE_K_F16), [n_tok][nq·hd]. */
+int hone_k_attn_prefill_ex (const float *qkv, int n_tok, int nq, int nkv, int hd, int pos_host,
+                            const void *k_pool, const void *v_pool, const int32_t *block_table,
+                            void *out, int out_type, cudaStream_t stream);
 
 /* Greedy (temperature <= 0) or exact sampling via the Gumbel-max trick
  * (argmax of logits/T + Gumbel noise from a counter-based hash of seed and
@@ -165,6 +187,32 @@ int hone_k_attn_prefill (const float *qkv, int n_tok, int nq, int nkv, int hd, i
 int hone_k_sample (const float *logits, int n_tok, int vocab, float temperature,
                    uint64_t seed, const int32_t *step, int32_t *out, void *scratch /* 8·n_tok bytes */,
                    cudaStream_t stream);
+
+/* The engine's whole sampler chain (src/core/hone-sampler.c) on one logits
+ * row, in kernels/hone-k-sample.cu: penalties over the window ids (any order,
+ * ≤ HONE_K_SAMPLE_MAX_WINDOW; vocab ≤ 2^18 when penalties are on), then
+ * temperature 0 ? argmax : top-k (≤ HONE_K_SAMPLE_MAX_K, 0 = off) → top-p →
+ * min-p → the candidate where the cumulative probability passes u (the host
+ * sampler's uniform draw for this step). out[0] = the token id, or -1 when the
+ * top-p/min-p set reaches past the HONE_K_SAMPLE_MAX_K best (top-k off): the
+ * caller then samples on the host. One block; enqueue only. */
+#define HONE_K_SAMPLE_MAX_K 256
+#define HONE_K_SAMPLE_MAX_WINDOW 1024
+typedef struct {
+  float temperature;        /* <= 0: greedy */
+  int top_k;                /* 0 = off */
+  float top_p, min_p;       /* 1 / 0 = off */
+  float repeat_penalty, presence_penalty, frequency_penalty;
+  int n_window;             /* ids at window (device) */
+  double u;                 /* uniform draw in [0, 1) */
+} HoneKSampleParams;
+int hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *params, const int32_t *window,
+                         int32_t *out, cudaStream_t stream);
+
+/* Read @bytes of @buf (device, 16-byte aligned) once with streaming loads
+ * (kernels/hone-k-bandwidth.cu): time it to measure the read bandwidth.
+ * @sink: one device word the kernel may write. */
+int hone_k_read_stream (const void *buf, size_t bytes, unsigned int *sink, cudaStream_t stream);
 
 /* Programmatic dependent launch between kernels (sm_90+): 1 on, 0 off, -1
  * automatic (the default: on for steps of quantized models, where it
@@ -227,7 +275,7 @@ typedef struct {
   void *x16;             /* bf16/f16 activations for GEMMs */
   void *w16;             /* dequantized weight scratch (GEMM path, quantized/mixed models) */
   void *attn_scratch, *sample_scratch;
-  void *cublas;          /* cublasHandle_t */
+  void *cublas;          /* GEMM context (cuBLASLt handle + plan cache, cuBLAS handle) */
   void *cublas_ws;
   size_t bytes;          /* device bytes held */
 } HoneKState;
@@ -237,6 +285,14 @@ typedef struct {
 int  hone_k_state_alloc (HoneKState *st, const HoneKModel *m, int max_tok, int logits_rows);
 void hone_k_state_free (HoneKState *st);
 size_t hone_k_state_bytes (const HoneKModel *m, int max_tok, int logits_rows);
+
+/* Prefill GEMM: y[n][w->rows] (+)= x16[n][w->cols]·Wᵀ through cuBLASLt (an
+ * algorithm per shape, cached in @st); x16 bf16 for BF16 weights, else f16
+ * (quantized W dequantized to f16 into st->w16 first); y f32 (y_type
+ * HONE_K_F32, accumulate adds into it) or W's 16-bit type. Needs a state
+ * allocated for more than HONE_K_MAX_DECODE tokens. */
+int hone_k_gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, void *y, int y_type,
+                 int accumulate, cudaStream_t stream);
 
 /* Enqueue one step: n_tok tokens from st->tokens at *st->pos. n_tok <=
  * HONE_K_MAX_DECODE runs the GEMV path (graph-capturable, no host reads);

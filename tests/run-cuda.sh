@@ -3,7 +3,7 @@
 # kernels and the plain-CUDA check/bench harness with nvcc (no GLib needed),
 # run the checks (each in its own process so a fault cannot hide the rest),
 # then the benchmarks; logs and results under $OUT.
-#   usage: tests/run-cuda.sh [check|bench|quick|all|sanitize|backend]...   (default: all)
+#   usage: tests/run-cuda.sh [check|bench|quick|all|sanitize|backend|w4]...   (default: all)
 #   backend: the GLib `cuda` suite test built on the developer machine
 #   (build-cuda/tests/test-cuda-backend, carried) with its shared libraries
 #   in .carry/lib and a model in .carry/model (see tests/bench/RESULTS-cuda.md).
@@ -24,7 +24,7 @@ modes=${*:-all}
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
-case " $modes " in *" check "*|*" bench "*|*" all "*|*" quick "*|*" sanitize "*) need_build=1 ;; *) need_build=0 ;; esac
+case " $modes " in *" check "*|*" bench "*|*" all "*|*" quick "*|*" decode "*|*" sanitize "*) need_build=1 ;; *) need_build=0 ;; esac
 if [ $need_build = 1 ]; then
 flags="-std=c++17 -O3 -lineinfo -gencode arch=compute_${ARCH},code=sm_${ARCH} -Ikernels"
 t0=$(date +%s)
@@ -53,6 +53,8 @@ for m in $modes; do
     bench|all) cp "$OUT/results.txt" "$OUT/check-results.txt" 2>/dev/null
                OUT=$OUT $B/hone-cuda-check --bench 2>&1 | tee "$OUT/bench.txt"; [ ${PIPESTATUS[0]} = 0 ] || rc=1 ;;
     quick) OUT=$OUT $B/hone-cuda-check --bench --quick 2>&1 | tee "$OUT/bench.txt" ;;
+    decode) # decode session 2: per-GEMV table, norm forms, prefetch diagnostic, whole step per variant (~50 s)
+            OUT=$OUT $B/hone-cuda-check --decode 2>&1 | tee "$OUT/decode.txt" ;;
     backend) # the test binary and its libraries travel as .carry/bundle.tar.xz (bin/, lib/)
              [ -f .carry/bundle.tar.xz ] && tar xJf .carry/bundle.tar.xz -C .carry
              T=.carry/bin/test-cuda-backend; [ -x $T ] || T=build-cuda/tests/test-cuda-backend
@@ -63,6 +65,12 @@ for m in $modes; do
                timeout 300 $T --verbose 2>&1 | tee "$OUT/backend.txt"
                [ ${PIPESTATUS[0]} = 0 ] || rc=1
              else echo "no test-cuda-backend carried"; rc=1; fi ;;
+    w4) # W4A16 (AWQ) checks, benchmarks, then memcheck over the checks: hone-w4-check built on the
+        # developer machine and carried in .carry-w4a16/ (tests/cuda/hone-w4-check.cu says how)
+        W=.carry-w4a16/hone-w4-check
+        OUT=$OUT timeout 300 $W 2>&1 | tee "$OUT/w4.txt"; [ ${PIPESTATUS[0]} = 0 ] || rc=1
+        OUT= timeout 120 compute-sanitizer --tool memcheck --print-limit 20 $W --check > "$OUT/w4-sanitize.txt" 2>&1
+        tail -4 "$OUT/w4-sanitize.txt" ;;
     sanitize) timeout 200 compute-sanitizer --tool memcheck --print-limit 20 $B/hone-cuda-check --check > "$OUT/sanitize.txt" 2>&1
               tail -5 "$OUT/sanitize.txt" ;;
   esac

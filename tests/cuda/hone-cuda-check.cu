@@ -12,6 +12,7 @@
  * a 2,048-token prefill. Exit status 1 if any check fails.
  *
  * Usage: hone-cuda-check [--check] [--bench] [--quick]   (default both)
+ *        hone-cuda-check --prefill | --check-prefill   (prefill benchmarks / checks only)
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -21,11 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <time.h>
 #include <stdint.h>
 #include <vector>
 #include <algorithm>
 #include <string>
 #include "hone-kernels.h"
+#include "hone-k-common.cuh"   /* decode_step's internal entry points (prefetch, fused quantization) */
 
 #define CK(x) do { cudaError_t e_ = (cudaError_t) (x); if (e_ != cudaSuccess) { \
   fprintf (stderr, "FATAL %s:%d: %s -> %s\n", __FILE__, __LINE__, #x, cudaGetErrorString (e_)); exit (2); } } while (0)
@@ -570,8 +573,10 @@ attn_ref (const Cache &c, const float *q, int qh, int G, int last_key, double *o
     }
 }
 
+/* prefill: out_type f32/bf16/f16 (hone_k_attn_prefill_ex); ver: HONE_ATTN_PREFILL (0 the default,
+ * 1 session 1's kernel, 2 / 3 version 2 with 8 / 4 warps) */
 static void
-check_attn (bool prefill, int hd, int nq, int nkv, int pos, int n_tok)
+check_attn (bool prefill, int hd, int nq, int nkv, int pos, int n_tok, int out_type = HONE_K_F32, int ver = 0)
 {
   const int W = (nq + 2 * nkv) * hd, G = nq / nkv;
   Cache c = cache_make (nkv, hd, pos + n_tok, true);
@@ -583,7 +588,12 @@ check_attn (bool prefill, int hd, int nq, int nkv, int pos, int n_tok)
   float *dout = (float *) dev_poisoned ((size_t) n_tok * nq * hd * 4);
   void *scratch = NULL;
   if (prefill)
-    CK (hone_k_attn_prefill (dqkv, n_tok, nq, nkv, hd, pos, c.dk, c.dv, c.dtable, dout, 0));
+    {
+      if (ver)
+        setenv ("HONE_ATTN_PREFILL", ver == 1 ? "1" : ver == 2 ? "2" : "3", 1);
+      CK (hone_k_attn_prefill_ex (dqkv, n_tok, nq, nkv, hd, pos, c.dk, c.dv, c.dtable, dout, out_type, 0));
+      unsetenv ("HONE_ATTN_PREFILL");
+    }
   else
     {
       const size_t sb = hone_k_attn_scratch_bytes (nq, nkv, hd, n_tok);
@@ -594,21 +604,170 @@ check_attn (bool prefill, int hd, int nq, int nkv, int pos, int n_tok)
       CK (cudaMemset (dout, 0xff, (size_t) n_tok * nq * hd * 4));
       CK (hone_k_attn_decode (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, dout, 0));
     }
-  const std::vector<float> got = dev_download<float> (dout, (size_t) n_tok * nq * hd);
+  std::vector<float> got;
+  if (out_type == HONE_K_F32)
+    got = dev_download<float> (dout, (size_t) n_tok * nq * hd);
+  else
+    {
+      const std::vector<uint16_t> g16 = dev_download<uint16_t> (dout, (size_t) n_tok * nq * hd);
+      for (uint16_t u : g16) got.push_back (out_type == HONE_K_BF16 ? bf2f (u) : h2f (u));
+    }
   std::vector<double> ref ((size_t) n_tok * nq * hd);
   for (int t = 0; t < n_tok; t++)
     for (int h = 0; h < nq; h++)
       attn_ref (c, &qkv[(size_t) t * W + h * hd], h, G, pos + t, &ref[((size_t) t * nq + h) * hd], prefill);
   bool fin;
   const double e = rel_err (got.data (), ref.data (), got.size (), &fin);
-  const double bound = prefill ? 5e-3 : 1e-4;   /* prefill: f16 P and q on the tensor cores */
+  /* prefill: f16 P and q on the tensor cores; a bf16 output adds its rounding (2^-9) */
+  const double bound = !prefill ? 1e-4 : out_type == HONE_K_BF16 ? 8e-3 : 5e-3;
   char what[128];
-  snprintf (what, sizeof what, "attn %s hd=%d heads %d/%d pos=%d tok=%d", prefill ? "prefill" : "decode", hd, nq, nkv,
-            pos, n_tok);
+  snprintf (what, sizeof what, "attn %s%s hd=%d heads %d/%d pos=%d tok=%d%s", prefill ? "prefill" : "decode",
+            !prefill ? "" : ver == 1 ? " v1" : ver == 2 ? " v2/8w" : ver == 3 ? " v2/4w" : " v2", hd, nq, nkv, pos, n_tok,
+            out_type == HONE_K_BF16 ? " out bf16" : out_type == HONE_K_F16 ? " out f16" : "");
   check (fin && e < bound, what, e, bound);
   cache_free (c);
   cudaFree (dqkv); cudaFree (dpos); cudaFree (dout);
   if (scratch) cudaFree (scratch);
+}
+
+/* Prefill GEMM (cuBLASLt, or cublasGemmEx with HONE_GEMM=gemmex) against f64:
+ * y = x·Wᵀ with W as uploaded (quantized W dequantized by the GEMM path),
+ * f32 out (plain and accumulating) and 16-bit out. */
+static void
+check_gemm (int type, int rows, int cols, int n, bool gemmex, bool tune = false)
+{
+  std::vector<float> w ((size_t) rows * cols);
+  for (auto &v : w) v = rng_normal ();
+  std::vector<double> wd;
+  HoneKMatrix m = matrix_from_gguf (type, gguf_quantize (type, w, rows, cols, wd), rows, cols);
+  const bool bf = m.type == HONE_K_BF16;
+  /* a one-layer model only to size the state (w16 scratch for quantized W) */
+  HoneKModel mod;
+  memset (&mod, 0, sizeof mod);
+  HoneKLayer lay;
+  memset (&lay, 0, sizeof lay);
+  lay.wqkv = m;
+  lay.wo.type = lay.wgu.type = lay.wdown.type = HONE_K_BF16;
+  mod.cfg.n_layers = 1; mod.cfg.hidden = cols; mod.cfg.n_heads = 1; mod.cfg.n_kv_heads = 1; mod.cfg.head_dim = 64;
+  mod.cfg.ffn = rows; mod.cfg.vocab = 32;
+  mod.layers = &lay;
+  mod.lm_head.type = HONE_K_BF16;
+  HoneKState st;
+  CK (hone_k_state_alloc (&st, &mod, std::max (n, HONE_K_MAX_DECODE + 1), HONE_K_MAX_DECODE));
+  std::vector<uint16_t> x16 ((size_t) n * cols);
+  std::vector<double> xd (x16.size ());
+  for (size_t i = 0; i < x16.size (); i++)
+    {
+      const float v = rng_normal ();
+      x16[i] = bf ? f2bf (v) : f2h (v);
+      xd[i] = bf ? bf2f (x16[i]) : h2f (x16[i]);
+    }
+  std::vector<float> y0 ((size_t) n * rows);
+  for (auto &v : y0) v = rng_normal ();
+  uint16_t *dx = dev_upload (x16);
+  float *dy = dev_upload (y0);
+  void *dy16 = dev_poisoned (y0.size () * 2);
+  if (gemmex)
+    setenv ("HONE_GEMM", "gemmex", 1);
+  if (tune)
+    setenv ("HONE_GEMM_TUNE", "1", 1);
+  std::vector<double> ref (y0.size ());
+  for (int t = 0; t < n; t++)
+    for (int r = 0; r < rows; r++)
+      {
+        double acc = 0;
+        for (int k = 0; k < cols; k++) acc += wd[(size_t) r * cols + k] * xd[(size_t) t * cols + k];
+        ref[(size_t) t * rows + r] = acc;
+      }
+  char what[128];
+  bool fin;
+  for (int mode = 0; mode < 3; mode++)
+    {
+      /* 0: f32 out, 1: f32 out accumulated onto y0 (the residual), 2: 16-bit out */
+      if (mode == 1 && gemmex)
+        continue;
+      if (mode < 2)
+        {
+          CK (cudaMemcpy (dy, y0.data (), y0.size () * 4, cudaMemcpyHostToDevice));
+          if (mode == 0)
+            CK (cudaMemset (dy, 0xff, y0.size () * 4));
+          CK (hone_k_gemm (&st, &m, n, dx, dy, HONE_K_F32, mode, 0));
+        }
+      else
+        CK (hone_k_gemm (&st, &m, n, dx, dy16, bf ? HONE_K_BF16 : HONE_K_F16, 0, 0));
+      std::vector<float> got;
+      if (mode < 2)
+        got = dev_download<float> (dy, y0.size ());
+      else
+        for (uint16_t u : dev_download<uint16_t> (dy16, y0.size ())) got.push_back (bf ? bf2f (u) : h2f (u));
+      std::vector<double> r2 = ref;
+      if (mode == 1)
+        for (size_t i = 0; i < r2.size (); i++) r2[i] += y0[i];
+      const double e = rel_err (got.data (), r2.data (), got.size (), &fin);
+      /* f32 accumulation of exact products: ~1e-7; a quantized W is dequantized
+       * to f16 first (2^-11 a weight); a 16-bit output adds its rounding */
+      const double bound = mode < 2 ? (bf ? 1e-5 : 1e-3) : bf ? 4e-3 : 2e-3;
+      snprintf (what, sizeof what, "gemm %s %s %dx%d n=%d %s", gemmex ? "gemmex" : tune ? "cublasLt tuned" : "cublasLt",
+                type_name (type), rows,
+                cols, n, mode == 0 ? "f32 out" : mode == 1 ? "f32 += (residual)" : bf ? "bf16 out" : "f16 out");
+      check (fin && e < bound, what, e, bound);
+    }
+  unsetenv ("HONE_GEMM");
+  unsetenv ("HONE_GEMM_TUNE");
+  hone_k_state_free (&st);
+  matrix_free (&m);
+  cudaFree (dx); cudaFree (dy); cudaFree (dy16);
+}
+
+/* Decode attention as decode_step runs it for a quantized o projection: with
+ * an L2 prefetch of another buffer in flight and the output also written as
+ * int8 blocks. The f32 output must be the plain kernel's bits (and within the
+ * f64 bound), the int8 copy hone_k_quantize's bits of it. */
+static void
+check_attn_decode_q (int hd, int nq, int nkv, int pos, int n_tok)
+{
+  const int W = (nq + 2 * nkv) * hd, G = nq / nkv, n = n_tok * nq * hd;
+  Cache c = cache_make (nkv, hd, pos + n_tok, true);
+  std::vector<float> qkv ((size_t) n_tok * W);
+  for (auto &v : qkv) v = rng_normal () * 0.3f;
+  float *dqkv = dev_upload (qkv);
+  std::vector<int32_t> posv = { pos };
+  int32_t *dpos = dev_upload (posv);
+  float *d0 = (float *) dev_poisoned ((size_t) n * 4), *d1 = (float *) dev_poisoned ((size_t) n * 4);
+  HoneKActQ8 q1 = { (int8_t *) dev_poisoned (n), (float2 *) dev_poisoned ((size_t) n / 32 * 8) };
+  HoneKActQ8 q0 = { (int8_t *) dev_poisoned (n), (float2 *) dev_poisoned ((size_t) n / 32 * 8) };
+  const size_t sb = hone_k_attn_scratch_bytes (nq, nkv, hd, n_tok);
+  void *scratch;
+  CK (cudaMalloc (&scratch, sb));
+  CK (cudaMemset (scratch, 0, sb));
+  HoneKPrefetch pf;
+  memset (&pf, 0, sizeof pf);
+  pf.p[0] = (const char *) c.dk;
+  pf.n[0] = 4096;
+  pf.p[1] = (const char *) c.dv;
+  pf.n[1] = 128 * 3;
+  CK (hone_k_attn_decode (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d0, 0));
+  CK (hone_k_quantize (d0, n_tok, nq * hd, &q0, NULL, 0, 0));
+  CK (hone_k_attn_decode_pf (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d1, &q1, &pf, 0));
+  CK (cudaDeviceSynchronize ());
+  const std::vector<float> o0 = dev_download<float> (d0, n), o1 = dev_download<float> (d1, n);
+  const std::vector<int8_t> qa = dev_download<int8_t> (q0.q, n), qb = dev_download<int8_t> (q1.q, n);
+  const std::vector<float2> da = dev_download<float2> (q0.ds, n / 32), db = dev_download<float2> (q1.ds, n / 32);
+  size_t diff = memcmp (o0.data (), o1.data (), (size_t) n * 4) != 0;
+  diff += memcmp (qa.data (), qb.data (), n) != 0;
+  diff += memcmp (da.data (), db.data (), (size_t) n / 32 * 8) != 0;
+  std::vector<double> ref (n);
+  for (int t = 0; t < n_tok; t++)
+    for (int h = 0; h < nq; h++)
+      attn_ref (c, &qkv[(size_t) t * W + h * hd], h, G, pos + t, &ref[((size_t) t * nq + h) * hd], false);
+  bool fin;
+  const double e = rel_err (o1.data (), ref.data (), n, &fin);
+  char what[128];
+  snprintf (what, sizeof what, "attn decode +int8 out +prefetch hd=%d %d/%d pos=%d tok=%d", hd, nq, nkv, pos, n_tok);
+  check (fin && e < 1e-4 && diff == 0, what, diff ? (double) diff : e, 1e-4);
+  cache_free (c);
+  cudaFree (dqkv); cudaFree (dpos); cudaFree (d0); cudaFree (d1); cudaFree (scratch);
+  cudaFree (q0.q); cudaFree (q0.ds); cudaFree (q1.q); cudaFree (q1.ds);
 }
 
 static void
@@ -914,10 +1073,12 @@ check_tiny_model (int type)
     }
   HoneKKv kv = { kp.data (), vp.data (), c.dtable, (int) c.table.size () };
   char what[128];
-  for (int mode = 0; mode < 2; mode++)
+  for (int mode = 0; mode < 3; mode++)
     {
       /* mode 0: prefill of n-3 tokens (GEMM path, logits of every row) then
-       * decode steps of 1, then 2 tokens; mode 1: decode one token at a time. */
+       * decode steps of 1, then 2 tokens; mode 1: decode one token at a time;
+       * mode 2: prefill in chunks of 20 and 47 (the second starts inside a
+       * KV page), then 1 and 2 tokens. */
       HoneKState st;
       CK (hone_k_state_alloc (&st, &t.m, n, n));
       std::vector<int32_t> tk (tok.begin (), tok.end ());
@@ -925,7 +1086,8 @@ check_tiny_model (int type)
       int p = 0;
       while (p < n)
         {
-          int step = mode == 0 ? (p == 0 ? n - 3 : (p == n - 3 ? 1 : 2)) : 1;
+          int step = mode == 0 ? (p == 0 ? n - 3 : (p == n - 3 ? 1 : 2))
+                   : mode == 2 ? (p == 0 ? 20 : p == 20 ? n - 23 : (p == n - 3 ? 1 : 2)) : 1;
           if (p + step > n) step = n - p;
           CK (cudaMemcpy (st.tokens, tk.data () + p, 4 * step, cudaMemcpyHostToDevice));
           CK (cudaMemcpy (st.pos, &p, 4, cudaMemcpyHostToDevice));
@@ -963,7 +1125,7 @@ check_tiny_model (int type)
        * matrix); quantized decode quantizes activations to int8 (~1e-2). */
       const double bound = (type == HONE_K_BF16 || type == HONE_K_F16) ? 2e-2 : 5e-2;
       snprintf (what, sizeof what, "tiny llama %s %s: logits of %d positions vs f64", type_name (type),
-                mode == 0 ? "prefill+decode" : "decode x1", n);
+                mode == 0 ? "prefill+decode" : mode == 2 ? "prefill 20+47+decode" : "decode x1", n);
       check (fin && e < bound && pos_after == n, what, e, bound);
       snprintf (what, sizeof what, "  top-1 agreement %d/%d where the margin exceeds 3x the error (of %d)", top1,
                 decided, n);
@@ -1310,54 +1472,250 @@ bench_decode_step (int type, bool quick)
     cudaEventDestroy (e0);
     cudaEventDestroy (e1);
   }
-  if (type == HONE_K_BF16 || (!quick && type == HONE_K_Q4_0))
+  hone_k_state_free (&st);
+  cudaStreamDestroy (s);
+  big_free (b);
+}
+
+/* ---- prefill benchmarks (2,048 tokens of the Llama-3-8B shape) ---------------
+ * Session 2 (cuBLASLt GEMMs tuned per shape, attention v2, 16-bit gate|up and
+ * attention outputs) against session 1 (HONE_GEMM=gemmex HONE_ATTN_PREFILL=1)
+ * and mixes of the two, in the same binary; per-GEMM TFLOP/s for each
+ * candidate algorithm; attention alone, v1 and v2 (8 and 4 warps). */
+static double
+now_s (void)
+{
+  struct timespec t;
+  clock_gettime (CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+struct GemmBench {
+  HoneKState *st;
+  std::vector<const HoneKMatrix *> ws;
+  int cur, n, y_type, acc;
+  void *x16, *y;
+};
+
+static void
+gemm_bench_fn (void *p)
+{
+  GemmBench *b = (GemmBench *) p;
+  CK (hone_k_gemm (b->st, b->ws[b->cur], b->n, b->x16, b->y, b->y_type, b->acc, 0));
+  b->cur = (b->cur + 1) % (int) b->ws.size ();
+}
+
+struct PrefillVariant {
+  const char *name, *gemm, *attn, *tune;
+};
+static const PrefillVariant prefill_variants[] = {
+  { "session 2 (default)", NULL, NULL, NULL },
+  { "session 1 (cublasGemmEx, attn v1)", "gemmex", "1", NULL },
+  { "cublasGemmEx + attn v2", "gemmex", NULL, NULL },
+  { "cuBLASLt tuned + attn v1", NULL, "1", NULL },
+  { "session 2, GEMMs tuned (HONE_GEMM_TUNE=1)", NULL, NULL, "1" },
+  { "session 2, attn v2 8 warps", NULL, "2", NULL },
+  { "session 2, attn v2 4 warps", NULL, "3", NULL },
+};
+
+static void
+prefill_env (const PrefillVariant &v)
+{
+  unsetenv ("HONE_GEMM_ALGO");
+  if (v.gemm) setenv ("HONE_GEMM", v.gemm, 1); else unsetenv ("HONE_GEMM");
+  if (v.attn) setenv ("HONE_ATTN_PREFILL", v.attn, 1); else unsetenv ("HONE_ATTN_PREFILL");
+  if (v.tune) setenv ("HONE_GEMM_TUNE", v.tune, 1); else unsetenv ("HONE_GEMM_TUNE");
+}
+
+static void
+bench_prefill (int type, bool quick)
+{
+  const int n = 2048, L = 32, nq = 32, nkv = 8;
+  report ("\n== prefill %d tokens, random-weight Llama-3-8B %s ==\n", n, type_name (type));
+  BigModel b;
+  big_build (b, type, n + HONE_K_KV_BLOCK);
+  HoneKKv kv = { b.kp.data (), b.vp.data (), b.table, (n + HONE_K_KV_BLOCK) / HONE_K_KV_BLOCK };
+  std::vector<int32_t> toks (n);
+  for (auto &t : toks) t = (int) (rng_u64 () % 128256);
+  cudaStream_t s;
+  CK (cudaStreamCreateWithFlags (&s, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CK (cudaEventCreate (&e0));
+  CK (cudaEventCreate (&e1));
+  const double params = (double) L * (6144.0 * 4096 + 4096.0 * 4096 + 28672.0 * 4096 + 4096.0 * 14336);
+  const double gemm_flop = 2.0 * params * n + 2.0 * 128256 * 4096;
+  const double attn_flop = (double) L * nq * 2 * 2.0 * n * (n + 1) / 2 * 128;
+  const int n_var = (int) (sizeof prefill_variants / sizeof prefill_variants[0]);
+  double ms_default = 0, ms_s1 = 0;
+  /* Variants run round robin, one prefill each in turn, so that the clock's
+   * drift under the 700 W power limit (call 2: 1.98 → 1.4-1.7 GHz as the card
+   * warmed) spreads over all of them instead of favouring the first. Each
+   * has its own state, so its first prefill includes any GEMM tuning. */
+  std::vector<HoneKState> sts (n_var);
+  std::vector<std::vector<float>> tv (n_var);
+  std::vector<float> first (n_var, 0.f);
+  std::vector<bool> on (n_var);
+  for (int v = 0; v < n_var; v++)
     {
-      /* prefill 2048 tokens at position 0 */
-      hone_k_state_free (&st);
-      const int n = 2048;
-      CK (hone_k_state_alloc (&st, &b.m, n, HONE_K_MAX_DECODE));
-      std::vector<int32_t> toks (n);
-      for (auto &t : toks) t = (int) (rng_u64 () % 128256);
-      CK (cudaMemcpy (st.tokens, toks.data (), 4 * n, cudaMemcpyHostToDevice));
-      cudaEvent_t e0, e1;
-      CK (cudaEventCreate (&e0));
-      CK (cudaEventCreate (&e1));
-      std::vector<float> ts;
-      for (int it = 0; it < 4; it++)
-        {
-          const int zero = 0;
-          CK (cudaMemcpyAsync (st.pos, &zero, 4, cudaMemcpyHostToDevice, s));
-          CK (cudaEventRecord (e0, s));
-          CK (hone_k_forward (&b.m, &kv, &st, n, 0, 1, 1, 0.f, 0, s));
-          CK (cudaEventRecord (e1, s));
-          CK (cudaEventSynchronize (e1));
-          float ms;
-          CK (cudaEventElapsedTime (&ms, e0, e1));
-          if (it > 0) ts.push_back (ms);
-        }
-      std::sort (ts.begin (), ts.end ());
-      const double ms = ts[1];
-      const double params = 32.0 * (6144.0 * 4096 + 4096.0 * 4096 + 28672.0 * 4096 + 4096.0 * 14336);
-      const double gemm_flop = 2.0 * params * n + 2.0 * 128256 * 4096;
-      const double attn_flop = 32.0 * 32 * 2 * 2.0 * n * (n + 1) / 2 * 128;
-      report ("prefill %d tok %-5s: %7.2f ms  %6.1f TFLOP/s (GEMM %.1f + attention %.1f TFLOP) = %5.1f%% of 781\n", n,
-              type_name (type), ms, (gemm_flop + attn_flop) / (ms * 1e-3) / 1e12, gemm_flop / 1e12, attn_flop / 1e12,
-              100 * (gemm_flop + attn_flop) / (ms * 1e-3) / GEMM_CEIL);
-      /* attention alone */
-      const int zero = 0;
-      CK (cudaMemcpy (st.pos, &zero, 4, cudaMemcpyHostToDevice));
-      CK (cudaEventRecord (e0, s));
-      for (int i = 0; i < 10; i++)
-        CK (hone_k_attn_prefill (st.qkv, n, 32, 8, 128, 0, b.kp[0], b.vp[0], b.table, st.attn, s));
-      CK (cudaEventRecord (e1, s));
-      CK (cudaEventSynchronize (e1));
-      float ams;
-      CK (cudaEventElapsedTime (&ams, e0, e1));
-      ams /= 10;
-      report ("  prefill attention one layer: %.3f ms = %.1f TFLOP/s\n", ams, attn_flop / 32 / (ams * 1e-3) / 1e12);
-      cudaEventDestroy (e0);
-      cudaEventDestroy (e1);
+      on[v] = !quick || v == 0 || v == 1 || v == 6;
+      if (on[v])
+        CK (hone_k_state_alloc (&sts[v], &b.m, n, HONE_K_MAX_DECODE));
     }
+  for (int it = 0; it < 9; it++)
+    for (int v = 0; v < n_var; v++)
+      {
+        if (!on[v])
+          continue;
+        prefill_env (prefill_variants[v]);
+        const int zero = 0;
+        CK (cudaMemcpyAsync (sts[v].pos, &zero, 4, cudaMemcpyHostToDevice, s));
+        CK (cudaMemcpyAsync (sts[v].tokens, toks.data (), 4 * n, cudaMemcpyHostToDevice, s));
+        CK (cudaStreamSynchronize (s));
+        const double t0 = now_s ();
+        CK (cudaEventRecord (e0, s));
+        /* TTFT at kernel level: the whole prompt, the last row's logits, the sampled id */
+        CK (hone_k_forward (&b.m, &kv, &sts[v], n, 0, 1, 1, 0.f, 0, s));
+        CK (cudaEventRecord (e1, s));
+        CK (cudaEventSynchronize (e1));
+        float ms;
+        CK (cudaEventElapsedTime (&ms, e0, e1));
+        if (it == 0)
+          first[v] = (float) ((now_s () - t0) * 1e3);   /* host clock: the tuning's syncs split the events' view */
+        else
+          tv[v].push_back (ms);
+      }
+  for (int v = 0; v < n_var; v++)
+    {
+      if (!on[v])
+        continue;
+      std::vector<float> &ts = tv[v];
+      std::sort (ts.begin (), ts.end ());
+      const double ms = 0.5 * (ts[3] + ts[4]);
+      if (v == 0) ms_default = ms;
+      if (v == 1) ms_s1 = ms;
+      report ("prefill %d tok %-5s %-42s: %7.2f ms (min %.2f max %.2f, first %.1f)  %6.1f TFLOP/s = %5.1f%% of 781\n",
+              n, type_name (type), prefill_variants[v].name, ms, ts.front (), ts.back (), first[v],
+              (gemm_flop + attn_flop) / (ms * 1e-3) / 1e12, 100 * (gemm_flop + attn_flop) / (ms * 1e-3) / GEMM_CEIL);
+      if (v > 0)
+        hone_k_state_free (&sts[v]);
+    }
+  HoneKState &st = sts[0];
+  report ("  (GEMM %.1f + attention %.1f TFLOP; median of 8 after a first run, variants interleaved; TTFT = the whole step incl. head+sample)\n",
+          gemm_flop / 1e12, attn_flop / 1e12);
+  prefill_env (prefill_variants[0]);
+
+  /* each GEMM alone at n = 2048, rotating over the 32 layers' matrices */
+  const bool bf = type == HONE_K_BF16;
+  fill_random<<<1024, 256>>> ((uint8_t *) st.x16, (size_t) n * 14336 * 2, 77, bf ? 1 : 3);
+  CK (cudaDeviceSynchronize ());
+  const char *gname[4] = { "qkv 6144x4096", "o 4096x4096 +=", "gate|up 28672x4096", "down 4096x14336 +=" };
+  double sum_tuned = 0, sum_old = 0, sum_lt0 = 0;
+  for (int gi = 0; gi < 4; gi++)
+    {
+      GemmBench gb;
+      gb.st = &st;
+      gb.cur = 0;
+      gb.n = n;
+      gb.x16 = st.x16;
+      for (int l = 0; l < L; l++)
+        {
+          const HoneKLayer &y = b.layers[l];
+          gb.ws.push_back (gi == 0 ? &y.wqkv : gi == 1 ? &y.wo : gi == 2 ? &y.wgu : &y.wdown);
+        }
+      const HoneKMatrix *w0 = gb.ws[0];
+      gb.acc = gi == 1 || gi == 3;
+      const double flop = 2.0 * w0->rows * w0->cols * n;
+      char line[512];
+      int len = snprintf (line, sizeof line, "gemm %-5s %-19s n=%d:", type_name (type), gname[gi], n);
+      double tuned_tf = 0;
+      for (int v = 0; v < 7; v++)
+        {
+          /* v 0: cublasGemmEx f32 out (session 1); 1..4: cuBLASLt heuristic v-1 (1 is
+           * the default), the output session 2 uses; 5: tuned; 6: heuristic 0, f32 out */
+          if (quick && v != 0 && v != 1)
+            continue;
+          if (v == 6 && gi != 2)
+            continue;
+          prefill_env (prefill_variants[v == 0 ? 2 : 0]);
+          if (v == 5)
+            setenv ("HONE_GEMM_TUNE", "1", 1);
+          if ((v >= 1 && v <= 4) || v == 6)
+            {
+              char a[8];
+              snprintf (a, sizeof a, "%d", v == 6 ? 0 : v - 1);
+              setenv ("HONE_GEMM_ALGO", a, 1);
+            }
+          gb.y_type = (gi == 2 && v >= 1 && v <= 5) ? (bf ? HONE_K_BF16 : HONE_K_F16) : HONE_K_F32;
+          gb.y = gi == 0 ? (void *) st.qkv : gi == 2 ? (void *) st.gu : (void *) st.h;
+          const double ms = bench_ms (0, L, gemm_bench_fn, &gb);
+          const double tf = flop / (ms * 1e-3) / 1e12;
+          static const char *vn[7] = { "gemmex", "lt0", "lt1", "lt2", "lt3", "tuned", "lt0-f32" };
+          len += snprintf (line + len, sizeof line - len, "  %s %.3f ms %.0f", vn[v], ms, tf);
+          if (v == 0)
+            sum_old += ms * L;
+          if (v == 1)
+            sum_lt0 += ms * L;
+          if (v == 5)
+            {
+              sum_tuned += ms * L;
+              tuned_tf = tf;
+            }
+        }
+      report ("%s TF  (tuned %.1f%% of 781)\n", line, 100 * tuned_tf * 1e12 / GEMM_CEIL);
+    }
+  prefill_env (prefill_variants[0]);
+  report ("  GEMMs x32 layers: session 2 %.2f ms (tuned %.2f), session 1 %.2f ms\n", sum_lt0, sum_tuned, sum_old);
+
+  /* attention alone on the last layer's q (real scaled values) and layer 0's pages */
+  double attn_default = 0, attn_v1 = 0;
+  for (int hd : { 128, 64 })
+    for (int variant = 0; variant < 4; variant++)
+      {
+        if (quick && hd == 64)
+          break;
+        /* 0: v1 (f32 out), 1: v2 8 warps f32 out, 2: v2 4 warps f32 out, 3: v2 default bf16 out */
+        for (int pos : { 0, 1024 })
+          {
+            const int nt = pos ? n - pos : n;
+            if (pos && (variant == 0 || variant == 3))
+              continue;
+            static const char *av[4] = { "1", "2", "3", NULL };
+            if (av[variant]) setenv ("HONE_ATTN_PREFILL", av[variant], 1); else unsetenv ("HONE_ATTN_PREFILL");
+            void *out = variant == 3 ? st.x16 : (void *) st.attn;
+            const int ot = variant == 3 ? HONE_K_BF16 : HONE_K_F32;
+            CK (hone_k_attn_prefill_ex (st.qkv, nt, nq, nkv, hd, pos, b.kp[0], b.vp[0], b.table, out, ot, s));
+            std::vector<float> at;
+            for (int rep = 0; rep < 5; rep++)
+              {
+                CK (cudaEventRecord (e0, s));
+                for (int i = 0; i < 10; i++)
+                  CK (hone_k_attn_prefill_ex (st.qkv, nt, nq, nkv, hd, pos, b.kp[0], b.vp[0], b.table, out, ot, s));
+                CK (cudaEventRecord (e1, s));
+                CK (cudaEventSynchronize (e1));
+                float ams;
+                CK (cudaEventElapsedTime (&ams, e0, e1));
+                at.push_back (ams / 10);
+              }
+            unsetenv ("HONE_ATTN_PREFILL");
+            std::sort (at.begin (), at.end ());
+            const double ams = at[2];
+            /* causal pairs: Σ over new tokens of the keys each sees */
+            const double pairs = (double) nt * pos + (double) nt * (nt + 1) / 2;
+            const double fl = (double) nq * 2 * 2.0 * pairs * hd;
+            static const char *an[4] = { "v1 f32          ", "v2 8 warps f32  ", "v2 4 warps f32  ", "v2 default bf16 " };
+            report ("  attention %s hd %3d heads 32/8 pos %4d tok %4d: %.3f ms = %.1f TFLOP/s\n", an[variant], hd, pos,
+                    nt, ams, fl / (ams * 1e-3) / 1e12);
+            if (hd == 128 && pos == 0 && variant == 0)
+              attn_v1 = ams;
+            if (hd == 128 && pos == 0 && variant == 3)
+              attn_default = ams;
+          }
+      }
+  report ("  rest (norms, RoPE+KV, SwiGLU, embed, head, sample) ~ session 2 %.2f ms, session 1 %.2f ms\n",
+          ms_default - sum_lt0 - L * attn_default, ms_s1 - sum_old - L * attn_v1);
+  CK (cudaGetLastError ());
+  cudaEventDestroy (e0);
+  cudaEventDestroy (e1);
   hone_k_state_free (&st);
   cudaStreamDestroy (s);
   big_free (b);
@@ -1411,15 +1769,323 @@ bench_attn (void)
   (void) dummy;
 }
 
+/* ---- decode, session 2: variants of the whole step in one binary ---------- */
+
+/* The step's time at a context: back-to-back graph replays (each advances the
+ * position by one), median of 3 × 50 after a warm-up, as bench_decode_step. */
+static double
+decode_graph_ms (cudaGraphExec_t ge, HoneKState &st, cudaStream_t s, int ctx)
+{
+  const int reps = 50;
+  std::vector<float> ts;
+  cudaEvent_t e0, e1;
+  CK (cudaEventCreate (&e0));
+  CK (cudaEventCreate (&e1));
+  for (int it = 0; it < 4; it++)
+    {
+      CK (cudaMemcpyAsync (st.pos, &ctx, 4, cudaMemcpyHostToDevice, s));
+      CK (cudaGraphLaunch (ge, s));
+      CK (cudaEventRecord (e0, s));
+      for (int i = 0; i < reps; i++)
+        CK (cudaGraphLaunch (ge, s));
+      CK (cudaEventRecord (e1, s));
+      CK (cudaEventSynchronize (e1));
+      float ms;
+      CK (cudaEventElapsedTime (&ms, e0, e1));
+      if (it > 0) ts.push_back (ms / reps);
+    }
+  std::sort (ts.begin (), ts.end ());
+  cudaEventDestroy (e0);
+  cudaEventDestroy (e1);
+  return ts[1];
+}
+
+/* The BF16 GEMVs that take a normalized input: the RMSNorm as a prologue in
+ * every block vs applied at the end. */
+static void
+bench_gemv_norm (void)
+{
+  report ("\n== GEMVs after an RMSNorm, tok 1, rotated >= 400 MB, stream launches ==\n");
+  struct { const char *name; int rows, cols, epi; } shapes[] = {
+    { "qkv 6144x4096", 6144, 4096, HONE_K_EPI_STORE },
+    { "gate|up 28672x4096 swiglu", 28672, 4096, HONE_K_EPI_SWIGLU },
+  };
+  float *x, *y, *g;
+  CK (cudaMalloc (&x, 4096 * 4));
+  CK (cudaMalloc (&g, 4096 * 4));
+  CK (cudaMalloc (&y, 28672 * 4));
+  fill_random<<<16, 256>>> ((uint8_t *) x, 4096 * 4, 7, 3);
+  fill_random<<<16, 256>>> ((uint8_t *) g, 4096 * 4, 8, 3);
+  for (int type : { HONE_K_BF16 })
+    for (auto &sh : shapes)
+      {
+        const size_t one = hone_k_matrix_bytes (type, sh.rows, sh.cols, NULL, NULL);
+        const int copies = (int) std::max<size_t> (2, (400u << 20) / one + 1);
+        std::vector<HoneKMatrix> ms;
+        for (int i = 0; i < copies; i++)
+          {
+            ms.push_back (matrix_alloc (type, sh.rows, sh.cols));
+            fill_matrix (ms.back (), 300 + i);
+          }
+        double t[2];
+        for (int variant = 0; variant < 2; variant++)
+          {
+            hone_k_gemv_set_norm_end (variant);
+            cudaEvent_t e0, e1;
+            CK (cudaEventCreate (&e0));
+            CK (cudaEventCreate (&e1));
+            std::vector<float> ts;
+            for (int it = 0; it < 6; it++)
+              {
+                CK (cudaEventRecord (e0, 0));
+                for (int i = 0; i < 20; i++)
+                  {
+                    HoneKGemvOp op;
+                    memset (&op, 0, sizeof op);
+                    op.w = &ms[(it * 20 + i) % copies];
+                    op.n_tok = 1;
+                    op.y = y;
+                    op.epilogue = sh.epi;
+                    op.eps = 1e-5f;
+                    op.x = x;
+                    op.norm_g = g;
+                    CK (hone_k_gemv_ex (&op, 0));
+                  }
+                CK (cudaEventRecord (e1, 0));
+                CK (cudaEventSynchronize (e1));
+                float ms_;
+                CK (cudaEventElapsedTime (&ms_, e0, e1));
+                if (it > 0) ts.push_back (ms_ / 20);
+              }
+            std::sort (ts.begin (), ts.end ());
+            t[variant] = ts[2];
+            cudaEventDestroy (e0);
+            cudaEventDestroy (e1);
+          }
+        hone_k_gemv_set_norm_end (1);
+        report ("%-28s %-5s norm prologue %7.1f us  norm at end %7.1f us (%5.1f%% of 4.52 TB/s)\n", sh.name,
+                type_name (type), t[0] * 1e3, t[1] * 1e3, 100.0 * one / (t[1] * 1e-3) / READ_CEIL);
+        for (auto &m : ms) matrix_free (&m);
+      }
+  cudaFree (x); cudaFree (y); cudaFree (g);
+}
+
+/* Does an L2 prefetch issued by the attention kernel land? The o GEMV timed
+ * right after decode attention (ctx 128) that prefetched the first 32 MB of
+ * that very o matrix, by each mechanism, vs no prefetch; matrices rotated. */
+static void
+bench_o_after_attn (int type)
+{
+  const int ctx = 128, pages = 16384 / HONE_K_KV_BLOCK + 1;
+  std::vector<int32_t> tv (pages);
+  for (int i = 0; i < pages; i++) tv[i] = i;
+  int32_t *table = dev_upload (tv);
+  const size_t kvb = (size_t) pages * 8 * HONE_K_KV_BLOCK * 128 * 2;
+  void *k, *v, *scratch;
+  CK (cudaMalloc (&k, kvb));
+  CK (cudaMalloc (&v, kvb));
+  fill_random<<<1024, 256>>> ((uint8_t *) k, kvb, 1, 3);
+  fill_random<<<1024, 256>>> ((uint8_t *) v, kvb, 2, 3);
+  float *qkv, *out, *y;
+  CK (cudaMalloc (&qkv, 6144 * 4));
+  CK (cudaMalloc (&out, 4096 * 4));
+  CK (cudaMalloc (&y, 4096 * 4));
+  CK (cudaMemset (y, 0, 4096 * 4));
+  fill_random<<<64, 256>>> ((uint8_t *) qkv, 6144 * 4, 3, 3);
+  const size_t sb = hone_k_attn_scratch_bytes (32, 8, 128, 8);
+  CK (cudaMalloc (&scratch, sb));
+  CK (cudaMemset (scratch, 0, sb));
+  int32_t *pos = dev_upload (std::vector<int32_t> { ctx });
+  HoneKActQ8 xq;
+  CK (cudaMalloc (&xq.q, 4096));
+  CK (cudaMalloc (&xq.ds, 4096 / 32 * 8));
+  const bool f = type == HONE_K_BF16;
+  const size_t one = hone_k_matrix_bytes (type, 4096, 4096, NULL, NULL);
+  const int copies = (int) std::max<size_t> (2, (400u << 20) / one + 1);
+  std::vector<HoneKMatrix> ms;
+  for (int i = 0; i < copies; i++)
+    {
+      ms.push_back (matrix_alloc (type, 4096, 4096));
+      fill_matrix (ms.back (), 500 + i);
+    }
+  const int n = 40;
+  std::vector<cudaEvent_t> ev (3 * n);
+  for (auto &e : ev) CK (cudaEventCreate (&e));
+  for (int how = -1; how < 3; how++)
+    {
+      for (int it = 0; it < 2; it++)   /* the first round warms up */
+        {
+          for (int i = 0; i < n; i++)
+            {
+              HoneKMatrix &m = ms[(it * n + i) % copies];
+              HoneKPrefetch pf;
+              memset (&pf, 0, sizeof pf);
+              if (how >= 0)
+                hone_k_prefetch_add_matrix (&pf, &m, (size_t) 32 << 20);
+              pf.how = how < 0 ? 0 : how;
+              CK (cudaEventRecord (ev[3 * i], 0));
+              CK (hone_k_attn_decode_pf (qkv, 1, 32, 8, 128, pos, k, v, table, scratch, out, f ? NULL : &xq, &pf, 0));
+              CK (cudaEventRecord (ev[3 * i + 1], 0));
+              HoneKGemvOp op;
+              memset (&op, 0, sizeof op);
+              op.w = &m;
+              op.n_tok = 1;
+              op.y = y;
+              op.res = y;
+              op.epilogue = HONE_K_EPI_ADD;
+              if (f)
+                op.x = out;
+              else
+                op.xq = &xq;
+              CK (hone_k_gemv_ex (&op, 0));
+              CK (cudaEventRecord (ev[3 * i + 2], 0));
+            }
+          CK (cudaDeviceSynchronize ());
+        }
+      std::vector<float> ta, to;
+      for (int i = 0; i < n; i++)
+        {
+          float a_, o_;
+          CK (cudaEventElapsedTime (&a_, ev[3 * i], ev[3 * i + 1]));
+          CK (cudaEventElapsedTime (&o_, ev[3 * i + 1], ev[3 * i + 2]));
+          ta.push_back (a_);
+          to.push_back (o_);
+        }
+      std::sort (ta.begin (), ta.end ());
+      std::sort (to.begin (), to.end ());
+      report ("o after attention %-5s prefetch %-10s: attention %6.2f us, o GEMV %6.2f us (median of %d)\n",
+              type_name (type), how < 0 ? "none" : how == 0 ? "bulk" : how == 1 ? "line" : "line-evl",
+              ta[n / 2] * 1e3, to[n / 2] * 1e3, n);
+    }
+  for (auto &e : ev) cudaEventDestroy (e);
+  for (auto &m : ms) matrix_free (&m);
+  cudaFree (table); cudaFree (k); cudaFree (v); cudaFree (qkv); cudaFree (out); cudaFree (y); cudaFree (scratch);
+  cudaFree (pos); cudaFree (xq.q); cudaFree (xq.ds);
+}
+
+/* The whole step with each decode variant (prefetch sizes, fused
+ * quantization, PDL), the graph re-captured per variant; every variant must
+ * give the same logits bits at the same position as the first. */
+static void
+bench_decode_variants (int type)
+{
+  /* pf: MB the GEMV tails / attention prefetch; how: 0 bulk, 1 line, 2 line evict_last;
+   * fuse: bit mask (hone-k-forward.cu); ne: BF16 norm at the end (1) or prologue (0) */
+  /* min_chunk: fewest keys a KV split gets (another split count sums in another order: not the same bits) */
+  struct Var { const char *name; int pf, pfa, how, fuse, ne, pdl; bool all_ctx; int min_chunk = 32; };
+  const bool f = type == HONE_K_BF16;
+  std::vector<Var> vars;
+  if (f)
+    vars = { { "old (prologue norm, no pf)", 0, 0, 1, 0, 0, 0, true },
+             { "norm-end", 0, 0, 1, 0, 1, 0, true },
+             { "norm-end line pf 8/32", 8, 32, 1, 0, 1, 0, true },
+             { "norm-end line pf 0/32", 0, 32, 1, 0, 1, 0, false },
+             { "norm-end line pf 8/0", 8, 0, 1, 0, 1, 0, false },
+             { "norm-end evict_last pf 8/32", 8, 32, 2, 0, 1, 0, false },
+             { "norm-end bulk pf 8/32", 8, 32, 0, 0, 1, 0, false },
+             { "norm-end line pf 16/32", 16, 32, 1, 0, 1, 0, false },
+             { "norm-end line pf 4/32", 4, 32, 1, 0, 1, 0, false },
+             { "norm-end pdl", 0, 0, 1, 0, 1, 1, false },
+             { "norm-end line pf 8/32 pdl", 8, 32, 1, 0, 1, 1, false },
+             { "norm-end attn split >= 64 keys", 0, 0, 1, 0, 1, 0, false, 64 },
+             { "norm-end attn split >= 160 keys", 0, 0, 1, 0, 1, 0, false, 160 },
+             { "old pdl", 0, 0, 1, 0, 0, 1, false } };
+  else
+    vars = { { "old (4 quantize launches)", 0, 0, 1, 0, 1, 1, true },
+             { "attn-q", 0, 0, 1, 1, 1, 1, true },
+             { "attn-q line pf 8/32", 8, 32, 1, 1, 1, 1, true },
+             { "attn-q line pf 0/32", 0, 32, 1, 1, 1, 1, false },
+             { "attn-q line pf 8/0", 8, 0, 1, 1, 1, 1, false },
+             { "attn-q evict_last pf 8/32", 8, 32, 2, 1, 1, 1, false },
+             { "attn-q bulk pf 8/32", 8, 32, 0, 1, 1, 1, false },
+             { "attn-q line pf 16/48", 16, 48, 1, 1, 1, 1, false },
+             { "attn-q no pdl", 0, 0, 1, 1, 1, 0, false },
+             { "old no pdl", 0, 0, 1, 0, 1, 0, false } };
+  const int max_ctx = 16384 + 256;
+  BigModel b;
+  big_build (b, type, max_ctx);
+  HoneKKv kv = { b.kp.data (), b.vp.data (), b.table, (max_ctx + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK };
+  HoneKState st;
+  CK (hone_k_state_alloc (&st, &b.m, HONE_K_MAX_DECODE, HONE_K_MAX_DECODE));
+  cudaStream_t s;
+  CK (cudaStreamCreateWithFlags (&s, cudaStreamNonBlocking));
+  std::vector<float> logits0[2];   /* per norm mode: the first variant's logits */
+  for (size_t vi = 0; vi < vars.size (); vi++)
+    {
+      const Var &v = vars[vi];
+      hone_k_decode_tune (v.pf, v.pfa, v.fuse, v.how);
+      hone_k_gemv_set_norm_end (v.ne);
+      hone_k_attn_set_min_chunk (v.min_chunk);
+      hone_k_set_pdl (v.pdl);
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
+      const int r = hone_k_forward (&b.m, &kv, &st, 1, 0, 1, 1, 0.f, 0, s);
+      CK (cudaStreamEndCapture (s, &g));
+      CK (r);
+      CK (cudaGraphInstantiate (&ge, g, 0));
+      /* one step at a fixed position and token: the logits' bits */
+      const int32_t tok = 1, p0 = 128;
+      CK (cudaMemcpyAsync (st.tokens, &tok, 4, cudaMemcpyHostToDevice, s));
+      CK (cudaMemcpyAsync (st.pos, &p0, 4, cudaMemcpyHostToDevice, s));
+      CK (cudaGraphLaunch (ge, s));
+      CK (cudaStreamSynchronize (s));
+      const std::vector<float> lg = dev_download<float> (st.logits, 128256);
+      bool same = true, first = logits0[v.ne].empty ();
+      if (first)
+        logits0[v.ne] = lg;
+      else
+        same = memcmp (lg.data (), logits0[v.ne].data (), lg.size () * 4) == 0;
+      if (!same && v.min_chunk == 32)
+        n_fail++;
+      if (first && v.ne && !logits0[0].empty ())
+        {
+          /* the norm at the end rounds differently: close to the prologue's logits, not equal */
+          double num = 0, den = 0;
+          for (size_t i = 0; i < lg.size (); i++)
+            {
+              num += ((double) lg[i] - logits0[0][i]) * ((double) lg[i] - logits0[0][i]);
+              den += (double) logits0[0][i] * logits0[0][i];
+            }
+          const double e = sqrt (num / (den + 1e-300));
+          report ("decode2 %-5s norm-end vs prologue logits: relative L2 %.3g%s\n", type_name (type), e,
+                  e < 1e-4 ? "" : "  (FAIL > 1e-4)");
+          if (!(e < 1e-4))
+            n_fail++;
+        }
+      for (int ctx : { 128, 4096, 16384 })
+        {
+          if (!v.all_ctx && ctx != 128)
+            continue;
+          const double ms = decode_graph_ms (ge, st, s, ctx);
+          const double kvbytes = 2.0 * 32 * (ctx + 25) * 8 * 128 * 2;
+          const double gbs = (b.weight_bytes + kvbytes) / (ms * 1e-3) / 1e9;
+          report ("decode2 %-5s %-26s ctx %5d: %7.3f ms  %6.1f tok/s  %5.1f%% of 4.52 TB/s  logits %s\n",
+                  type_name (type), v.name, ctx, ms, 1e3 / ms, 100 * gbs * 1e9 / READ_CEIL,
+                  first ? "(reference)" : same ? "same bits" : v.min_chunk != 32 ? "differ (other split sums)" : "DIFFER");
+        }
+      cudaGraphExecDestroy (ge);
+      cudaGraphDestroy (g);
+    }
+  hone_k_set_pdl (-1);
+  hone_k_state_free (&st);
+  cudaStreamDestroy (s);
+  big_free (b);
+}
+
 int
 main (int argc, char **argv)
 {
-  bool do_check = true, do_bench = true, quick = false;
+  bool do_check = true, do_bench = true, quick = false, prefill_only = false, check_prefill = false;
+  bool decode_only = false;
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp (argv[i], "--check")) do_bench = false;
       else if (!strcmp (argv[i], "--bench")) do_check = false;
       else if (!strcmp (argv[i], "--quick")) quick = true;
+      else if (!strcmp (argv[i], "--decode")) { do_check = false; do_bench = false; decode_only = true; }   /* decode session 2 */
+      else if (!strcmp (argv[i], "--prefill")) { do_check = false; prefill_only = true; }   /* prefill benchmarks only */
+      else if (!strcmp (argv[i], "--check-prefill")) { do_check = false; do_bench = false; check_prefill = true; }
     }
   const char *out = getenv ("OUT");
   if (out && *out)
@@ -1451,6 +2117,15 @@ main (int argc, char **argv)
           check_gemv (type, 300, 8192, 1, HONE_K_EPI_ADD, false);       /* R = 1, 4 K slices (BF16/F16) */
           check_gemv (type, 200, 32768, 3, HONE_K_EPI_STORE, false);    /* R = 1, 4 K slices (all) */
         }
+      /* BF16/F16 RMSNorm: the prologue form (the default applies it at the end) */
+      hone_k_gemv_set_norm_end (0);
+      check_gemv (HONE_K_BF16, 2 * 700, 1024, 8, HONE_K_EPI_SWIGLU, true);
+      check_gemv (HONE_K_F16, 13000, 512, 1, HONE_K_EPI_STORE, true);
+      hone_k_gemv_set_norm_end (1);
+      check_attn_decode_q (128, 32, 8, 1000, 1);
+      check_attn_decode_q (128, 32, 8, 37, 4);
+      check_attn_decode_q (64, 9, 3, 5000, 8);
+      check_attn_decode_q (128, 28, 4, 0, 1);
       for (int pairing = 0; pairing < 2; pairing++)
         for (int qkn = 0; qkn < 2; qkn++)
           check_rope_kv (pairing, qkn, false);
@@ -1463,11 +2138,63 @@ main (int argc, char **argv)
       check_attn (true, 128, 32, 8, 0, 200);
       check_attn (true, 128, 8, 2, 70, 150);
       check_attn (true, 64, 9, 3, 0, 64);
+      /* prefill v2: GQA 1/3/4/8, continuation chunks (pos > 0, inside a page),
+       * lengths off the 128-query and 64-key tiles, 16-bit outputs; v1 kept */
+      for (int ver : { 2, 3 })
+        {
+          check_attn (true, 128, 8, 8, 130, 300, HONE_K_F32, ver);
+          check_attn (true, 64, 16, 2, 5, 257, HONE_K_F32, ver);
+          check_attn (true, 128, 16, 2, 1000, 129, HONE_K_F32, ver);
+          check_attn (true, 128, 4, 1, 3, 17, HONE_K_F32, ver);
+          check_attn (true, 64, 8, 8, 64, 9, HONE_K_F32, ver);
+          check_attn (true, 128, 32, 8, 0, 200, HONE_K_BF16, ver);
+          check_attn (true, 128, 8, 2, 70, 150, HONE_K_F16, ver);
+          check_attn (true, 64, 9, 3, 77, 100, HONE_K_BF16, ver);
+        }
+      check_attn (true, 128, 8, 2, 70, 150, HONE_K_F32, 1);
+      check_attn (true, 64, 9, 3, 0, 64, HONE_K_F32, 1);
+      check_gemm (HONE_K_BF16, 300, 256, 37, false);
+      check_gemm (HONE_K_BF16, 512, 1024, 200, false);
+      check_gemm (HONE_K_Q4_0, 300, 256, 37, false);
+      check_gemm (HONE_K_Q8_0, 256, 512, 129, false);
+      check_gemm (HONE_K_BF16, 300, 256, 37, true);
+      check_gemm (HONE_K_BF16, 640, 512, 300, false, true);   /* n >= 256: the first call times the candidates */
+      check_gemm (HONE_K_Q4_0, 512, 256, 260, false, true);
       check_sample ();
       check_tiny_model (HONE_K_BF16);
       check_tiny_model (HONE_K_Q8_0);
       check_tiny_model (HONE_K_Q4_1);
       report ("checks: %d passed, %d failed\n", n_pass, n_fail);
+    }
+  if (decode_only)
+    {
+      bench_gemvs (true);
+      bench_gemv_norm ();
+      bench_attn ();
+      bench_o_after_attn (HONE_K_BF16);
+      bench_o_after_attn (HONE_K_Q4_0);
+      report ("\n== decode session 2: whole step per variant (CUDA graph, greedy on the GPU) ==\n");
+      for (int type : { HONE_K_BF16, HONE_K_Q4_0, HONE_K_Q4_1, HONE_K_Q8_0 })
+        bench_decode_variants (type);
+    }
+  if (check_prefill)
+    {
+      /* the prefill kernels' checks alone (small enough for compute-sanitizer) */
+      report ("== prefill checks ==\n");
+      check_attn (true, 128, 8, 2, 70, 150, HONE_K_F32, 2);
+      check_attn (true, 64, 16, 2, 5, 257, HONE_K_BF16, 2);
+      check_attn (true, 128, 4, 1, 3, 17, HONE_K_F16, 3);
+      check_attn (true, 128, 8, 2, 70, 150, HONE_K_F32, 3);
+      check_gemm (HONE_K_BF16, 300, 256, 37, false);
+      check_gemm (HONE_K_Q4_0, 300, 256, 37, false);
+      check_gemm (HONE_K_BF16, 640, 512, 300, false, true);
+      report ("checks: %d passed, %d failed\n", n_pass, n_fail);
+    }
+  if (prefill_only)
+    {
+      bench_prefill (HONE_K_BF16, false);
+      bench_prefill (HONE_K_Q4_0, true);
+      do_bench = false;
     }
   if (do_bench)
     {
@@ -1479,6 +2206,9 @@ main (int argc, char **argv)
       bench_decode_step (HONE_K_Q4_1, quick);
       if (!quick)
         bench_decode_step (HONE_K_Q8_0, quick);
+      bench_prefill (HONE_K_BF16, quick);
+      if (!quick)
+        bench_prefill (HONE_K_Q4_0, true);
     }
   if (results)
     fclose (results);

@@ -12,15 +12,26 @@
 #   (hone-cuda-check: nvcc as in tests/run-cuda.sh), then tests/cuda/make-bundle.sh
 # usage (device tool, carry build-cuda2/carry): tests/cuda/run-e2e.sh [steps…]
 #   steps: check harness harness-old gen bench (default: all, in this order)
+#   and (engineer gpusample) backend, bench-sampling, sanitize-sampling:
+#   backend: bin/test-cuda-backend (the `cuda` suite) on the GGUF in $C/model;
+#   bench-sampling: `hone bench` with the token sampled on the GPU vs on the
+#   host (HONE_GPU_SAMPLING=0), same machine, same models, interleaved;
+#   sanitize-sampling: compute-sanitizer memcheck over `hone run` (greedy and
+#   the full sampling chain) on the carried model.
+#   HONE_E2E_CARRY: the carried folder (default build-cuda2/carry).
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/hone-e2e-out}
 mkdir -p "$OUT"
-C=$PWD/build-cuda2/carry
+C=${HONE_E2E_CARRY:-build-cuda2/carry}
+case $C in /*) ;; *) C=$PWD/$C ;; esac
 tar xJf $C/bundle.tar.xz -C $C || exit 1
 export LD_LIBRARY_PATH=$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export GSETTINGS_BACKEND=memory
+# the measured read bandwidth (hone bench's roofline) is cached here
+export XDG_CACHE_HOME=${XDG_CACHE_HOME:-/tmp/hone-e2e-cache}
 H=$C/bin/hone
+SMALL=$(ls $C/model/*.gguf 2>/dev/null | head -1)
 # tmpfs: 20 GB of models without waiting on the disk for the fsync
 M=${HONE_E2E_MODELS:-/dev/shm/hone-models}
 avail=$(df --output=avail -k /dev/shm 2>/dev/null | tail -1)
@@ -60,6 +71,32 @@ for s in $steps; do
           done
         done
       done ;;
+    backend)
+      HONE_DEFAULT_MODEL=$SMALL G_DEBUG=gc-friendly timeout ${HONE_E2E_BACKEND_S:-60} $C/bin/test-cuda-backend --verbose \
+        > "$OUT/backend.txt" 2>&1 || rc=1
+      grep -E "^(ok|not ok)|^# [a-z]|Bail|ERROR" "$OUT/backend.txt" | cut -c1-220 ;;
+    bench-sampling)
+      # GPU sampling (as built) vs host sampling, interleaved; no -b: the
+      # roofline is the measured read bandwidth (the first run measures and
+      # caches it, the others read the cache)
+      for t in bf16 q4_0; do
+        for v in gpu host; do
+          if [ $v = host ]; then envs="HONE_GPU_SAMPLING=0"; else envs="HONE_GPU_SAMPLING=1"; fi
+          echo "== hone bench llama3-8b $t -p 512 -n 128 ($envs)" | tee -a "$OUT/bench-e2e.txt"
+          env $envs timeout ${HONE_E2E_BENCH_S:-25} $H bench -m $M/llama3-8b-$t.gguf --device cuda:0 \
+            -p 512 -n 128 -r ${HONE_E2E_RUNS:-3} -w 1 2>>"$OUT/bench-err.txt" | tee -a "$OUT/bench-e2e.txt"
+          [ ${PIPESTATUS[0]} = 0 ] || rc=1
+        done
+      done
+      cat $XDG_CACHE_HOME/hone/bandwidth.ini >> "$OUT/bench-e2e.txt" 2>/dev/null ;;
+    sanitize-sampling)
+      for a in "--temp 0" "--seed 7"; do
+        echo "== compute-sanitizer hone run $a" >> "$OUT/sanitize.txt"
+        timeout ${HONE_E2E_SANITIZE_S:-40} compute-sanitizer --tool memcheck --leak-check full --print-limit 20 \
+          $H run -m $SMALL --device cuda:0 -n 12 $a --metrics -p "The printing press" >> "$OUT/sanitize.txt" 2>&1
+        echo "rc $?" >> "$OUT/sanitize.txt"
+      done
+      grep -E "ERROR SUMMARY|LEAK SUMMARY|^rc" "$OUT/sanitize.txt" ;;
     check)
       OUT=/tmp timeout 200 $C/bin/hone-cuda-check --check > "$OUT/check.txt" 2>&1 || rc=1
       tail -3 "$OUT/check.txt" ;;

@@ -1,0 +1,362 @@
+/* hone-k-sample.cu — the engine's sampler chain on the device, so that only
+ * the chosen token id goes back to the host.
+ *
+ * It reproduces src/core/hone-sampler.c step by step: penalties over the
+ * recent window → temperature 0 ? argmax : (softmax(l/T) over the whole
+ * vocabulary → top-k → top-p on the renormalised top-k mass → min-p →
+ * renormalise → the first candidate (best first, ties to the lower id) whose
+ * cumulative probability exceeds u). u is the uniform draw the host sampler
+ * would have used for this step (its seeded PRNG), so a seed gives the same
+ * draws on either side and the same token up to float rounding.
+ *
+ * One block of 1024 threads over one logits row (≈ 7 passes over it, from
+ * L2): a max/argmax pass, a pass for the softmax sum and the first radix
+ * digit, three more radix passes (8 bits each) to find the K-th largest
+ * logit, a gather of everything at or above it, a bitonic sort of those
+ * (≤ 512), then the cut and the draw over the K best. K = top-k when set
+ * (≤ HONE_K_SAMPLE_MAX_K); otherwise the best HONE_K_SAMPLE_MAX_K, which is
+ * exact whenever the top-p nucleus or the min-p set ends inside them. When it
+ * does not (or more than 512 logits tie at the threshold), out[0] = -1 and
+ * the caller samples from the logits on the host instead.
+ */
+#include "hone-k-common.cuh"
+
+#define SK_THREADS 1024
+#define SK_CAND 512                       /* gathered candidates: K plus ties at the threshold */
+#define SK_MAX_VOCAB (1 << 18)            /* penalty bitmap: one bit a token */
+
+/* Float → uint32 whose unsigned order is the float order (NaN as −inf). */
+static __device__ __forceinline__ uint32_t
+fkey (float v)
+{
+  if (v != v)
+    v = -INFINITY;
+  const uint32_t u = __float_as_uint (v);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+static __device__ __forceinline__ float
+key_float (uint32_t k)
+{
+  return __uint_as_float ((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+struct SampleShared {
+  uint32_t bits[SK_MAX_VOCAB / 32];       /* tokens that have a penalised value */
+  int32_t wtok[HONE_K_SAMPLE_MAX_WINDOW]; /* window id at its first occurrence, else -1 */
+  float wval[HONE_K_SAMPLE_MAX_WINDOW];   /* its penalised logit */
+  unsigned long long cand[SK_CAND];       /* (key << 32) | ~id: descending = best first, lower id on ties */
+  float prob[HONE_K_SAMPLE_MAX_K];
+  unsigned int hist[256];
+  unsigned long long kred[32];
+  double dred[32];
+  int n_cand;
+  uint32_t prefix;
+  int rem;
+};
+
+/* The logit of token i after the penalties. */
+static __device__ __forceinline__ float
+value_at (const float *l, int i, const SampleShared &sh, int nw)
+{
+  if (nw > 0 && ((sh.bits[i >> 5] >> (i & 31)) & 1u))
+    for (int j = 0; j < nw; j++)
+      if (sh.wtok[j] == i)
+        return sh.wval[j];
+  return l[i];
+}
+
+static __device__ unsigned long long
+block_max_u64 (unsigned long long v, SampleShared &sh)
+{
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    {
+      const unsigned long long k = __shfl_xor_sync (0xffffffffu, v, o);
+      v = k > v ? k : v;
+    }
+  __syncthreads ();
+  if (lane == 0)
+    sh.kred[warp] = v;
+  __syncthreads ();
+  v = sh.kred[0];
+  for (int i = 1; i < SK_THREADS / 32; i++)
+    v = sh.kred[i] > v ? sh.kred[i] : v;
+  return v;
+}
+
+static __device__ double
+block_sum_f64 (double v, SampleShared &sh)
+{
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync (0xffffffffu, v, o);
+  __syncthreads ();
+  if (lane == 0)
+    sh.dred[warp] = v;
+  __syncthreads ();
+  v = 0.0;
+  for (int i = 0; i < SK_THREADS / 32; i++)
+    v += sh.dred[i];
+  return v;
+}
+
+/* Thread 0: the bucket of sh.hist that holds the rem-th largest key goes into
+ * the prefix; rem becomes its rank inside that bucket. */
+static __device__ void
+radix_pick (SampleShared &sh, int shift)
+{
+  if (threadIdx.x == 0)
+    {
+      int rem = sh.rem;
+      for (int b = 255; b >= 0; b--)
+        {
+          const int c = (int) sh.hist[b];
+          if (c >= rem)
+            {
+              sh.prefix |= (uint32_t) b << shift;
+              break;
+            }
+          rem -= c;
+        }
+      sh.rem = rem;
+    }
+}
+
+__global__ void __launch_bounds__ (SK_THREADS)
+sample_chain_kernel (const float *logits, int vocab, HoneKSampleParams p, const int32_t *window, int32_t *out)
+{
+  __shared__ SampleShared sh;
+  const int tid = threadIdx.x;
+  const bool pen = p.n_window > 0
+                   && (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f);
+  const int nw = pen ? p.n_window : 0;
+  const float *l = logits;
+
+  /* ---- penalties: each distinct window token once, with its count (the
+   * window holds ≤ 1024 ids: one a thread) */
+  if (nw > 0)
+    {
+      int32_t t = -1;
+      bool keep = false;
+      for (int i = tid; i < SK_MAX_VOCAB / 32; i += SK_THREADS)
+        sh.bits[i] = 0;
+      if (tid < nw)
+        sh.wtok[tid] = t = window[tid];
+      __syncthreads ();
+      if (tid < nw && t >= 0 && t < vocab)
+        {
+          int count = 0, first = tid;
+          for (int k = nw - 1; k >= 0; k--)
+            if (sh.wtok[k] == t)
+              {
+                count++;
+                first = k;
+              }
+          if (first == tid)
+            {
+              float v = l[t];
+              v = v > 0.0f ? v / p.repeat_penalty : v * p.repeat_penalty;
+              v -= (float) count * p.frequency_penalty + p.presence_penalty;
+              sh.wval[tid] = v;
+              atomicOr (&sh.bits[t >> 5], 1u << (t & 31));
+              keep = true;
+            }
+        }
+      __syncthreads ();
+      if (tid < nw && !keep)
+        sh.wtok[tid] = -1;
+      __syncthreads ();
+    }
+
+  /* ---- pass 1: max and argmax (lowest id on ties) */
+  unsigned long long best = 0;
+  for (int i = tid; i < vocab; i += SK_THREADS)
+    {
+      const unsigned long long k = ((unsigned long long) fkey (value_at (l, i, sh, nw)) << 32) | (uint32_t) ~(uint32_t) i;
+      best = k > best ? k : best;
+    }
+  best = block_max_u64 (best, sh);
+  const int32_t argmax = (int32_t) ~(uint32_t) (best & 0xffffffffu);
+  const float max_l = key_float ((uint32_t) (best >> 32));
+  if (p.temperature <= 0.0f || !isfinite (max_l))
+    {
+      if (tid == 0)
+        out[0] = argmax;
+      return;
+    }
+
+  /* ---- the K to select; whether the candidates stand for the whole vocabulary */
+  const bool topk_on = p.top_k > 0 && p.top_k < vocab;
+  const int K = topk_on ? min (p.top_k, HONE_K_SAMPLE_MAX_K) : min (vocab, HONE_K_SAMPLE_MAX_K);
+  const bool truncated = !topk_on && vocab > K;
+  const bool select = K < vocab;
+
+  /* ---- pass 2: softmax sum (as the host: float terms, double sum) and radix digit 3 */
+  if (tid < 256)
+    sh.hist[tid] = 0;
+  if (tid == 0)
+    {
+      sh.prefix = 0;
+      sh.rem = K;
+      sh.n_cand = 0;
+    }
+  __syncthreads ();
+  double sum = 0.0;
+  for (int i = tid; i < vocab; i += SK_THREADS)
+    {
+      const float v = value_at (l, i, sh, nw);
+      if (v == v)
+        sum += (double) expf ((v - max_l) / p.temperature);
+      if (select)
+        atomicAdd (&sh.hist[fkey (v) >> 24], 1u);
+    }
+  sum = block_sum_f64 (sum, sh);   /* syncs: the histogram is complete */
+
+  /* ---- radix select of the K-th largest key */
+  uint32_t thr = 0;
+  if (select)
+    {
+      radix_pick (sh, 24);
+      for (int shift = 16; shift >= 0; shift -= 8)
+        {
+          __syncthreads ();
+          const uint32_t prefix = sh.prefix, hi = ~0u << (shift + 8);
+          if (tid < 256)
+            sh.hist[tid] = 0;
+          __syncthreads ();
+          for (int i = tid; i < vocab; i += SK_THREADS)
+            {
+              const uint32_t k = fkey (value_at (l, i, sh, nw));
+              if (((k ^ prefix) & hi) == 0)
+                atomicAdd (&sh.hist[(k >> shift) & 255u], 1u);
+            }
+          __syncthreads ();
+          radix_pick (sh, shift);
+        }
+      __syncthreads ();
+      thr = sh.prefix;
+      /* everything above the threshold plus every tie at it must fit */
+      if ((K - sh.rem) + (int) sh.hist[thr & 255u] > SK_CAND)
+        {
+          if (tid == 0)
+            out[0] = -1;
+          return;
+        }
+    }
+
+  /* ---- gather the keys ≥ threshold, sort them best first */
+  for (int i = tid; i < SK_CAND; i += SK_THREADS)
+    sh.cand[i] = 0;
+  __syncthreads ();
+  for (int i = tid; i < vocab; i += SK_THREADS)
+    {
+      const uint32_t k = fkey (value_at (l, i, sh, nw));
+      if (k >= thr)
+        {
+          const int s = atomicAdd (&sh.n_cand, 1);
+          if (s < SK_CAND)
+            sh.cand[s] = ((unsigned long long) k << 32) | (uint32_t) ~(uint32_t) i;
+        }
+    }
+  __syncthreads ();
+  /* bitonic sort, descending, of the filled prefix (the rest is 0, the smallest) */
+  int ns = 2;
+  while (ns < min (sh.n_cand, SK_CAND))
+    ns <<= 1;
+  for (int size = 2; size <= ns; size <<= 1)
+    for (int stride = size >> 1; stride > 0; stride >>= 1)
+      {
+        for (int i = tid; i < ns / 2; i += SK_THREADS)
+          {
+            const int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+            const bool desc = (lo & size) == 0;
+            const unsigned long long a = sh.cand[lo], b = sh.cand[hi];
+            if ((a < b) == desc)
+              {
+                sh.cand[lo] = b;
+                sh.cand[hi] = a;
+              }
+          }
+        __syncthreads ();
+      }
+
+  /* ---- probabilities of the K best, as the host computes them */
+  const int n0 = min (K, sh.n_cand);
+  if (tid < n0)
+    {
+      const float v = key_float ((uint32_t) (sh.cand[tid] >> 32));
+      const float e = v == v ? expf ((v - max_l) / p.temperature) : 0.0f;
+      sh.prob[tid] = (float) ((double) e / sum);
+    }
+  __syncthreads ();
+  if (tid != 0)
+    return;
+
+  /* ---- the cut and the draw (few candidates: one thread) */
+  int n = n0;
+  double mass = 1.0, cum = 0.0;
+  bool cut = false;
+  if (topk_on)
+    {
+      mass = 0.0;
+      for (int i = 0; i < n; i++)
+        mass += sh.prob[i];
+    }
+  if (p.top_p < 1.0f)
+    {
+      for (int i = 0; i < n; i++)
+        {
+          cum += sh.prob[i] / mass;
+          if (cum >= p.top_p)
+            {
+              n = i + 1;
+              cut = true;
+              break;
+            }
+        }
+    }
+  if (p.min_p > 0.0f)
+    {
+      const float floor_p = sh.prob[0] * p.min_p;
+      int kept = 1;
+      while (kept < n && sh.prob[kept] >= floor_p)
+        kept++;
+      cut = cut || kept < n;
+      n = kept;
+    }
+  if (truncated && !cut)
+    {
+      /* the set reaches past the K best: only the host sees all of it */
+      out[0] = -1;
+      return;
+    }
+  mass = 0.0;
+  for (int i = 0; i < n; i++)
+    mass += sh.prob[i];
+  cum = 0.0;
+  for (int i = 0; i < n; i++)
+    {
+      cum += (float) (sh.prob[i] / mass);
+      if (p.u < cum)
+        {
+          out[0] = (int32_t) ~(uint32_t) (sh.cand[i] & 0xffffffffu);
+          return;
+        }
+    }
+  out[0] = (int32_t) ~(uint32_t) (sh.cand[n - 1] & 0xffffffffu);
+}
+
+extern "C" int
+hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *params, const int32_t *window,
+                     int32_t *out, cudaStream_t stream)
+{
+  HoneKSampleParams p = *params;
+  if (vocab < 1 || p.top_k < 0 || (p.top_k > HONE_K_SAMPLE_MAX_K && p.top_k < vocab) || p.n_window < 0
+      || p.n_window > HONE_K_SAMPLE_MAX_WINDOW || (p.n_window > 0 && (!window || vocab > SK_MAX_VOCAB)))
+    return (int) cudaErrorInvalidValue;
+  sample_chain_kernel<<<1, SK_THREADS, 0, stream>>> (logits, vocab, p, window, out);
+  return (int) cudaGetLastError ();
+}

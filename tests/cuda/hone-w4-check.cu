@@ -1,0 +1,1143 @@
+/* hone-w4-check.cu — checks and benchmarks of the W4A16 (AWQ int4, HONE_K_Q4Z)
+ * kernels: repack, decode GEMV (all epilogues, fused RMSNorm), dequantization.
+ *
+ * Plain CUDA C++ (no GLib), linked with the kernels' objects; built on the developer
+ * machine and carried to the GPU one (tests/run-cuda.sh w4 runs it from .carry-w4a16/):
+ *   nvcc -std=c++17 -O3 -lineinfo -gencode arch=compute_90,code=sm_90 -Ikernels \
+ *        tests/cuda/hone-w4-check.cu kernels/*.cu -o .carry-w4a16/hone-w4-check -lcublas -lcublasLt
+ * Checks: Q4Z rows are made here from the byte layout of the contract
+ * (src/core/hone-dtype.h HoneBlockQ4Z: f16 s, u8 z, pad, qs[16], element j
+ * low nibble of qs[j], j+16 high; w = s·(q − z)); every result is compared
+ * with a float64 reference computed here from that definition, on fresh
+ * random inputs, outputs poisoned (NaN bytes) first and the bytes past them
+ * checked untouched. A tiny Q4Z model is run through hone_k_forward (decode
+ * GEMVs and the prefill GEMM path) against the same model with the weights
+ * given as F16 (whose path hone-cuda-check verifies against float64).
+ * Every GEMV check runs with each Q4Z GEMV kernel (hone_k_q4z_set_config:
+ * 1 the first kernel, 4 the same with 4 loads a lane, 2 variant 2).
+ * Benchmarks: per-GEMV at Llama-3-8B shapes (Q4Z g128, first kernel "v1" and
+ * variant 2 "v2" side by side, next to the dp4a Q4_0 kernel), the
+ * dequantization, the whole decode step of a random AWQ g128 Llama-3-8B (f16
+ * embeddings and lm_head) at ctx 128/4k with v1 and v2, and prefill (16..2048
+ * tokens) against the BF16 model.
+ *
+ * Usage: hone-w4-check [--check] [--bench]   (default both); exit 1 if a check fails.
+ */
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <stdint.h>
+#include <vector>
+#include <algorithm>
+#include <string>
+#include "hone-kernels.h"
+
+#define CK(x) do { cudaError_t e_ = (cudaError_t) (x); if (e_ != cudaSuccess) { \
+  fprintf (stderr, "FATAL %s:%d: %s -> %s\n", __FILE__, __LINE__, #x, cudaGetErrorString (e_)); exit (2); } } while (0)
+
+static const double READ_CEIL = 4.52e12;   /* measured read-only streaming, B/s (RESULTS-cuda.md) */
+static const double GEMM_CEIL = 781e12;
+static int n_fail, n_pass;
+static FILE *results;
+
+static void
+report (const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  char buf[1024];
+  vsnprintf (buf, sizeof buf, fmt, ap);
+  va_end (ap);
+  fputs (buf, stdout);
+  fflush (stdout);
+  if (results)
+    {
+      fputs (buf, results);
+      fflush (results);
+    }
+}
+
+static void
+check (bool ok, const char *what, double err, double bound)
+{
+  if (ok)
+    n_pass++;
+  else
+    n_fail++;
+  report ("%s  %-66s err %.3g (bound %.3g)\n", ok ? "PASS" : "FAIL", what, err, bound);
+}
+
+static uint64_t rng_state = 0x5eed4a16;
+static uint64_t
+rng_u64 (void)
+{
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static double rng_uniform (void) { return (double) (rng_u64 () >> 11) / 9007199254740992.0; }
+static float
+rng_normal (void)
+{
+  const double u = rng_uniform () + 1e-300, v = rng_uniform ();
+  return (float) (sqrt (-2 * log (u)) * cos (2 * M_PI * v));
+}
+static uint16_t f2h (float f) { __half h = __float2half_rn (f); uint16_t u; memcpy (&u, &h, 2); return u; }
+static float h2f (uint16_t u) { __half h; memcpy (&h, &u, 2); return __half2float (h); }
+static float bf2f (uint16_t u) { uint32_t w = (uint32_t) u << 16; float f; memcpy (&f, &w, 4); return f; }
+/* round-to-nearest-even f64 → bf16 bits (values here are exact in f32) */
+static uint16_t
+bf16_rne (double d)
+{
+  float f = (float) d;
+  uint32_t u;
+  memcpy (&u, &f, 4);
+  u += 0x7fff + ((u >> 16) & 1);
+  return (uint16_t) (u >> 16);
+}
+
+static double
+rel_err (const float *got, const double *ref, size_t n, bool *all_finite)
+{
+  double num = 0, den = 0;
+  *all_finite = true;
+  for (size_t i = 0; i < n; i++)
+    {
+      if (!isfinite (got[i]))
+        *all_finite = false;
+      num += (got[i] - ref[i]) * (got[i] - ref[i]);
+      den += ref[i] * ref[i];
+    }
+  return sqrt (num / (den + 1e-300));
+}
+
+template <typename T>
+static T *
+dev_upload (const std::vector<T> &v)
+{
+  T *p;
+  CK (cudaMalloc ((void **) &p, v.size () * sizeof (T) + 16));
+  CK (cudaMemcpy (p, v.data (), v.size () * sizeof (T), cudaMemcpyHostToDevice));
+  return p;
+}
+
+static const size_t GUARD = 256;   /* poisoned bytes past every output, checked untouched */
+
+static void *
+dev_poisoned (size_t bytes)
+{
+  void *p;
+  CK (cudaMalloc (&p, bytes + GUARD));
+  CK (cudaMemset (p, 0xff, bytes + GUARD));   /* 0xffff… is NaN in f32, f16 and bf16 */
+  return p;
+}
+
+static bool
+guard_intact (const void *p, size_t bytes)
+{
+  std::vector<uint8_t> g (GUARD);
+  CK (cudaDeviceSynchronize ());
+  CK (cudaMemcpy (g.data (), (const uint8_t *) p + bytes, GUARD, cudaMemcpyDeviceToHost));
+  for (uint8_t b : g)
+    if (b != 0xff)
+      return false;
+  return true;
+}
+
+template <typename T>
+static std::vector<T>
+dev_download (const void *p, size_t n)
+{
+  std::vector<T> v (n);
+  CK (cudaDeviceSynchronize ());
+  CK (cudaMemcpy (v.data (), p, n * sizeof (T), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+/* ---- Q4Z host rows (the contract's byte layout) and their f64 values ------------- */
+
+struct HostQ4Z {
+  int rows, cols, group;
+  std::vector<uint8_t> bytes;   /* rows × cols/32 blocks of 20 bytes */
+  std::vector<double> w;        /* s·(q − z) */
+};
+
+static HostQ4Z
+q4z_make (int rows, int cols, int group, float scale)
+{
+  HostQ4Z h;
+  h.rows = rows;
+  h.cols = cols;
+  h.group = group;
+  const int nb = cols / 32, bpg = group / 32;
+  h.bytes.resize ((size_t) rows * nb * 20);
+  h.w.resize ((size_t) rows * cols);
+  for (int r = 0; r < rows; r++)
+    for (int gi = 0; gi < cols / group; gi++)
+      {
+        /* AWQ-like: positive scale, zero point anywhere in 0..15 */
+        const uint16_t s = f2h (scale * (float) (0.25 + rng_uniform ()));
+        const uint8_t z = (uint8_t) (rng_u64 () % 16);
+        for (int b = 0; b < bpg; b++)
+          {
+            const int j = gi * bpg + b;
+            uint8_t *blk = &h.bytes[((size_t) r * nb + j) * 20];
+            blk[0] = (uint8_t) (s & 0xff);
+            blk[1] = (uint8_t) (s >> 8);
+            blk[2] = z;
+            blk[3] = (uint8_t) rng_u64 ();   /* pad: must be ignored */
+            uint8_t q[32];
+            for (int i = 0; i < 32; i++)
+              q[i] = (uint8_t) (rng_u64 () % 16);
+            for (int i = 0; i < 16; i++)
+              blk[4 + i] = (uint8_t) (q[i] | (q[i + 16] << 4));
+            for (int i = 0; i < 32; i++)
+              h.w[(size_t) r * cols + j * 32 + i] = (double) h2f (s) * ((int) q[i] - (int) z);
+          }
+      }
+  return h;
+}
+
+static HoneKMatrix
+q4z_alloc (int rows, int cols, int group)
+{
+  HoneKMatrix m;
+  memset (&m, 0, sizeof m);
+  m.type = HONE_K_Q4Z;
+  m.rows = rows;
+  m.cols = cols;
+  m.group = group;
+  size_t qb, sb;
+  if (!hone_k_matrix_bytes_g (HONE_K_Q4Z, rows, cols, group, &qb, &sb))
+    {
+      fprintf (stderr, "bad Q4Z shape\n");
+      exit (2);
+    }
+  CK (cudaMalloc (&m.q, qb + 16));
+  CK (cudaMalloc (&m.s, sb + 16));
+  CK (cudaMemset (m.q, 0xff, qb + 16));
+  CK (cudaMemset (m.s, 0xff, sb + 16));
+  return m;
+}
+
+/* Upload host rows into rows row0 + r·step of m (the backend's gate/up interleave). */
+static void
+q4z_upload (HoneKMatrix &m, const HostQ4Z &h, int row0, int step)
+{
+  uint8_t *src = dev_upload (h.bytes);
+  CK (hone_k_repack (HONE_K_Q4Z, src, h.rows, h.cols, &m, row0, step, 0));
+  CK (cudaDeviceSynchronize ());
+  cudaFree (src);
+}
+
+static void
+matrix_free (HoneKMatrix *m)
+{
+  cudaFree (m->q);
+  if (m->s)
+    cudaFree (m->s);
+}
+
+/* ---- checks ------------------------------------------------------------------------ */
+
+static std::vector<float>
+make_inv_freq (int hd, double theta)
+{
+  std::vector<float> f (hd / 2);
+  for (int i = 0; i < hd / 2; i++)
+    f[i] = (float) pow (theta, -2.0 * i / hd);
+  return f;
+}
+
+/* The GEMV bound: f16 activations (2^-11 relative) and f16 partial sums of 16
+ * products (a few ulp of each chunk's sum) against exact f64. */
+static const double GEMV_BOUND = 4e-3;
+
+static void
+check_gemv (int rows, int cols, int g, int n_tok, int epi, bool norm, bool bias_on, bool outliers = false,
+            bool interleave = false)
+{
+  /* ROPE_KV: heads of 64, rows = (nq + 2 nkv)·64 */
+  const int hd = 64, nkv = epi == HONE_K_EPI_ROPE_KV ? rows / hd / 4 : 0, nq = 2 * nkv;
+  HostQ4Z h = q4z_make (rows, cols, g, 0.02f);
+  HoneKMatrix m = q4z_alloc (rows, cols, g);
+  std::vector<double> W = h.w;
+  if (interleave)
+    {
+      /* two halves uploaded with step 2, like gate/up: row 2i = A_i, 2i+1 = B_i */
+      HostQ4Z a = h, b = h;
+      a.rows = b.rows = rows / 2;
+      const size_t half = (size_t) rows / 2 * (cols / 32) * 20;
+      a.bytes.assign (h.bytes.begin (), h.bytes.begin () + half);
+      b.bytes.assign (h.bytes.begin () + half, h.bytes.end ());
+      q4z_upload (m, a, 0, 2);
+      q4z_upload (m, b, 1, 2);
+      for (int i = 0; i < rows / 2; i++)
+        for (int k = 0; k < cols; k++)
+          {
+            W[(size_t) (2 * i) * cols + k] = h.w[(size_t) i * cols + k];
+            W[(size_t) (2 * i + 1) * cols + k] = h.w[(size_t) (rows / 2 + i) * cols + k];
+          }
+    }
+  else
+    q4z_upload (m, h, 0, 1);
+
+  std::vector<float> x ((size_t) n_tok * cols), bias (rows), res ((size_t) n_tok * rows), g_ (cols);
+  for (auto &v : x) v = rng_normal ();
+  if (outliers)   /* a few channels 300× larger, like LLM activation outliers */
+    for (int t = 0; t < n_tok; t++)
+      for (int k = 5; k < cols; k += cols / 3)
+        x[(size_t) t * cols + k] *= 300.f;
+  for (auto &v : bias) v = rng_normal ();
+  for (auto &v : res) v = rng_normal ();
+  for (auto &v : g_) v = 1.f + 0.3f * rng_normal ();
+
+  std::vector<double> xin ((size_t) n_tok * cols);
+  for (int t = 0; t < n_tok; t++)
+    {
+      double ss = 0;
+      for (int k = 0; k < cols; k++) ss += (double) x[(size_t) t * cols + k] * x[(size_t) t * cols + k];
+      const double sc = norm ? 1.0 / sqrt (ss / cols + 1e-5) : 1.0;
+      for (int k = 0; k < cols; k++)
+        xin[(size_t) t * cols + k] = x[(size_t) t * cols + k] * sc * (norm ? g_[k] : 1.0);
+    }
+  std::vector<double> acc ((size_t) n_tok * rows);
+  for (int t = 0; t < n_tok; t++)
+    for (int r = 0; r < rows; r++)
+      {
+        double s = 0;
+        for (int k = 0; k < cols; k++) s += W[(size_t) r * cols + k] * xin[(size_t) t * cols + k];
+        acc[(size_t) t * rows + r] = s + (bias_on ? bias[r] : 0.0);
+      }
+
+  float *dx = dev_upload (x), *dres = dev_upload (res), *dbias = dev_upload (bias), *dg = dev_upload (g_);
+  const int out_cols = epi == HONE_K_EPI_SWIGLU ? rows / 2 : rows;
+  const size_t ybytes = (size_t) n_tok * out_cols * 4;
+  float *dy = (float *) dev_poisoned (ybytes);
+  if (epi == HONE_K_EPI_ADD)
+    CK (cudaMemcpy (dy, dres, (size_t) n_tok * rows * 4, cudaMemcpyDeviceToDevice));
+
+  /* ROPE_KV: a scattered page table, positions crossing a page boundary */
+  const int pos0 = 61;
+  const int pages = 4;
+  std::vector<int32_t> table = { 2, 0, 3, 1 };
+  const size_t pool_elems = (size_t) pages * (nkv > 0 ? nkv : 1) * HONE_K_KV_BLOCK * hd;
+  void *kp = dev_poisoned (pool_elems * 2), *vp = dev_poisoned (pool_elems * 2);
+  int32_t *dtable = dev_upload (table), *dpos = dev_upload (std::vector<int32_t> { pos0 });
+  std::vector<float> inv = make_inv_freq (hd, 10000.0);
+  float *dinv = dev_upload (inv);
+
+  HoneKGemvOp op;
+  memset (&op, 0, sizeof op);
+  op.w = &m;
+  op.x = dx;
+  op.n_tok = n_tok;
+  op.bias = bias_on ? dbias : NULL;
+  op.res = epi == HONE_K_EPI_ADD ? dy : NULL;   /* in place, as the forward pass does */
+  op.y = dy;
+  op.epilogue = epi;
+  op.norm_g = norm ? dg : NULL;
+  op.eps = 1e-5f;
+  if (epi == HONE_K_EPI_ROPE_KV)
+    {
+      op.nq = nq; op.nkv = nkv; op.hd = hd; op.pos = dpos; op.inv_freq = dinv;
+      op.k_pool = kp; op.v_pool = vp; op.block_table = dtable;
+    }
+  CK (hone_k_gemv_ex (&op, 0));
+  CK (cudaGetLastError ());
+  const std::vector<float> y = dev_download<float> (dy, (size_t) n_tok * out_cols);
+
+  char what[200];
+  snprintf (what, sizeof what, "q4z gemv %dx%d g%d tok=%d epi=%d%s%s%s%s", rows, cols, g, n_tok, epi, norm ? " +norm" : "",
+            bias_on ? " +bias" : "", outliers ? " outliers" : "", interleave ? " step2" : "");
+  std::vector<double> ref ((size_t) n_tok * out_cols);
+  std::vector<double> kref, vref;
+  std::vector<size_t> kvidx;
+  for (int t = 0; t < n_tok; t++)
+    for (int r = 0; r < out_cols; r++)
+      {
+        const double *a = &acc[(size_t) t * rows];
+        double v;
+        if (epi == HONE_K_EPI_SWIGLU)
+          v = a[2 * r] / (1 + exp (-a[2 * r])) * a[2 * r + 1];
+        else
+          v = a[r] + (epi == HONE_K_EPI_ADD ? res[(size_t) t * rows + r] : 0.0);
+        ref[(size_t) t * out_cols + r] = v;
+      }
+  bool ok_guard = guard_intact (dy, ybytes);
+  if (epi == HONE_K_EPI_ROPE_KV)
+    {
+      /* q rows rotated and scaled into y; k rotated, v copied, into the pages */
+      std::vector<uint16_t> kh = dev_download<uint16_t> (kp, pool_elems), vh = dev_download<uint16_t> (vp, pool_elems);
+      std::vector<float> qgot, kvgot;
+      std::vector<double> qref, kvr;
+      size_t written = 0;
+      for (int t = 0; t < n_tok; t++)
+        {
+          const int p = pos0 + t;
+          for (int head = 0; head < nq + 2 * nkv; head++)
+            for (int d = 0; d < hd; d += 2)
+              {
+                const int row = head * hd + d;
+                double v0 = acc[(size_t) t * rows + row], v1 = acc[(size_t) t * rows + row + 1];
+                if (head < nq + nkv)
+                  {
+                    const double ang = (double) p * inv[d / 2];
+                    const double r0 = v0 * cos (ang) - v1 * sin (ang), r1 = v0 * sin (ang) + v1 * cos (ang);
+                    v0 = r0;
+                    v1 = r1;
+                  }
+                if (head < nq)
+                  {
+                    qref.push_back (v0 / sqrt ((double) hd));
+                    qref.push_back (v1 / sqrt ((double) hd));
+                    qgot.push_back (y[(size_t) t * rows + row]);
+                    qgot.push_back (y[(size_t) t * rows + row + 1]);
+                    continue;
+                  }
+                const bool is_k = head < nq + nkv;
+                const int kvh = head - nq - (is_k ? 0 : nkv);
+                const size_t idx = (((size_t) table[p / HONE_K_KV_BLOCK] * nkv + kvh) * HONE_K_KV_BLOCK
+                                    + p % HONE_K_KV_BLOCK) * hd + d;
+                const std::vector<uint16_t> &pool = is_k ? kh : vh;
+                kvr.push_back (v0);
+                kvr.push_back (v1);
+                kvgot.push_back (h2f (pool[idx]));
+                kvgot.push_back (h2f (pool[idx + 1]));
+                written += 2;
+              }
+        }
+      /* everything else in the pools is still poison */
+      size_t poisoned = 0;
+      for (size_t i = 0; i < pool_elems; i++)
+        poisoned += (kh[i] == 0xffff) + (vh[i] == 0xffff);
+      bool fin1, fin2;
+      const double e1 = rel_err (qgot.data (), qref.data (), qgot.size (), &fin1);
+      const double e2 = rel_err (kvgot.data (), kvr.data (), kvgot.size (), &fin2);
+      const bool ok = fin1 && fin2 && e1 < GEMV_BOUND && e2 < GEMV_BOUND && poisoned == 2 * pool_elems - written
+                      && ok_guard;
+      check (ok, what, std::max (e1, e2), GEMV_BOUND);
+    }
+  else
+    {
+      bool fin;
+      const double e = rel_err (y.data (), ref.data (), y.size (), &fin);
+      check (fin && ok_guard && e < GEMV_BOUND, what, e, GEMV_BOUND);
+    }
+  matrix_free (&m);
+  cudaFree (dx); cudaFree (dres); cudaFree (dbias); cudaFree (dg); cudaFree (dy);
+  cudaFree (kp); cudaFree (vp); cudaFree (dtable); cudaFree (dpos); cudaFree (dinv);
+}
+
+/* Dequantization: f16 must be exactly round(s·(q − z)) and bf16 likewise (one rounding of an exact product). */
+static void
+check_dequant (int rows, int cols, int g)
+{
+  HostQ4Z h = q4z_make (rows, cols, g, 0.5f);
+  HoneKMatrix m = q4z_alloc (rows, cols, g);
+  q4z_upload (m, h, 0, 1);
+  const size_t n = (size_t) rows * cols;
+  for (int to_f16 = 0; to_f16 < 2; to_f16++)
+    {
+      void *d = dev_poisoned (n * 2);
+      CK (hone_k_dequant (&m, d, to_f16, 0));
+      std::vector<uint16_t> got = dev_download<uint16_t> (d, n);
+      size_t bad = 0;
+      double worst = 0;
+      for (size_t i = 0; i < n; i++)
+        {
+          const uint16_t want = to_f16 ? f2h ((float) h.w[i]) : bf16_rne (h.w[i]);
+          if (got[i] != want)
+            {
+              bad++;
+              worst = std::max (worst, fabs ((to_f16 ? h2f (got[i]) : bf2f (got[i])) - h.w[i]));
+            }
+        }
+      char what[160];
+      snprintf (what, sizeof what, "q4z dequant %dx%d g%d -> %s (bit-exact, %zu differ)", rows, cols, g,
+                to_f16 ? "f16" : "bf16", bad);
+      check (bad == 0 && guard_intact (d, n * 2), what, worst, 0);
+      cudaFree (d);
+    }
+  matrix_free (&m);
+}
+
+/* Bad arguments are refused with an error, never run. */
+static void
+check_refusals (void)
+{
+  HostQ4Z h = q4z_make (4, 128, 64, 0.02f);
+  uint8_t *src = dev_upload (h.bytes);
+  HoneKMatrix m = q4z_alloc (4, 128, 64);
+  int bad = 0;
+  HoneKMatrix m48 = m;
+  m48.group = 48;
+  bad += hone_k_repack (HONE_K_Q4Z, src, 4, 128, &m48, 0, 1, 0) == 0;          /* group 48 */
+  bad += hone_k_repack (HONE_K_Q4Z, src, 4, 128, &m, 2, 1, 0) == 0;            /* rows past the end */
+  bad += hone_k_matrix_bytes_g (HONE_K_Q4Z, 4, 96, 64, NULL, NULL) != 0;        /* cols % group */
+  float *x = (float *) dev_poisoned (4096), *y = (float *) dev_poisoned (4096);
+  HoneKGemvOp op;
+  memset (&op, 0, sizeof op);
+  op.w = &m;
+  op.x = x;
+  op.y = y;
+  op.n_tok = 9;
+  bad += hone_k_gemv_ex (&op, 0) == 0;                                          /* too many tokens */
+  op.n_tok = 1;
+  op.epilogue = HONE_K_EPI_ROPE_KV;
+  bad += hone_k_gemv_ex (&op, 0) == 0;                                          /* no rope arguments */
+  op.epilogue = HONE_K_EPI_ADD;
+  bad += hone_k_gemv_ex (&op, 0) == 0;                                          /* ADD without res */
+  op.epilogue = HONE_K_EPI_STORE;
+  op.x = NULL;
+  bad += hone_k_gemv_ex (&op, 0) == 0;                                          /* no f32 input */
+  CK (cudaDeviceSynchronize ());
+  check (bad == 0 && cudaGetLastError () == cudaSuccess, "q4z refusals (group 48, rows, cols%g, tok 9, rope, add, x)",
+         bad, 0);
+  cudaFree (src); cudaFree (x); cudaFree (y);
+  matrix_free (&m);
+}
+
+/* ---- tiny model: Q4Z path vs the same weights as F16 -------------------------------- */
+
+struct Tiny {
+  HoneKModel m;
+  std::vector<HoneKLayer> layers;
+  std::vector<void *> frees;
+};
+
+static void
+tiny_build (Tiny &t, const std::vector<HoneKMatrix> &q4z, bool as_f16, const HoneKConfig &cfg, float *norms,
+            HoneKMatrix embd)
+{
+  memset (&t.m, 0, sizeof t.m);
+  t.m.cfg = cfg;
+  t.layers.resize (cfg.n_layers);
+  for (int l = 0; l < cfg.n_layers; l++)
+    {
+      HoneKMatrix w[4];
+      for (int i = 0; i < 4; i++)
+        {
+          w[i] = q4z[l * 4 + i];
+          if (as_f16)
+            {
+              HoneKMatrix f;
+              memset (&f, 0, sizeof f);
+              f.type = HONE_K_F16;
+              f.rows = w[i].rows;
+              f.cols = w[i].cols;
+              CK (cudaMalloc (&f.q, (size_t) f.rows * f.cols * 2));
+              CK (hone_k_dequant (&w[i], f.q, 1, 0));
+              t.frees.push_back (f.q);
+              w[i] = f;
+            }
+        }
+      HoneKLayer &y = t.layers[l];
+      memset (&y, 0, sizeof y);
+      y.attn_norm = norms;
+      y.ffn_norm = norms + cfg.hidden;
+      y.wqkv = w[0];
+      y.wo = w[1];
+      y.wgu = w[2];
+      y.wdown = w[3];
+    }
+  t.m.layers = t.layers.data ();
+  t.m.embd = embd;
+  t.m.lm_head = embd;
+  t.m.out_norm = norms;
+  CK (cudaDeviceSynchronize ());
+}
+
+static void
+check_tiny_model (int g)
+{
+  HoneKConfig cfg;
+  memset (&cfg, 0, sizeof cfg);
+  cfg.n_layers = 2; cfg.hidden = 256; cfg.n_heads = 4; cfg.n_kv_heads = 2; cfg.head_dim = 64; cfg.ffn = 384;
+  cfg.vocab = 1000; cfg.rms_eps = 1e-5f;
+  std::vector<float> inv = make_inv_freq (64, 10000.0);
+  cfg.rope_inv_freq = dev_upload (inv);
+  std::vector<float> nv (2 * cfg.hidden);
+  for (auto &v : nv) v = 1.f + 0.2f * rng_normal ();
+  float *norms = dev_upload (nv);
+  std::vector<HoneKMatrix> q4z;
+  const int qkv = (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim;
+  for (int l = 0; l < cfg.n_layers; l++)
+    {
+      const int shapes[4][2] = { { qkv, cfg.hidden }, { cfg.hidden, cfg.n_heads * cfg.head_dim },
+                                 { 2 * cfg.ffn, cfg.hidden }, { cfg.hidden, cfg.ffn } };
+      for (int i = 0; i < 4; i++)
+        {
+          HostQ4Z h = q4z_make (shapes[i][0], shapes[i][1], g, 0.03f);
+          HoneKMatrix m = q4z_alloc (shapes[i][0], shapes[i][1], g);
+          q4z_upload (m, h, 0, 1);
+          q4z.push_back (m);
+        }
+    }
+  std::vector<uint16_t> e ((size_t) cfg.vocab * cfg.hidden);
+  for (auto &v : e) v = f2h (rng_normal ());
+  HoneKMatrix embd;
+  memset (&embd, 0, sizeof embd);
+  embd.type = HONE_K_F16;
+  embd.rows = cfg.vocab;
+  embd.cols = cfg.hidden;
+  embd.q = dev_upload (e);
+
+  Tiny a, b;
+  tiny_build (a, q4z, false, cfg, norms, embd);
+  tiny_build (b, q4z, true, cfg, norms, embd);
+  const int n_pre = 20, n_dec = 6, max_ctx = 64;
+  std::vector<int32_t> toks (n_pre + n_dec);
+  for (auto &t : toks) t = (int32_t) (rng_u64 () % cfg.vocab);
+  std::vector<float> logits[2];
+  for (int which = 0; which < 2; which++)
+    {
+      Tiny &t = which ? b : a;
+      std::vector<void *> kp (cfg.n_layers), vp (cfg.n_layers);
+      const int pages = max_ctx / HONE_K_KV_BLOCK;
+      for (int l = 0; l < cfg.n_layers; l++)
+        {
+          kp[l] = dev_poisoned ((size_t) pages * cfg.n_kv_heads * HONE_K_KV_BLOCK * 64 * 2);
+          vp[l] = dev_poisoned ((size_t) pages * cfg.n_kv_heads * HONE_K_KV_BLOCK * 64 * 2);
+        }
+      std::vector<int32_t> tab (pages);
+      for (int i = 0; i < pages; i++) tab[i] = i;
+      HoneKKv kv = { kp.data (), vp.data (), dev_upload (tab), pages };
+      HoneKState st;
+      CK (hone_k_state_alloc (&st, &t.m, n_pre, n_pre));
+      /* prefill (GEMM path), all logits, then one-token decode steps (GEMV path) */
+      CK (cudaMemcpy (st.tokens, toks.data (), 4 * n_pre, cudaMemcpyHostToDevice));
+      const int zero = 0;
+      CK (cudaMemcpy (st.pos, &zero, 4, cudaMemcpyHostToDevice));
+      CK (hone_k_forward (&t.m, &kv, &st, n_pre, 0, n_pre, 0, 0.f, 0, 0));
+      std::vector<float> l0 = dev_download<float> (st.logits, (size_t) n_pre * cfg.vocab);
+      logits[which].insert (logits[which].end (), l0.begin (), l0.end ());
+      for (int i = 0; i < n_dec; i++)
+        {
+          CK (cudaMemcpy (st.tokens, &toks[n_pre + i], 4, cudaMemcpyHostToDevice));
+          CK (hone_k_forward (&t.m, &kv, &st, 1, n_pre + i, 1, 0, 0.f, 0, 0));
+          std::vector<float> l1 = dev_download<float> (st.logits, cfg.vocab);
+          logits[which].insert (logits[which].end (), l1.begin (), l1.end ());
+        }
+      hone_k_state_free (&st);
+      for (int l = 0; l < cfg.n_layers; l++) { cudaFree (kp[l]); cudaFree (vp[l]); }
+      cudaFree (kv.block_table);
+    }
+  /* prefill: identical f16 weights → near-identical; decode: HFMA2 GEMV vs the F16 GEMV */
+  for (int part = 0; part < 2; part++)
+    {
+      const size_t o = part ? (size_t) n_pre * cfg.vocab : 0, n = part ? (size_t) n_dec * cfg.vocab : (size_t) n_pre * cfg.vocab;
+      std::vector<double> ref (logits[1].begin () + o, logits[1].begin () + o + n);
+      bool fin;
+      const double e = rel_err (logits[0].data () + o, ref.data (), n, &fin);
+      int agree = 0;
+      const int rows = (int) (n / cfg.vocab);
+      for (int r = 0; r < rows; r++)
+        {
+          const float *p = logits[0].data () + o + (size_t) r * cfg.vocab, *q = logits[1].data () + o + (size_t) r * cfg.vocab;
+          agree += std::max_element (p, p + cfg.vocab) - p == std::max_element (q, q + cfg.vocab) - q;
+        }
+      char what[160];
+      const double bound = part ? 1e-2 : 2e-3;
+      snprintf (what, sizeof what, "tiny model g%d %s: Q4Z vs F16 weights, top-1 %d/%d", g,
+                part ? "decode (GEMV)" : "prefill (GEMM)", agree, rows);
+      check (fin && e < bound && agree >= rows - 1, what, e, bound);
+    }
+  for (auto &m : q4z) matrix_free (&m);
+  for (void *p : a.frees) cudaFree (p);
+  for (void *p : b.frees) cudaFree (p);
+  cudaFree (embd.q); cudaFree (norms); cudaFree ((void *) cfg.rope_inv_freq);
+}
+
+/* ---- benchmarks ---------------------------------------------------------------------- */
+
+__global__ void
+fill_random (uint8_t *p, size_t n, uint64_t seed, int kind)
+{
+  for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < n / 2; i += (size_t) gridDim.x * blockDim.x)
+    {
+      uint64_t z = (i + 1) * 0x9e3779b97f4a7c15ull ^ seed;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z ^= z >> 27;
+      uint16_t v = (uint16_t) z;
+      if (kind == 1)        /* bf16 in ±0.03 */
+        v = __bfloat16_as_ushort (__float2bfloat16_rn ((float) ((int) (z & 0xffff) - 32768) * (0.03f / 32768.f)));
+      else if (kind == 2)   /* f16 scales ~ 0.002 */
+        v = __half_as_ushort (__float2half_rn (0.001f + (float) (z & 0xff) * 1e-5f));
+      else if (kind == 3)   /* f16 in ±1 */
+        v = __half_as_ushort (__float2half_rn ((float) ((int) (z & 0xffff) - 32768) / 32768.f));
+      else if (kind == 4)   /* two zero points 0..15 */
+        v = (uint16_t) (z & 0x0f0f);
+      ((uint16_t *) p)[i] = v;
+    }
+}
+
+static void
+fill_matrix (HoneKMatrix &m, uint64_t seed)
+{
+  size_t qb, sb;
+  hone_k_matrix_bytes_g (m.type, m.rows, m.cols, m.group, &qb, &sb);
+  fill_random<<<1024, 256>>> ((uint8_t *) m.q, qb, seed, m.type == HONE_K_BF16 ? 1 : m.type == HONE_K_F16 ? 3 : 0);
+  if (m.type == HONE_K_Q4Z)
+    {
+      const size_t ns = (size_t) m.rows * (m.cols / m.group) * 2;
+      fill_random<<<1024, 256>>> ((uint8_t *) m.s, ns, seed + 1, 2);
+      fill_random<<<1024, 256>>> ((uint8_t *) m.s + ns, sb - ns, seed + 2, 4);
+    }
+  else if (sb)
+    fill_random<<<1024, 256>>> ((uint8_t *) m.s, sb, seed + 1, 2);
+  CK (cudaGetLastError ());
+}
+
+static HoneKMatrix
+matrix_alloc (int type, int rows, int cols, int group)
+{
+  HoneKMatrix m;
+  memset (&m, 0, sizeof m);
+  m.type = type;
+  m.rows = rows;
+  m.cols = cols;
+  m.group = group;
+  size_t qb, sb;
+  hone_k_matrix_bytes_g (type, rows, cols, group, &qb, &sb);
+  CK (cudaMalloc (&m.q, qb + 16));
+  if (sb)
+    CK (cudaMalloc (&m.s, sb + 16));
+  return m;
+}
+
+static double
+bench_ms (cudaStream_t s, int reps, void (*fn) (void *), void *arg)
+{
+  cudaEvent_t a, b;
+  CK (cudaEventCreate (&a));
+  CK (cudaEventCreate (&b));
+  for (int i = 0; i < 3; i++) fn (arg);
+  std::vector<float> ts;
+  for (int it = 0; it < 5; it++)
+    {
+      CK (cudaEventRecord (a, s));
+      for (int i = 0; i < reps; i++) fn (arg);
+      CK (cudaEventRecord (b, s));
+      CK (cudaEventSynchronize (b));
+      float ms;
+      CK (cudaEventElapsedTime (&ms, a, b));
+      ts.push_back (ms / reps);
+    }
+  CK (cudaGetLastError ());
+  std::sort (ts.begin (), ts.end ());
+  cudaEventDestroy (a);
+  cudaEventDestroy (b);
+  return ts[2];
+}
+
+struct GemvBench {
+  std::vector<HoneKMatrix> ms;
+  int cur;
+  float *x, *y, *res, *g;
+  HoneKActQ8 xq;
+  int n_tok, epi;
+  bool norm;
+};
+
+static void
+gemv_bench_fn (void *p)
+{
+  GemvBench *b = (GemvBench *) p;
+  HoneKMatrix *m = &b->ms[b->cur];
+  b->cur = (b->cur + 1) % (int) b->ms.size ();
+  HoneKGemvOp op;
+  memset (&op, 0, sizeof op);
+  op.w = m;
+  op.n_tok = b->n_tok;
+  op.y = b->y;
+  op.res = b->res;
+  op.epilogue = b->epi;
+  op.eps = 1e-5f;
+  if (m->type == HONE_K_Q4Z)
+    {
+      op.x = b->x;
+      op.norm_g = b->norm ? b->g : NULL;
+    }
+  else
+    op.xq = &b->xq;
+  hone_k_gemv_ex (&op, 0);
+}
+
+struct DequantBench {
+  HoneKMatrix *m;
+  void *dst;
+};
+
+static void
+dequant_bench_fn (void *p)
+{
+  DequantBench *d = (DequantBench *) p;
+  hone_k_dequant (d->m, d->dst, 1, 0);
+}
+
+static void
+bench_gemvs (void)
+{
+  struct { const char *name; int rows, cols, epi; bool norm; } shapes[] = {
+    { "qkv 6144x4096 +norm", 6144, 4096, HONE_K_EPI_STORE, true },
+    { "o 4096x4096 +res", 4096, 4096, HONE_K_EPI_ADD, false },
+    { "gate|up 28672x4096 +norm swiglu", 28672, 4096, HONE_K_EPI_SWIGLU, true },
+    { "down 4096x14336 +res", 4096, 14336, HONE_K_EPI_ADD, false },
+    { "small 256x4096 +norm (fixed cost)", 256, 4096, HONE_K_EPI_STORE, true },
+  };
+  report ("\n== GEMV at Llama-3-8B shapes (weights rotated over >= 400 MB, median of 5x20) ==\n");
+  report ("Q4Z: f32 input (norm fused where marked), W4A16 HFMA2; Q4_0: int8 input already quantized, dp4a\n");
+  report ("Q4Z: v1 = the first kernel (config 1), v2 = variant 2 (config 2), same call, same weights\n");
+  report ("%-34s %-8s %4s %9s %9s %7s\n", "matrix", "type", "tok", "us", "GB/s", "%read");
+  float *x, *y, *res, *g;
+  CK (cudaMalloc (&x, 8 * 14336 * 4));
+  CK (cudaMalloc (&g, 14336 * 4));
+  CK (cudaMalloc (&y, (size_t) 8 * 28672 * 4));
+  CK (cudaMalloc (&res, (size_t) 8 * 28672 * 4));
+  fill_random<<<256, 256>>> ((uint8_t *) x, 8 * 14336 * 4, 7, 3);
+  fill_random<<<256, 256>>> ((uint8_t *) g, 14336 * 4, 8, 3);
+  CK (cudaMemset (res, 0, (size_t) 8 * 28672 * 4));
+  HoneKActQ8 xq;
+  CK (cudaMalloc (&xq.q, 8 * 14336));
+  CK (cudaMalloc (&xq.ds, 8 * 14336 / 32 * 8));
+  CK (hone_k_quantize (x, 8, 14336, &xq, NULL, 0, 0));
+  struct { int type, group; const char *name; } types[] = {
+    { HONE_K_Q4Z, 128, "Q4Z-g128" }, { HONE_K_Q4Z, 32, "Q4Z-g32" }, { HONE_K_Q4_0, 0, "Q4_0" } };
+  for (auto &ty : types)
+    for (auto &sh : shapes)
+      {
+        GemvBench b;
+        const size_t one = hone_k_matrix_bytes_g (ty.type, sh.rows, sh.cols, ty.group, NULL, NULL);
+        const int copies = (int) std::max<size_t> (2, (400u << 20) / one + 1);
+        for (int i = 0; i < copies; i++)
+          {
+            HoneKMatrix m = matrix_alloc (ty.type, sh.rows, sh.cols, ty.group);
+            fill_matrix (m, 100 + i);
+            b.ms.push_back (m);
+          }
+        b.cur = 0;
+        b.x = x; b.y = y; b.res = res; b.g = g; b.xq = xq; b.epi = sh.epi; b.norm = sh.norm;
+        for (int n_tok : { 1, 4, 8 })
+          {
+            if ((ty.group == 32 || sh.rows == 256) && n_tok != 1)
+              continue;
+            b.n_tok = n_tok;
+            const double act = (ty.type == HONE_K_Q4Z ? 4.0 : 1.0 + 8.0 / 32) * sh.cols * n_tok
+                               + 4.0 * n_tok * (sh.epi == HONE_K_EPI_SWIGLU ? sh.rows / 2 : sh.rows)
+                                     * (sh.epi == HONE_K_EPI_ADD ? 2 : 1);
+            double us[2] = { 0, 0 };
+            for (int k = 0; k < (ty.type == HONE_K_Q4Z ? 2 : 1); k++)
+              {
+                hone_k_q4z_set_config (k == 0 ? 1 : 2);
+                const double ms = bench_ms (0, 20, gemv_bench_fn, &b);
+                const double gbs = (one + act) / (ms * 1e-3) / 1e9;
+                us[k] = ms * 1e3;
+                report ("%-34s %-8s %4d %9.2f %9.0f %6.1f%%  (%.4f B/weight)%s\n", sh.name, ty.name, n_tok, ms * 1e3,
+                        gbs, 100 * gbs * 1e9 / READ_CEIL, (double) one / ((double) sh.rows * sh.cols),
+                        ty.type != HONE_K_Q4Z ? "" : k == 0 ? " v1" : " v2");
+              }
+            if (ty.type == HONE_K_Q4Z)
+              report ("%-34s %-8s %4d   v1 %.2f us -> v2 %.2f us: %.2fx\n", sh.name, ty.name, n_tok, us[0], us[1],
+                      us[0] / us[1]);
+          }
+        hone_k_q4z_set_config (0);
+        for (auto &m : b.ms) matrix_free (&m);
+      }
+  /* dequantization to f16 (prefill path) */
+  {
+    HoneKMatrix m = matrix_alloc (HONE_K_Q4Z, 28672, 4096, 128);
+    fill_matrix (m, 77);
+    DequantBench d = { &m, NULL };
+    CK (cudaMalloc (&d.dst, (size_t) 28672 * 4096 * 2));
+    const double ms = bench_ms (0, 10, dequant_bench_fn, &d);
+    const double bytes = hone_k_matrix_bytes_g (HONE_K_Q4Z, 28672, 4096, 128, NULL, NULL) + 28672.0 * 4096 * 2;
+    report ("dequant Q4Z-g128 28672x4096 -> f16: %.1f us, %.0f GB/s (read+write), %.1f%% of 4.52 TB/s\n", ms * 1e3,
+            bytes / (ms * 1e-3) / 1e9, 100 * bytes / (ms * 1e-3) / READ_CEIL);
+    cudaFree (d.dst);
+    matrix_free (&m);
+  }
+  cudaFree (x); cudaFree (y); cudaFree (res); cudaFree (g); cudaFree (xq.q); cudaFree (xq.ds);
+}
+
+/* A random-weight Llama-3-8B: AWQ g128 (embeddings and lm_head f16) or BF16. */
+struct BigModel {
+  HoneKModel m;
+  std::vector<HoneKLayer> layers;
+  std::vector<void *> kp, vp;
+  int32_t *table;
+  size_t weight_bytes;   /* bytes a decode step reads: every matrix once, one embedding row */
+  std::vector<void *> frees;
+};
+
+static void
+big_build (BigModel &b, int type, int max_ctx)
+{
+  const int L = 32, D = 4096, nq = 32, nkv = 8, hd = 128, F = 14336, V = 128256;
+  HoneKConfig &c = b.m.cfg;
+  memset (&b.m, 0, sizeof b.m);
+  c.n_layers = L; c.hidden = D; c.n_heads = nq; c.n_kv_heads = nkv; c.head_dim = hd; c.ffn = F; c.vocab = V;
+  c.rms_eps = 1e-5f;
+  std::vector<float> inv = make_inv_freq (hd, 500000.0);
+  c.rope_inv_freq = dev_upload (inv);
+  std::vector<float> ones (D, 1.f);
+  float *norm = dev_upload (ones);
+  b.layers.resize (L);
+  b.weight_bytes = 0;
+  uint64_t seed = 1000;
+  auto mk = [&] (int rows, int cols, int t) {
+    HoneKMatrix m = matrix_alloc (t, rows, cols, 128);
+    fill_matrix (m, seed++);
+    b.weight_bytes += hone_k_matrix_bytes_g (t, rows, cols, 128, NULL, NULL);
+    b.frees.push_back (m.q);
+    if (m.s) b.frees.push_back (m.s);
+    return m;
+  };
+  const int head_t = type == HONE_K_Q4Z ? HONE_K_F16 : type;
+  for (int l = 0; l < L; l++)
+    {
+      HoneKLayer &y = b.layers[l];
+      memset (&y, 0, sizeof y);
+      y.attn_norm = norm;
+      y.ffn_norm = norm;
+      y.wqkv = mk ((nq + 2 * nkv) * hd, D, type);
+      y.wo = mk (D, nq * hd, type);
+      y.wgu = mk (2 * F, D, type);
+      y.wdown = mk (D, F, type);
+    }
+  b.m.layers = b.layers.data ();
+  b.m.embd = mk (V, D, head_t);
+  b.m.out_norm = norm;
+  b.m.lm_head = mk (V, D, head_t);
+  b.weight_bytes -= hone_k_matrix_bytes (head_t, V, D, NULL, NULL);
+  const int pages = (max_ctx + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK;
+  std::vector<int32_t> t (pages);
+  for (int i = 0; i < pages; i++) t[i] = i;
+  b.table = dev_upload (t);
+  b.kp.resize (L);
+  b.vp.resize (L);
+  const size_t kvb = (size_t) pages * nkv * HONE_K_KV_BLOCK * hd * 2;
+  for (int l = 0; l < L; l++)
+    {
+      CK (cudaMalloc (&b.kp[l], kvb));
+      CK (cudaMalloc (&b.vp[l], kvb));
+      fill_random<<<1024, 256>>> ((uint8_t *) b.kp[l], kvb, 5000 + l, 3);
+      fill_random<<<1024, 256>>> ((uint8_t *) b.vp[l], kvb, 6000 + l, 3);
+      b.frees.push_back (b.kp[l]);
+      b.frees.push_back (b.vp[l]);
+    }
+  b.frees.push_back (b.table);
+  b.frees.push_back (norm);
+  b.frees.push_back ((void *) c.rope_inv_freq);
+  CK (cudaDeviceSynchronize ());
+}
+
+static void
+big_free (BigModel &b)
+{
+  for (void *p : b.frees) cudaFree (p);
+  b.frees.clear ();
+}
+
+static double
+time_prefill (BigModel &b, HoneKKv &kv, int n, cudaStream_t s)
+{
+  HoneKState st;
+  CK (hone_k_state_alloc (&st, &b.m, n, HONE_K_MAX_DECODE));
+  std::vector<int32_t> toks (n);
+  for (auto &t : toks) t = (int) (rng_u64 () % 128256);
+  CK (cudaMemcpy (st.tokens, toks.data (), 4 * n, cudaMemcpyHostToDevice));
+  cudaEvent_t e0, e1;
+  CK (cudaEventCreate (&e0));
+  CK (cudaEventCreate (&e1));
+  std::vector<float> ts;
+  for (int it = 0; it < 4; it++)
+    {
+      const int zero = 0;
+      CK (cudaMemcpyAsync (st.pos, &zero, 4, cudaMemcpyHostToDevice, s));
+      CK (cudaEventRecord (e0, s));
+      CK (hone_k_forward (&b.m, &kv, &st, n, 0, 1, 1, 0.f, 0, s));
+      CK (cudaEventRecord (e1, s));
+      CK (cudaEventSynchronize (e1));
+      float ms;
+      CK (cudaEventElapsedTime (&ms, e0, e1));
+      if (it > 0) ts.push_back (ms);
+    }
+  std::sort (ts.begin (), ts.end ());
+  cudaEventDestroy (e0);
+  cudaEventDestroy (e1);
+  hone_k_state_free (&st);
+  return ts[1];
+}
+
+static void
+bench_model (int type, std::vector<double> &prefill_ms)
+{
+  const int max_ctx = 4096 + 2048 + 256;
+  const char *name = type == HONE_K_Q4Z ? "AWQ-g128" : "BF16";
+  BigModel b;
+  big_build (b, type, max_ctx);
+  HoneKKv kv = { b.kp.data (), b.vp.data (), b.table, (max_ctx + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK };
+  cudaStream_t s;
+  CK (cudaStreamCreateWithFlags (&s, cudaStreamNonBlocking));
+  HoneKState st;
+  CK (hone_k_state_alloc (&st, &b.m, HONE_K_MAX_DECODE, HONE_K_MAX_DECODE));
+  const int one_tok = 1;
+  CK (cudaMemcpy (st.tokens, &one_tok, 4, cudaMemcpyHostToDevice));
+  /* variants: Q4Z GEMV v1 (config 1), v2 (config 2), v2 with PDL off, then 8 tokens with v1 and v2 */
+  double step_ms[2][2] = { { 0, 0 }, { 0, 0 } };   /* [v1, v2][ctx 128, 4k], one token */
+  for (int variant = 0; variant < 5; variant++)
+    {
+      const int n_tok = variant >= 3 ? 8 : 1;
+      if (type != HONE_K_Q4Z && variant != 0)
+        continue;
+      const bool v2 = variant == 1 || variant == 2 || variant == 4;
+      hone_k_q4z_set_config (v2 ? 2 : 1);
+      hone_k_set_pdl (variant == 2 ? 0 : -1);
+      const char *vname = type != HONE_K_Q4Z ? "" : variant == 2 ? " v2 pdl-off" : v2 ? " v2" : " v1";
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
+      const int r = hone_k_forward (&b.m, &kv, &st, n_tok, 0, 1, 1, 0.f, 0, s);
+      CK (cudaStreamEndCapture (s, &g));
+      CK (r);
+      CK (cudaGraphInstantiate (&ge, g, 0));
+      for (int ctx : { 128, 4096 })
+        {
+          const int reps = 50;
+          std::vector<float> ts;
+          cudaEvent_t e0, e1;
+          CK (cudaEventCreate (&e0));
+          CK (cudaEventCreate (&e1));
+          for (int it = 0; it < 4; it++)
+            {
+              CK (cudaMemcpyAsync (st.pos, &ctx, 4, cudaMemcpyHostToDevice, s));
+              CK (cudaGraphLaunch (ge, s));
+              CK (cudaEventRecord (e0, s));
+              for (int i = 0; i < reps; i++)
+                CK (cudaGraphLaunch (ge, s));
+              CK (cudaEventRecord (e1, s));
+              CK (cudaEventSynchronize (e1));
+              float ms;
+              CK (cudaEventElapsedTime (&ms, e0, e1));
+              if (it > 0) ts.push_back (ms / reps);
+            }
+          std::sort (ts.begin (), ts.end ());
+          const double ms = ts[1];
+          if (variant < 2)
+            step_ms[variant][ctx == 128 ? 0 : 1] = ms;
+          const double kvbytes = 2.0 * 32 * (ctx + reps / 2 * n_tok) * 8 * 128 * 2;
+          const double bytes = b.weight_bytes + kvbytes;
+          const double gbs = bytes / (ms * 1e-3) / 1e9;
+          report ("decode step %-8s tok %d ctx %5d%-8s: %7.3f ms  %7.1f tok/s  %6.0f GB/s  %5.1f%% of 4.52 TB/s "
+                  "(weights %.3f GB, KV %.2f GB)\n", name, n_tok, ctx, vname, ms, n_tok * 1e3 / ms, gbs,
+                  100 * gbs * 1e9 / READ_CEIL, b.weight_bytes / 1e9, kvbytes / 1e9);
+          cudaEventDestroy (e0);
+          cudaEventDestroy (e1);
+        }
+      int32_t tok;
+      CK (cudaMemcpy (&tok, st.sampled, 4, cudaMemcpyDeviceToHost));
+      report ("  (last sampled id %d)\n", tok);
+      cudaGraphExecDestroy (ge);
+      cudaGraphDestroy (g);
+    }
+  if (type == HONE_K_Q4Z)
+    for (int c = 0; c < 2; c++)
+      report ("decode step AWQ-g128 tok 1 ctx %s: v1 %.3f ms (%.1f tok/s) -> v2 %.3f ms (%.1f tok/s, %.1f%% of "
+              "4.52 TB/s): %.2fx\n", c ? "4096" : " 128", step_ms[0][c], 1e3 / step_ms[0][c], step_ms[1][c],
+              1e3 / step_ms[1][c], 100 * (b.weight_bytes + 2.0 * 32 * ((c ? 4096 : 128) + 25) * 8 * 128 * 2)
+              / (step_ms[1][c] * 1e-3) / READ_CEIL, step_ms[0][c] / step_ms[1][c]);
+  hone_k_q4z_set_config (0);
+  hone_k_set_pdl (-1);
+  hone_k_state_free (&st);
+  const int ns[] = { 16, 64, 256, 2048 };
+  const double params = 32.0 * (6144.0 * 4096 + 4096.0 * 4096 + 28672.0 * 4096 + 4096.0 * 14336);
+  for (int i = 0; i < 4; i++)
+    {
+      const int n = ns[i];
+      const double ms = time_prefill (b, kv, n, s);
+      prefill_ms.push_back (ms);
+      const double flop = 2.0 * params * n + 2.0 * 128256 * 4096 + 32.0 * 32 * 2 * 2.0 * n * (n + 1) / 2 * 128;
+      report ("prefill %-8s %5d tok: %8.2f ms  %8.0f tok/s  %5.1f%% of 781 TFLOP/s\n", name, n, ms, n * 1e3 / ms,
+              100 * flop / (ms * 1e-3) / GEMM_CEIL);
+    }
+  cudaStreamDestroy (s);
+  big_free (b);
+}
+
+int
+main (int argc, char **argv)
+{
+  bool do_check = true, do_bench = true;
+  for (int i = 1; i < argc; i++)
+    {
+      if (!strcmp (argv[i], "--check")) do_bench = false;
+      else if (!strcmp (argv[i], "--bench")) do_check = false;
+    }
+  const char *out = getenv ("OUT");
+  if (out && *out)
+    {
+      std::string p = std::string (out) + "/w4-results.txt";
+      results = fopen (p.c_str (), "w");
+    }
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties (&prop, 0) != cudaSuccess)
+    {
+      fprintf (stderr, "no CUDA device\n");
+      return 77;
+    }
+  report ("device: %s, %d SMs, %.0f MB L2, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6,
+          prop.major, prop.minor);
+  if (do_check)
+    {
+      report ("== W4A16 checks ==\n");
+      /* every GEMV check with each kernel: 1 the first, 4 the first with 4 loads a lane, 2 variant 2 */
+      for (int cfg : { 1, 4, 2 })
+      {
+      hone_k_q4z_set_config (cfg);
+      report ("-- GEMV kernel %s (config %d) --\n", cfg == 2 ? "v2" : cfg == 4 ? "v1, 4 loads a lane" : "v1", cfg);
+      for (int g : { 32, 64, 128 })
+        {
+          check_gemv (262, 256, g, 1, HONE_K_EPI_STORE, false, false);
+          check_gemv (263, 384, g == 64 ? 64 : g, 3, HONE_K_EPI_ADD, false, true);     /* odd rows */
+          check_gemv (2 * 150, 512, g, 8, HONE_K_EPI_SWIGLU, true, false, false, true);
+          check_gemv (4 * 3 * 64, 640, g == 128 ? 128 : g, 5, HONE_K_EPI_ROPE_KV, true, true);
+          check_gemv (4 * 2 * 64, 256, g, 8, HONE_K_EPI_ROPE_KV, true, false);
+          if (cfg == 1)
+            check_dequant (37, 1024, g);
+        }
+      check_gemv (97, 96, 32, 2, HONE_K_EPI_STORE, true, true);        /* 3 chunks a row */
+      check_gemv (1001, 4096, 128, 1, HONE_K_EPI_STORE, true, false, true);   /* activation outliers */
+      check_gemv (4096 + 2, 512, 64, 4, HONE_K_EPI_ADD, false, false);   /* several row pairs a warp */
+      check_gemv (64, 14336, 128, 8, HONE_K_EPI_ADD, false, false);     /* 3 launches over the tokens */
+      check_gemv (130, 14336, 128, 1, HONE_K_EPI_SWIGLU, true, false, true);
+      check_gemv (32, 32768, 32, 3, HONE_K_EPI_STORE, false, false);
+      for (int g : { 32, 128 })
+        check_tiny_model (g);
+      }
+      hone_k_q4z_set_config (0);
+      check_refusals ();
+      report ("w4 checks: %d passed, %d failed\n", n_pass, n_fail);
+    }
+  if (do_bench)
+    {
+      bench_gemvs ();
+      report ("\n== random Llama-3-8B: decode (CUDA graph, greedy on the GPU) and prefill ==\n");
+      std::vector<double> q, bf;
+      bench_model (HONE_K_Q4Z, q);
+      bench_model (HONE_K_BF16, bf);
+      const int ns[] = { 16, 64, 256, 2048 };
+      for (size_t i = 0; i < q.size () && i < bf.size (); i++)
+        report ("prefill %5d tok: AWQ %.2f ms vs BF16 %.2f ms = %+.1f %%\n", ns[i], q[i], bf[i],
+                100 * (q[i] / bf[i] - 1));
+    }
+  if (results)
+    fclose (results);
+  return n_fail ? 1 : 0;
+}
