@@ -16,8 +16,10 @@
 
 #include "hone-backend.h"
 #include "hone-default-model.h"
+#include "hone-engine.h"
 #include "hone-error.h"
 #include "hone-model.h"
+#include "hone-sampler.h"
 #include "hone-tokenizer.h"
 
 #define N_POS 512
@@ -296,6 +298,428 @@ test_memory (void)
   hone_backend_free (be);
 }
 
+
+/* ---- sampling on the device ------------------------------------------------
+ * The reference is the host sampler (src/core/hone-sampler.c, checked on its
+ * own by test-sampler) run on the same backend's logits: the backend is
+ * deterministic, so a token redone after a truncate gives the same logits
+ * again, once returned to the host and once sampled on the device. */
+
+#define SAMPLE_POS 300
+#define N_DRAWS 2000
+#define HONE_SAMPLE_DEVICE_K 256   /* candidates the device keeps without top-k (hone-kernels.h) */
+
+typedef struct {
+  gint32 id;
+  float p;
+} Pick;
+
+static int
+pick_cmp (const void *a, const void *b)
+{
+  const Pick *x = a, *y = b;
+  if (x->p != y->p)
+    return x->p > y->p ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The host sampler's pick for draw @u: the first token, best first (lower id
+ * on ties), where the cumulative probability passes u (hone_sampler_sample). */
+static gint32
+host_pick (const float *probs, int V, double u)
+{
+  g_autofree Pick *c = g_new (Pick, V);
+  int n = 0;
+  double cum = 0.0;
+
+  for (int i = 0; i < V; i++)
+    if (probs[i] > 0.0f)
+      c[n++] = (Pick) { i, probs[i] };
+  g_assert_cmpint (n, >, 0);
+  qsort (c, n, sizeof *c, pick_cmp);
+  for (int i = 0; i < n; i++)
+    {
+      cum += c[i].p;
+      if (u < cum)
+        return c[i].id;
+    }
+  return c[n - 1].id;
+}
+
+/* A CUDA backend with tokens[0, len-1) in a sequence; NULL (skipped) without a GPU. */
+static HoneBackend *
+sampling_backend (int len, int *seq)
+{
+  GError *error = NULL;
+  HoneBackend *be;
+  g_autofree float *lg = NULL;
+  HoneBatch b;
+
+  if (!ensure_reference () || !(be = load_cuda (1024)))
+    return NULL;
+  g_assert_true (be->klass->caps (be) & HONE_BACKEND_CAP_GPU_SAMPLING);
+  *seq = be->klass->seq_new (be, &error);
+  g_assert_no_error (error);
+  lg = g_new (float, model->config.vocab);
+  b = (HoneBatch) { *seq, (const gint32 *) tokens->data, len - 1, FALSE, lg };
+  g_assert_true (be->klass->forward (be, &b, NULL, &error));
+  g_assert_no_error (error);
+  return be;
+}
+
+/* Redo token len-1 (truncate, forward): logits to @logits, or with @bs the
+ * device's sample (-1 when it left the sampling to the host). */
+static gint32
+redo_last (HoneBackend *be, int seq, int len, const HoneBatchSampling *bs, float *logits)
+{
+  GError *error = NULL;
+  HoneBatch b = { seq, (const gint32 *) tokens->data + len - 1, 1, FALSE, logits };
+
+  be->klass->seq_truncate (be, seq, len - 1);
+  b.sampling = bs;
+  b.sampled = -1;
+  g_assert_true (be->klass->forward (be, &b, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (be->klass->seq_length (be, seq), ==, len);
+  return b.sampled;
+}
+
+static void
+batch_sampling_from (HoneBatchSampling *bs, const HoneSamplerParams *p, const gint32 *window, int n_window)
+{
+  memset (bs, 0, sizeof *bs);
+  bs->temperature = p->temperature;
+  bs->top_k = p->top_k;
+  bs->top_p = p->top_p;
+  bs->min_p = p->min_p;
+  bs->repeat_penalty = p->repeat_penalty;
+  bs->presence_penalty = p->presence_penalty;
+  bs->frequency_penalty = p->frequency_penalty;
+  bs->window = window;
+  bs->n_window = n_window;
+}
+
+/* Greedy, with and without penalties: the device's argmax is the host's, at 11 positions. */
+static void
+test_sample_greedy (void)
+{
+  HoneBackend *be;
+  const int W = 64;
+  int seq, same = 0, n = 0, V;
+  g_autofree float *lg = NULL, *pen = NULL;
+
+  if (!(be = sampling_backend (N_POS, &seq)))
+    return;
+  V = model->config.vocab;
+  lg = g_new (float, model->config.vocab);
+  pen = g_new (float, model->config.vocab);
+  /* from the end backwards: each redo truncates below the last one */
+  for (int pos = N_POS; pos >= 80; pos -= 40)
+    for (int with_pen = 0; with_pen < 2; with_pen++)
+      {
+        GError *error = NULL;
+        HoneSamplerParams p;
+        HoneBatchSampling bs;
+        g_autoptr (HoneSampler) host = NULL;
+        const gint32 *window = (const gint32 *) tokens->data + pos - W;
+        gint32 want, got;
+        float first, second = -G_MAXFLOAT;
+
+        hone_sampler_params_init_greedy (&p);
+        if (with_pen)
+          {
+            p.repeat_penalty = 1.3f;
+            p.presence_penalty = 0.4f;
+            p.frequency_penalty = 0.2f;
+            p.penalty_window = W;
+          }
+        host = hone_sampler_new (&p, V, &error);
+        g_assert_no_error (error);
+        for (int i = 0; i < W; i++)
+          hone_sampler_accept (host, window[i]);
+        g_assert_cmpint (redo_last (be, seq, pos, NULL, lg), ==, -1);
+        memcpy (pen, lg, sizeof (float) * V);
+        want = hone_sampler_sample (host, pen);   /* applies the penalties to pen */
+        first = pen[want];
+        for (int i = 0; i < V; i++)
+          if (i != want && pen[i] > second)
+            second = pen[i];
+        batch_sampling_from (&bs, &p, window, with_pen ? W : 0);
+        got = redo_last (be, seq, pos, &bs, lg);
+        n++;
+        same += got == want;
+        if (got != want)
+          g_printerr ("# greedy at %d (penalties %d): device %d, host %d, margin %.3g\n", pos, with_pen, got, want,
+                      first - second);
+        g_assert_true (got == want || first - second < 1e-4f);
+      }
+  g_printerr ("# greedy on the device: %d/%d positions as the host (with and without penalties)\n", same, n);
+  hone_backend_free (be);
+}
+
+typedef struct {
+  const char *name;
+  float temperature;
+  int top_k;
+  float top_p, min_p;
+  gboolean penalties;
+  gboolean host_only;      /* the device must leave this one to the host */
+} SampleCase;
+
+static void
+run_sample_case (HoneBackend *be, int seq, const SampleCase *c)
+{
+  GError *error = NULL;
+  const int V = model->config.vocab, W = 64;
+  const gint32 *window = (const gint32 *) tokens->data + SAMPLE_POS - W;
+  HoneSamplerParams p;
+  HoneBatchSampling bs;
+  g_autoptr (HoneSampler) host = NULL;
+  g_autofree float *lg = g_new (float, V), *probs = g_new (float, V), *again = g_new (float, V);
+  g_autofree int *count = g_new0 (int, V);
+  g_autoptr (GRand) rng = g_rand_new_with_seed (20261129);
+  int support = 0, agree = 0, outside = 0, fallback = 0, bins = 0;
+  double chi2 = 0.0, tv = 0.0, rest_e = 0.0, rest_o = 0.0, limit;
+
+  hone_sampler_params_init (&p);
+  p.temperature = c->temperature;
+  p.top_k = c->top_k;
+  p.top_p = c->top_p;
+  p.min_p = c->min_p;
+  p.seed = 1;
+  if (c->penalties)
+    {
+      p.repeat_penalty = 1.3f;
+      p.presence_penalty = 0.4f;
+      p.frequency_penalty = 0.2f;
+      p.penalty_window = W;
+    }
+  else
+    p.penalty_window = 0;
+  host = hone_sampler_new (&p, V, &error);
+  g_assert_no_error (error);
+  for (int i = 0; i < W; i++)
+    hone_sampler_accept (host, window[i]);
+  g_assert_cmpint (redo_last (be, seq, SAMPLE_POS, NULL, lg), ==, -1);
+  hone_sampler_probabilities (host, lg, probs);
+  for (int i = 0; i < V; i++)
+    support += probs[i] > 0.0f;
+  batch_sampling_from (&bs, &p, window, c->penalties ? W : 0);
+
+  if (c->host_only)
+    {
+      /* declined: the logits come back as they would without sampling */
+      double diff = 0.0, scale = 0.0;
+      bs.u = 0.5;
+      g_assert_cmpint (redo_last (be, seq, SAMPLE_POS, &bs, again), ==, -1);
+      for (int i = 0; i < V; i++)
+        {
+          diff = MAX (diff, fabs ((double) again[i] - lg[i]));
+          scale = MAX (scale, fabs ((double) lg[i]));
+        }
+      g_printerr ("# %s: left to the host (support %d tokens), logits returned (max difference to the "
+                  "plain forward %.3g%s)\n", c->name, support, diff, diff == 0.0 ? ": bitwise equal" : "");
+      g_assert_cmpfloat (diff, <=, 1e-4 * scale);
+      return;
+    }
+  for (int d = 0; d < N_DRAWS; d++)
+    {
+      gint32 got;
+      bs.u = g_rand_double (rng);
+      got = redo_last (be, seq, SAMPLE_POS, &bs, again);
+      if (got < 0)
+        {
+          /* the backend declined this draw: the engine would sample on the host */
+          fallback++;
+          got = host_pick (probs, V, bs.u);
+        }
+      g_assert_cmpint (got, <, V);
+      count[got]++;
+      agree += got == host_pick (probs, V, bs.u);
+      outside += probs[got] == 0.0f;
+    }
+  /* Pearson's chi-square over the tokens expected ≥ 5 times (the rest in one bin) */
+  for (int i = 0; i < V; i++)
+    {
+      const double e = (double) N_DRAWS * probs[i];
+      tv += fabs (count[i] / (double) N_DRAWS - probs[i]);
+      if (e >= 5.0)
+        {
+          chi2 += (count[i] - e) * (count[i] - e) / e;
+          bins++;
+        }
+      else
+        {
+          rest_e += e;
+          rest_o += count[i];
+        }
+    }
+  if (rest_e >= 5.0)
+    {
+      chi2 += (rest_o - rest_e) * (rest_o - rest_e) / rest_e;
+      bins++;
+    }
+  tv *= 0.5;
+  /* df = bins - 1; mean df, sd sqrt(2 df): 6 sd above is p < 1e-6 */
+  limit = (bins - 1) + 6.0 * sqrt (2.0 * MAX (bins - 1, 1)) + 5.0;
+  g_printerr ("# %s: support %d, %d draws: same token as the host for the same u %d (%.2f %%), outside the "
+              "host's support %d, left to the host %d; chi-square %.1f on %d bins (limit %.1f), TV %.4f\n",
+              c->name, support, N_DRAWS, agree, 100.0 * agree / N_DRAWS, outside, fallback, chi2, bins, limit, tv);
+  /* Without top-k the device sees only the 256 best: it must sample exactly
+   * when the top-p/min-p set lies within them, and decline otherwise. */
+  if (c->top_k > 0 || support < HONE_SAMPLE_DEVICE_K)
+    g_assert_cmpint (fallback, ==, 0);
+  else if (support > HONE_SAMPLE_DEVICE_K)
+    g_assert_cmpint (fallback, ==, N_DRAWS);
+  g_assert_cmpint (agree * 100, >=, 99 * N_DRAWS);
+  g_assert_cmpint (outside * 500, <=, N_DRAWS);
+  if (bins >= 2)   /* else (one token holds all the mass) the agreement above says it all */
+    g_assert_cmpfloat (chi2, <, limit);
+}
+
+static const SampleCase sample_cases[] = {
+  { "temperature 1, top-k 40", 1.0f, 40, 1.0f, 0.0f, FALSE, FALSE },
+  { "temperature 0.9, top-p 0.8", 0.9f, 0, 0.8f, 0.0f, FALSE, FALSE },
+  { "temperature 0.5, top-p 0.9", 0.5f, 0, 0.9f, 0.0f, FALSE, FALSE },
+  { "temperature 1.2, min-p 0.05", 1.2f, 0, 1.0f, 0.05f, FALSE, FALSE },
+  { "temperature 0.6, min-p 0.1", 0.6f, 0, 1.0f, 0.1f, FALSE, FALSE },
+  { "defaults (T 0.8, top-k 40, top-p 0.95, min-p 0.05) + penalties", 0.8f, 40, 0.95f, 0.05f, TRUE, FALSE },
+  { "temperature 1.5, top-k 200, top-p 0.95, penalties", 1.5f, 200, 0.95f, 0.0f, TRUE, FALSE },
+  { "temperature 0.8 alone (whole vocabulary)", 0.8f, 0, 1.0f, 0.0f, FALSE, TRUE },
+  { "top-k 1000 (above the device's 256)", 1.0f, 1000, 0.9f, 0.0f, FALSE, TRUE },
+};
+
+static void
+test_sample_distribution (void)
+{
+  HoneBackend *be;
+  int seq;
+
+  if (!(be = sampling_backend (SAMPLE_POS, &seq)))
+    return;
+  for (guint i = 0; i < G_N_ELEMENTS (sample_cases); i++)
+    run_sample_case (be, seq, &sample_cases[i]);
+  hone_backend_free (be);
+}
+
+/* ---- the engine with sampling on the device -------------------------------- */
+
+static HoneGenerateResult *
+engine_generate (const char *device, gboolean gpu_sampling, const HoneSamplerParams *params, GArray **prompt)
+{
+  GError *error = NULL;
+  g_autofree char *path = hone_default_model_find (&error);
+  g_autoptr (HoneEngine) e = NULL;
+  g_autoptr (HoneSession) s = NULL;
+  g_autofree char *prompt_text = g_strndup (text, 160);
+  HoneGenerateResult *r;
+
+  g_assert_no_error (error);
+  /* read by the CUDA backend when the engine creates it at load */
+  g_setenv ("HONE_GPU_SAMPLING", gpu_sampling ? "1" : "0", TRUE);
+  e = hone_engine_new ();
+  hone_engine_set_device (e, device);
+  hone_engine_set_context_length (e, 1024);
+  g_assert_true (hone_engine_load_sync (e, path, NULL, NULL, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (hone_engine_get_device (e), ==, device);
+  s = hone_session_new (e);
+  r = hone_session_complete_sync (s, prompt_text, params, NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (r);
+  if (prompt)
+    *prompt = g_array_ref (r->prompt_tokens);
+  g_unsetenv ("HONE_GPU_SAMPLING");
+  return r;
+}
+
+static gboolean
+same_tokens (const GArray *a, const GArray *b)
+{
+  return a->len == b->len && memcmp (a->data, b->data, sizeof (gint32) * a->len) == 0;
+}
+
+static void
+test_engine_sampling (void)
+{
+  GError *error = NULL;
+  HoneSamplerParams greedy, seeded;
+  HoneGenerateResult *gpu, *host, *cpu;
+  g_autoptr (GArray) prompt = NULL;
+  guint k = 0;
+
+  if (!ensure_reference ())
+    return;
+  hone_sampler_params_init_greedy (&greedy);
+  greedy.max_tokens = 48;
+  greedy.ignore_eog = TRUE;
+
+  /* greedy: the device's ids = the host sampler's on the same backend */
+  gpu = engine_generate ("cuda:0", TRUE, &greedy, &prompt);
+  host = engine_generate ("cuda:0", FALSE, &greedy, NULL);
+  g_assert_cmpint (gpu->metrics.generated_tokens, ==, 48);
+  g_assert_cmpint (gpu->metrics.device_sampled_tokens, ==, 48);
+  g_assert_cmpint (host->metrics.device_sampled_tokens, ==, 0);
+  g_assert_true (same_tokens (gpu->generated_tokens, host->generated_tokens));
+  g_printerr ("# engine, greedy: 48 tokens sampled on the GPU = the host sampler's on the CUDA logits; "
+              "decode %.1f tok/s (GPU sampling) vs %.1f (host)\n", gpu->metrics.decode_tps, host->metrics.decode_tps);
+
+  /* greedy vs the CPU backend: equal up to a position where the CPU's best
+   * two logits are within MARGIN (the backends round differently) */
+  cpu = engine_generate ("cpu", FALSE, &greedy, NULL);
+  while (k < cpu->generated_tokens->len && k < gpu->generated_tokens->len
+         && g_array_index (cpu->generated_tokens, gint32, k) == g_array_index (gpu->generated_tokens, gint32, k))
+    k++;
+  if (k < cpu->generated_tokens->len)
+    {
+      /* the CPU's margin at the first difference */
+      const int V = model->config.vocab;
+      HoneBackend *ref = hone_cpu_backend_new (&error);
+      HoneBackendOptions opt = { 0 };
+      g_autoptr (GArray) ctx = g_array_copy (prompt);
+      g_autofree float *lg = g_new (float, V);
+      HoneBatch b;
+      int seq, best;
+      float second = -G_MAXFLOAT;
+
+      g_array_append_vals (ctx, cpu->generated_tokens->data, k);
+      opt.max_context = 1024;
+      g_assert_true (ref->klass->load (ref, model, &opt, NULL, NULL, NULL, &error));
+      seq = ref->klass->seq_new (ref, &error);
+      b = (HoneBatch) { seq, (const gint32 *) ctx->data, (int) ctx->len, FALSE, lg };
+      g_assert_true (ref->klass->forward (ref, &b, NULL, &error));
+      g_assert_no_error (error);
+      best = argmax (lg, V);
+      for (int i = 0; i < V; i++)
+        if (i != best && lg[i] > second)
+          second = lg[i];
+      g_printerr ("# engine, greedy vs CPU: first %u of 48 tokens equal; at %u the CPU's margin is %.3f\n", k, k,
+                  lg[best] - second);
+      g_assert_cmpfloat (lg[best] - second, <, MARGIN);
+      hone_backend_free (ref);
+    }
+  else
+    g_printerr ("# engine, greedy vs CPU: all 48 tokens equal\n");
+
+  /* seeded sampling: same seed → same draws → same tokens as host sampling */
+  hone_sampler_params_init (&seeded);
+  seeded.seed = 1234;
+  seeded.max_tokens = 48;
+  seeded.ignore_eog = TRUE;
+  seeded.repeat_penalty = 1.1f;
+  hone_generate_result_free (gpu);
+  hone_generate_result_free (host);
+  gpu = engine_generate ("cuda:0", TRUE, &seeded, NULL);
+  host = engine_generate ("cuda:0", FALSE, &seeded, NULL);
+  g_assert_cmpint (gpu->metrics.device_sampled_tokens, ==, gpu->metrics.generated_tokens);
+  g_assert_true (same_tokens (gpu->generated_tokens, host->generated_tokens));
+  g_printerr ("# engine, seed 1234 (defaults + repeat penalty 1.1): %u tokens, GPU sampling = host sampling\n",
+              gpu->generated_tokens->len);
+  hone_generate_result_free (gpu);
+  hone_generate_result_free (host);
+  hone_generate_result_free (cpu);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -305,6 +729,9 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda/prefill", test_prefill);
   g_test_add_func ("/cuda/decode", test_decode);
   g_test_add_func ("/cuda/memory", test_memory);
+  g_test_add_func ("/cuda/sample-greedy", test_sample_greedy);
+  g_test_add_func ("/cuda/sample-distribution", test_sample_distribution);
+  g_test_add_func ("/cuda/engine-sampling", test_engine_sampling);
   r = g_test_run ();
   g_free (cpu_logits);
   if (tokens)

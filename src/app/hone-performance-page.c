@@ -3,7 +3,9 @@
 
 #include <math.h>
 
+#include <string.h>
 #include "hone-bench.h"
+#include "hone-device-bandwidth.h"
 #include "hone-error.h"
 #include "hone-i18n.h"
 
@@ -59,7 +61,21 @@ toast (HonePerformancePage *self, const char *message)
 double
 hone_performance_page_bandwidth_for (const char *device_name)
 {
-  /* Only bandwidths we measured ourselves (read-only streaming, DESIGN.md). */
+  /* The read bandwidth `hone bench` measured on this GPU (cached by device
+   * name; the chooser's names end in " (cuda:N)"), else only bandwidths we
+   * measured ourselves (read-only streaming, DESIGN.md). */
+  if (device_name != NULL)
+    {
+      const char *suffix = strstr (device_name, " (cuda:");
+      g_autofree char *name = suffix ? g_strndup (device_name, suffix - device_name) : g_strdup (device_name);
+      HoneDeviceBandwidth bw = { 0 };
+      if (hone_device_bandwidth_lookup (name, &bw))
+        {
+          double gbs = bw.read_gbs;
+          hone_device_bandwidth_clear (&bw);
+          return gbs;
+        }
+    }
   if (device_name && g_strstr_len (device_name, -1, "H200"))
     return 4520.0;
   return 0;

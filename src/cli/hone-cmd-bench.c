@@ -1,5 +1,6 @@
 /* hone-cmd-bench.c — `hone bench`: the baseline protocol (see hone-bench.h). */
 #include "hone-cli.h"
+#include "hone-device-bandwidth.h"
 
 #include <stdio.h>
 #include <unistd.h>
@@ -34,7 +35,8 @@ hone_cmd_bench (int argc, char **argv)
     { "gen-tokens", 'n', 0, G_OPTION_ARG_INT, &bp.gen_tokens, N_("Tokens to generate per run (default 128)"), N_("N") },
     { "bandwidth", 'b', 0, G_OPTION_ARG_DOUBLE, &bp.bandwidth_gbs,
       /* xgettext:no-c-format */
-      N_("Memory bandwidth in GB/s: print decode speed as a % of this roofline"), N_("GB/S") },
+      N_("Memory bandwidth in GB/s: print decode speed as a % of this roofline "
+         "(default on a GPU: its read bandwidth, measured once and cached)"), N_("GB/S") },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, N_("Print JSON"), NULL },
     { NULL },
   };
@@ -59,6 +61,31 @@ hone_cmd_bench (int argc, char **argv)
       g_autofree char *msg = g_strdup_printf (_("unexpected argument “%s”"), argv[1]);
       status = hone_cli_fail_literal (msg);
       goto out;
+    }
+  /* On a GPU the roofline is its measured read bandwidth (before the load,
+   * while the memory for the measurement is free). */
+  if (bp.bandwidth_gbs == 0.0 && mo.device != NULL && g_str_has_prefix (mo.device, "cuda:"))
+    {
+      HoneDeviceBandwidth bw = { 0 };
+      GError *bw_error = NULL;
+      if (hone_device_read_bandwidth (mo.device, &bw, &bw_error))
+        {
+          g_autofree char *cache = hone_device_bandwidth_cache_path ();
+          bp.bandwidth_gbs = bw.read_gbs;
+          /* TRANSLATORS: "roofline: 4520 GB/s read bandwidth of NVIDIA H200, measured 2026-11-29T… (cached in …)" */
+          if (bw.cached)
+            fprintf (json ? stderr : stdout, _("roofline: %.0f GB/s read bandwidth of %s, measured %s (from %s)\n"),
+                     bw.read_gbs, bw.device_name, bw.measured, cache);
+          else
+            fprintf (json ? stderr : stdout, _("roofline: %.0f GB/s read bandwidth of %s, measured %s (saved to %s)\n"),
+                     bw.read_gbs, bw.device_name, bw.measured, cache);
+        }
+      else
+        {
+          fprintf (stderr, _("roofline unknown: %s\n"), bw_error->message);
+          g_error_free (bw_error);
+        }
+      hone_device_bandwidth_clear (&bw);
     }
   engine = hone_cli_load_engine (&mo, &error);
   if (engine == NULL)

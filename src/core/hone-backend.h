@@ -31,6 +31,8 @@ typedef struct {
   int max_context;        /* tokens per sequence the KV cache is sized for (0 = model's) */
   gboolean int8_kv;       /* quantize the KV cache to int8 (if CAP_INT8_KV) */
   gint64 memory_budget;   /* bytes the backend may use (0 = no limit) */
+  gboolean precise_activations; /* CPU: f32 activations in every matmul instead of 8-bit
+                                 * (a slower checking mode; also HONE_CPU_PRECISE=1) */
 } HoneBackendOptions;
 
 typedef struct {
@@ -43,6 +45,25 @@ typedef struct {
   gint64 peak;            /* peak of used since load */
 } HoneMemoryReport;
 
+/* Sampling of the last token's logits on the device (backends with
+ * HONE_BACKEND_CAP_GPU_SAMPLING), the chain of hone-sampler.h: penalties over
+ * @window → temperature 0 ? argmax : top-k → top-p → min-p → the candidate
+ * (best first) where the cumulative probability passes @u. The host sampler
+ * draws @u (hone_sampler_next_double) so a seed gives the same draws as host
+ * sampling. Values as in HoneSamplerParams. */
+typedef struct {
+  float temperature;
+  int top_k;
+  float top_p;
+  float min_p;
+  float repeat_penalty;
+  float presence_penalty;
+  float frequency_penalty;
+  const gint32 *window;     /* the penalty window's ids (host memory, any order) */
+  int n_window;
+  double u;                 /* uniform draw in [0, 1) for this step (unused when greedy) */
+} HoneBatchSampling;
+
 /* One step of work on one sequence. */
 typedef struct {
   int seq;                  /* sequence id from seq_new() */
@@ -50,6 +71,13 @@ typedef struct {
   int n_tokens;
   gboolean all_logits;      /* TRUE: logits of every token; FALSE: of the last only */
   float *logits;            /* out: (all_logits ? n_tokens : 1) × vocab floats */
+  /* Optional (all_logits FALSE only; NULL = off): sample on the device. A
+   * backend that did sets @sampled to the id and leaves @logits unwritten; one
+   * that could not (no cap, or parameters it cannot do exactly) sets @sampled
+   * to -1 or leaves it alone, and writes @logits as usual. The caller sets
+   * @sampled = -1 before the call. */
+  const HoneBatchSampling *sampling;
+  gint32 sampled;           /* out, see above */
 } HoneBatch;
 
 typedef void (*HoneProgressFunc) (double fraction, gpointer user_data);

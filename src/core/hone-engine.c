@@ -207,6 +207,7 @@ typedef struct {
   int context_length;
   gint64 memory_budget;
   gboolean int8_kv, speculative, pd_split;
+  gboolean precise;             /* CPU: f32 activations (HoneBackendOptions.precise_activations) */
 } Options;
 
 typedef struct _Job Job;
@@ -261,7 +262,7 @@ struct _Job {
 enum {
   PROP_0,
   PROP_DEVICE, PROP_N_THREADS, PROP_CONTEXT_LENGTH, PROP_MEMORY_BUDGET,
-  PROP_INT8_KV, PROP_SPECULATIVE, PROP_PD_SPLIT,
+  PROP_INT8_KV, PROP_SPECULATIVE, PROP_PD_SPLIT, PROP_PRECISE,
   PROP_STATE, PROP_MODEL_INFO, PROP_MODEL_PATH, PROP_CAPABILITIES, PROP_LOAD_PROGRESS,
   PROP_ACTIVE_CONTEXT_LENGTH, PROP_ACTIVE_DEVICE,
   N_PROPS
@@ -739,6 +740,7 @@ activate_model (HoneEngine *self, HoneModelInfo **info, const char *path,
   bo.max_context = self->n_ctx;
   bo.int8_kv = options->int8_kv && (caps & HONE_ENGINE_CAP_INT8_KV);
   bo.memory_budget = options->memory_budget;
+  bo.precise_activations = options->precise;
 
   if (!self->backend->klass->load (self->backend, self->model, &bo,
                                    job != NULL ? load_progress_cb : NULL, job,
@@ -1084,6 +1086,107 @@ update_inflight (HoneEngine *self, Job *job, int prompt, int prefilled, int gene
   g_mutex_unlock (&self->lock);
 }
 
+/* ---- sampling on the device ----------------------------------------------
+ * With a backend that has HONE_BACKEND_CAP_GPU_SAMPLING, each forward that
+ * ends in a sampled token carries the sampler's parameters, its penalty
+ * window and the uniform draw the host sampler would have used for this step
+ * (so the seed's sequence of draws is the same either way); the backend then
+ * returns only the id. Where it cannot do them exactly it returns the logits
+ * and the host samples with that same draw. */
+
+typedef struct {
+  gboolean on;              /* the backend samples */
+  gboolean drawn;           /* a draw is in bs.u for the step in flight */
+  HoneBatchSampling bs;
+  GArray *recent;           /* gint32: accepted tokens, the window is its tail */
+  float *probs;             /* host fallback scratch (lazily) */
+} DeviceSampling;
+
+typedef struct {
+  gint32 id;
+  float p;
+} Pick;
+
+static int
+pick_cmp_desc (const void *a, const void *b)
+{
+  const Pick *x = a, *y = b;
+  if (x->p != y->p)
+    return x->p > y->p ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The host sampler's choice for @logits when its draw @u was already taken:
+ * the same distribution walked in the same order (best first, lower id on
+ * ties) as hone_sampler_sample(). */
+static gint32
+sample_with_draw (HoneSampler *sampler, DeviceSampling *ds, const float *logits, int vocab, double u)
+{
+  g_autofree Pick *picks = NULL;
+  int n = 0;
+  double cum = 0.0;
+
+  if (ds->probs == NULL)
+    ds->probs = g_new (float, vocab);
+  hone_sampler_probabilities (sampler, logits, ds->probs);
+  for (int i = 0; i < vocab; i++)
+    n += ds->probs[i] > 0.0f;
+  if (n == 0)
+    return hone_argmax (logits, vocab);
+  picks = g_new (Pick, n);
+  n = 0;
+  for (int i = 0; i < vocab; i++)
+    if (ds->probs[i] > 0.0f)
+      picks[n++] = (Pick) { i, ds->probs[i] };
+  qsort (picks, n, sizeof *picks, pick_cmp_desc);
+  for (int i = 0; i < n; i++)
+    {
+      cum += picks[i].p;
+      if (u < cum)
+        return picks[i].id;
+    }
+  return picks[n - 1].id;
+}
+
+/* Parameters, window and draw for the forward about to run. */
+static const HoneBatchSampling *
+device_sampling_prepare (DeviceSampling *ds, HoneSampler *sampler)
+{
+  const HoneSamplerParams *p = hone_sampler_get_params (sampler);
+  guint w = (guint) MAX (p->penalty_window, 0);
+
+  if (!ds->on)
+    return NULL;
+  w = MIN (w, ds->recent->len);
+  ds->bs.temperature = p->temperature;
+  ds->bs.top_k = p->top_k;
+  ds->bs.top_p = p->top_p;
+  ds->bs.min_p = p->min_p;
+  ds->bs.repeat_penalty = p->repeat_penalty;
+  ds->bs.presence_penalty = p->presence_penalty;
+  ds->bs.frequency_penalty = p->frequency_penalty;
+  ds->bs.window = w > 0 ? &g_array_index (ds->recent, gint32, ds->recent->len - w) : NULL;
+  ds->bs.n_window = (int) w;
+  ds->drawn = p->temperature > 0.0f;
+  ds->bs.u = ds->drawn ? hone_sampler_next_double (sampler) : 0.0;
+  return &ds->bs;
+}
+
+/* The next token: the device's when it sampled, else the host's from @logits. */
+static gint32
+device_sampling_take (DeviceSampling *ds, HoneSampler *sampler, gint32 sampled, float *logits, int vocab,
+                      HoneRequestMetrics *m)
+{
+  if (ds->on && sampled >= 0)
+    {
+      m->device_sampled_tokens++;
+      return sampled;
+    }
+  if (ds->on && ds->drawn)
+    return sample_with_draw (sampler, ds, logits, vocab, ds->bs.u);
+  return hone_sampler_sample (sampler, logits);
+}
+
 static void
 run_generate (HoneEngine *self, Job *job)
 {
@@ -1102,6 +1205,8 @@ run_generate (HoneEngine *self, Job *job)
   guint common = 0;
   int vocab, max_tokens;
   gint64 peak = 0, used;
+  DeviceSampling ds = { 0 };
+  gint32 sampled = -1;
 
   start_us = g_get_monotonic_time ();
   m.queue_ms = (start_us - job->posted_us) / 1000.0;
@@ -1153,7 +1258,19 @@ run_generate (HoneEngine *self, Job *job)
   logits = g_new (float, vocab);
   update_inflight (self, job, m.prefill_tokens, 0, 0, max_tokens, 0.0);
 
-  /* Prefill in chunks. */
+  /* Penalties look back over the prompt too. */
+  ds.on = (be->klass->caps (be) & HONE_BACKEND_CAP_GPU_SAMPLING) != 0;
+  ds.recent = g_array_new (FALSE, FALSE, sizeof (gint32));
+  {
+    guint from = prompt->len > (guint) job->params.penalty_window
+      ? prompt->len - (guint) job->params.penalty_window : 0;
+    for (guint i = from; i < prompt->len; i++)
+      hone_sampler_accept (sampler, g_array_index (prompt, gint32, i));
+    g_array_append_vals (ds.recent, &g_array_index (prompt, gint32, from), prompt->len - from);
+  }
+
+  /* Prefill in chunks; the last one samples the first token when the
+   * backend can. */
   t0 = g_get_monotonic_time ();
   for (guint pos = common; pos < prompt->len; )
     {
@@ -1162,12 +1279,16 @@ run_generate (HoneEngine *self, Job *job)
 
       if (check_cancelled (job, &error))
         goto out;
+      batch.sampled = -1;
+      if (pos + n == prompt->len)
+        batch.sampling = device_sampling_prepare (&ds, sampler);
       if (!hone_backend_forward (be, &batch, job->cancel, &error))
         {
           normalize_cancel (job, &error);
           be->klass->seq_truncate (be, s->seq, (int) pos);
           goto out;
         }
+      sampled = batch.sampled;
       session_append (s, batch.tokens, n);
       pos += n;
       update_inflight (self, job, m.prefill_tokens, (int) (pos - common), 0, max_tokens, 0.0);
@@ -1176,20 +1297,13 @@ run_generate (HoneEngine *self, Job *job)
   used = sample_memory (self);
   peak = MAX (peak, used);
 
-  /* Penalties look back over the prompt too. */
-  {
-    guint from = prompt->len > (guint) job->params.penalty_window
-      ? prompt->len - (guint) job->params.penalty_window : 0;
-    for (guint i = from; i < prompt->len; i++)
-      hone_sampler_accept (sampler, g_array_index (prompt, gint32, i));
-  }
   stream = hone_decode_stream_new (self->model->tokenizer, TRUE);
   stop = hone_stop_matcher_new ((const char *const *) job->params.stop);
 
   t0 = g_get_monotonic_time ();
   for (;;)
     {
-      gint32 tok = hone_sampler_sample (sampler, logits);
+      gint32 tok = device_sampling_take (&ds, sampler, sampled, logits, vocab, &m);
       g_autofree char *piece = NULL;
       g_autofree char *safe = NULL;
       gboolean stopped = FALSE;
@@ -1203,6 +1317,7 @@ run_generate (HoneEngine *self, Job *job)
           t0 = t_first;
         }
       hone_sampler_accept (sampler, tok);
+      g_array_append_val (ds.recent, tok);
       g_array_append_val (generated, tok);
       m.generated_tokens++;
       eog = !job->params.ignore_eog && hone_tokenizer_is_eog (self->model->tokenizer, tok);
@@ -1237,12 +1352,15 @@ run_generate (HoneEngine *self, Job *job)
         goto out;
 
       batch = (HoneBatch) { s->seq, &tok, 1, FALSE, logits };
+      batch.sampling = device_sampling_prepare (&ds, sampler);
+      batch.sampled = -1;
       if (!hone_backend_forward (be, &batch, job->cancel, &error))
         {
           normalize_cancel (job, &error);
           be->klass->seq_truncate (be, s->seq, (int) s->tokens->len);
           goto out;
         }
+      sampled = batch.sampled;
       session_append (s, &tok, 1);
       m.decode_tokens++;
       if ((m.decode_tokens & 15) == 0)
@@ -1297,6 +1415,9 @@ run_generate (HoneEngine *self, Job *job)
   g_mutex_unlock (&self->lock);
 
 out:
+  if (ds.recent != NULL)
+    g_array_unref (ds.recent);
+  g_free (ds.probs);
   if (error != NULL)
     job->error = error;
   update_inflight (self, job, 0, 0, 0, 0, 0.0);
@@ -1570,6 +1691,7 @@ hone_engine_get_property (GObject *object, guint prop_id, GValue *value, GParamS
     case PROP_INT8_KV: g_value_set_boolean (value, self->options.int8_kv); break;
     case PROP_SPECULATIVE: g_value_set_boolean (value, self->options.speculative); break;
     case PROP_PD_SPLIT: g_value_set_boolean (value, self->options.pd_split); break;
+    case PROP_PRECISE: g_value_set_boolean (value, self->options.precise); break;
     case PROP_STATE: g_value_set_enum (value, self->state); break;
     case PROP_MODEL_INFO: g_value_set_object (value, self->model_info); break;
     case PROP_MODEL_PATH: g_value_set_string (value, self->model_path); break;
@@ -1596,6 +1718,7 @@ hone_engine_set_property (GObject *object, guint prop_id, const GValue *value, G
     case PROP_INT8_KV: hone_engine_set_int8_kv (self, g_value_get_boolean (value)); break;
     case PROP_SPECULATIVE: hone_engine_set_speculative (self, g_value_get_boolean (value)); break;
     case PROP_PD_SPLIT: hone_engine_set_pd_split (self, g_value_get_boolean (value)); break;
+    case PROP_PRECISE: hone_engine_set_precise (self, g_value_get_boolean (value)); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
     }
 }
@@ -1619,6 +1742,7 @@ hone_engine_class_init (HoneEngineClass *klass)
   props[PROP_INT8_KV] = g_param_spec_boolean ("int8-kv", NULL, NULL, FALSE, rw);
   props[PROP_SPECULATIVE] = g_param_spec_boolean ("speculative", NULL, NULL, FALSE, rw);
   props[PROP_PD_SPLIT] = g_param_spec_boolean ("pd-split", NULL, NULL, FALSE, rw);
+  props[PROP_PRECISE] = g_param_spec_boolean ("precise", NULL, NULL, FALSE, rw);
   props[PROP_STATE] = g_param_spec_enum ("state", NULL, NULL, HONE_TYPE_ENGINE_STATE,
                                          HONE_ENGINE_STATE_EMPTY, ro);
   props[PROP_MODEL_INFO] = g_param_spec_object ("model-info", NULL, NULL, HONE_TYPE_MODEL_INFO, ro);
@@ -1668,6 +1792,7 @@ OPTION_SETTER (memory_budget, memory_budget, gint64, PROP_MEMORY_BUDGET)
 OPTION_SETTER (int8_kv, int8_kv, gboolean, PROP_INT8_KV)
 OPTION_SETTER (speculative, speculative, gboolean, PROP_SPECULATIVE)
 OPTION_SETTER (pd_split, pd_split, gboolean, PROP_PD_SPLIT)
+OPTION_SETTER (precise, precise, gboolean, PROP_PRECISE)
 
 const char *
 hone_engine_get_device (HoneEngine *self)

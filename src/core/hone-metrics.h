@@ -44,6 +44,7 @@ typedef struct {
   gint64 memory_peak;       /* bytes: highest "used" seen during the request */
   gint64 memory_steady;     /* bytes: "used" at the end of decoding */
   HoneStopReason stop_reason;
+  int device_sampled_tokens; /* of generated_tokens, those sampled on the GPU (the rest on the host) */
 } HoneRequestMetrics;
 
 #define HONE_TYPE_REQUEST_METRICS (hone_request_metrics_get_type ())

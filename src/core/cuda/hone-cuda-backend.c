@@ -65,6 +65,10 @@ typedef struct {
   int *free_pages, n_free;
   HoneKState dec, pre;
   Seq seqs[SEQ_MAX];
+  /* sampling on the device (see sample_params): window ids and the id out */
+  gboolean gpu_sampling;      /* FALSE when HONE_GPU_SAMPLING=0 */
+  gint32 *d_samp;             /* device: [0] the id, [64..] the window */
+  gint32 *h_samp;             /* pinned host, same layout */
   /* NVML, dlopened */
   void *nvml;
   int (*nvml_mem) (void *dev, NvmlMemory *m);
@@ -229,10 +233,14 @@ plan (HoneModel *model, HoneKModel *km, HoneKLayer *layers, GError **error)
       y->wdown.type = hone_k_upload_type (L->w_down.type);
       y->wdown.rows = c->hidden;
       y->wdown.cols = c->ffn;
+      /* Q4Z (AWQ): one scale and zero a group on the GPU (the host repeats them per 32) */
+      y->wqkv.group = y->wo.group = y->wgu.group = y->wdown.group = model->awq_group_size > 0 ? model->awq_group_size : 32;
     }
   if (!check_matrix (&model->tok_embd, "token_embd", error))
     return FALSE;
   km->embd.type = hone_k_upload_type (model->tok_embd.type);
+  if (km->embd.type == HONE_K_Q4Z)   /* the embedding lookup reads F16 (the lm_head GEMV then too) */
+    km->embd.type = HONE_K_F16;
   km->embd.rows = c->vocab;
   km->embd.cols = c->hidden;
   km->lm_head = km->embd;
@@ -269,7 +277,7 @@ sizes_for (HoneModel *model, const HoneKModel *km, int max_context, Sizes *s)
       size_t qb, sb;
       for (int i = 0; i < 4; i++)
         {
-          hone_k_matrix_bytes (ms[i]->type, ms[i]->rows, ms[i]->cols, &qb, &sb);
+          hone_k_matrix_bytes_g (ms[i]->type, ms[i]->rows, ms[i]->cols, ms[i]->group, &qb, &sb);
           s->weights += WALIGN (qb) + (sb ? WALIGN (sb) : 0);
         }
       s->weights += WALIGN ((gint64) 4 * (2 * c->hidden + (L->bq.data ? (c->n_heads + 2 * c->n_kv_heads) * c->head_dim : 0)
@@ -392,7 +400,7 @@ static gboolean
 alloc_matrix (HoneCudaBackend *b, HoneKMatrix *m, GError **error)
 {
   size_t qb, sb;
-  hone_k_matrix_bytes (m->type, m->rows, m->cols, &qb, &sb);
+  hone_k_matrix_bytes_g (m->type, m->rows, m->cols, m->group, &qb, &sb);
   m->q = wtake (b, qb, error);
   if (!m->q)
     return FALSE;
@@ -659,7 +667,67 @@ fail:
 static HoneBackendCaps
 caps_impl (HoneBackend *self)
 {
-  return 0;
+  return cu (self)->gpu_sampling ? HONE_BACKEND_CAP_GPU_SAMPLING : 0;
+}
+
+#define SAMP_WINDOW_OFF 64
+
+/* The device sampler's parameters for @bs, or FALSE when the kernel cannot
+ * give the host sampler's result exactly for them (top-k above its K, a
+ * pure-temperature draw over the whole vocabulary, a long penalty window):
+ * the host then samples from the logits. */
+static gboolean
+sample_params (HoneCudaBackend *b, const HoneBatchSampling *bs, HoneKSampleParams *kp)
+{
+  const int V = b->km.cfg.vocab;
+  const gboolean greedy = bs->temperature <= 0.0f;
+  const gboolean topk_on = bs->top_k > 0 && bs->top_k < V;
+  const gboolean pen = bs->n_window > 0 && bs->window != NULL
+                       && (bs->repeat_penalty != 1.0f || bs->presence_penalty != 0.0f || bs->frequency_penalty != 0.0f);
+
+  if (!b->gpu_sampling)
+    return FALSE;
+  if (!greedy && topk_on && bs->top_k > HONE_K_SAMPLE_MAX_K)
+    return FALSE;
+  if (!greedy && !topk_on && bs->top_p >= 1.0f && bs->min_p <= 0.0f && V > HONE_K_SAMPLE_MAX_K)
+    return FALSE;
+  if (pen && (bs->n_window > HONE_K_SAMPLE_MAX_WINDOW || V > (1 << 18)))
+    return FALSE;
+  memset (kp, 0, sizeof *kp);
+  kp->temperature = greedy ? 0.0f : bs->temperature;
+  kp->top_k = topk_on && !greedy ? bs->top_k : 0;
+  kp->top_p = bs->top_p;
+  kp->min_p = bs->min_p;
+  kp->repeat_penalty = bs->repeat_penalty;
+  kp->presence_penalty = bs->presence_penalty;
+  kp->frequency_penalty = bs->frequency_penalty;
+  kp->n_window = pen ? bs->n_window : 0;
+  kp->u = bs->u;
+  return TRUE;
+}
+
+/* Sample the last row of st->logits on the device; *sampled = the id, or -1
+ * when the kernel found the candidate set too small (then nothing else is
+ * done: the caller downloads the logits). Synchronizes. */
+static gboolean
+sample_on_device (HoneCudaBackend *b, HoneKState *st, int row, const HoneKSampleParams *kp, const gint32 *window,
+                  gint32 *sampled, GError **error)
+{
+  const size_t wbytes = (size_t) kp->n_window * 4;
+  if (kp->n_window > 0)
+    {
+      memcpy (b->h_samp + SAMP_WINDOW_OFF, window, wbytes);
+      if (cuda_failed (cudaMemcpyAsync (b->d_samp + SAMP_WINDOW_OFF, b->h_samp + SAMP_WINDOW_OFF, wbytes,
+                                        cudaMemcpyHostToDevice, b->stream), "upload", error))
+        return FALSE;
+    }
+  if (cuda_failed ((cudaError_t) hone_k_sample_chain (st->logits + (size_t) row * b->km.cfg.vocab, b->km.cfg.vocab, kp,
+                                                      b->d_samp + SAMP_WINDOW_OFF, b->d_samp, b->stream), "sample", error)
+      || cuda_failed (cudaMemcpyAsync (b->h_samp, b->d_samp, 4, cudaMemcpyDeviceToHost, b->stream), "download", error)
+      || cuda_failed (cudaStreamSynchronize (b->stream), "sample", error))
+    return FALSE;
+  *sampled = b->h_samp[0];
+  return TRUE;
 }
 
 static int
@@ -732,9 +800,12 @@ seq_truncate_impl (HoneBackend *self, int seq, int n_tokens)
   release_pages (b, s, (n_tokens + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK);
 }
 
-/* Run n tokens (≤ the state's size) at pos; logits of the last n_logits to @out (may be NULL). */
+/* Run n tokens (≤ the state's size) at pos; logits of the last n_logits to @out (may be NULL).
+ * With @kp, the last row is sampled on the device first: *sampled = the id
+ * and @out is left alone, or *sampled = -1 and @out gets the logits. */
 static gboolean
-run_chunk (HoneCudaBackend *b, Seq *s, const gint32 *tokens, int n, int pos, int n_logits, float *out, GError **error)
+run_chunk (HoneCudaBackend *b, Seq *s, const gint32 *tokens, int n, int pos, int n_logits, float *out,
+           const HoneKSampleParams *kp, const gint32 *window, gint32 *sampled, GError **error)
 {
   HoneKState *st = n <= HONE_K_MAX_DECODE ? &b->dec : &b->pre;
   HoneKKv kv = { b->k_pool, b->v_pool, s->d_table, b->max_blocks };
@@ -778,6 +849,13 @@ run_chunk (HoneCudaBackend *b, Seq *s, const gint32 *tokens, int n, int pos, int
   else if (cuda_failed ((cudaError_t) hone_k_forward (&b->km, &kv, st, n, pos, n_logits, 0, 0.f, 0, b->stream),
                         "forward", error))
     return FALSE;
+  if (kp)
+    {
+      if (!sample_on_device (b, st, n_logits - 1, kp, window, sampled, error))
+        return FALSE;
+      if (*sampled >= 0)
+        return TRUE;
+    }
   if (out && cuda_failed (cudaMemcpyAsync (out, st->logits, (size_t) n_logits * b->km.cfg.vocab * 4,
                                            cudaMemcpyDeviceToHost, b->stream), "download", error))
     return FALSE;
@@ -791,6 +869,9 @@ forward_impl (HoneBackend *self, HoneBatch *batch, GCancellable *cancellable, GE
   Seq *s;
   const int n = batch->n_tokens;
   int len0, chunk;
+  HoneKSampleParams kp;
+  const gboolean dev_sample = batch->sampling != NULL && !batch->all_logits && b->model != NULL
+                              && sample_params (b, batch->sampling, &kp);
 
   if (!b->model)
     {
@@ -841,6 +922,7 @@ forward_impl (HoneBackend *self, HoneBatch *batch, GCancellable *cancellable, GE
         goto undo;
       if (!run_chunk (b, s, batch->tokens + done, c, len0 + done, batch->all_logits ? c : 1,
                       batch->all_logits ? batch->logits + (size_t) done * b->km.cfg.vocab : (last ? batch->logits : NULL),
+                      last && dev_sample ? &kp : NULL, dev_sample ? batch->sampling->window : NULL, &batch->sampled,
                       error))
         goto undo;
       done += c;
@@ -885,6 +967,10 @@ free_impl (HoneBackend *self)
 {
   HoneCudaBackend *b = cu (self);
   unload_impl (self);
+  if (b->d_samp)
+    cudaFree (b->d_samp);
+  if (b->h_samp)
+    cudaFreeHost (b->h_samp);
   if (b->allocs)
     g_ptr_array_free (b->allocs, TRUE);
   if (b->stream)
@@ -982,6 +1068,17 @@ hone_cuda_backend_new (int device, GError **error)
       g_ptr_array_free (b->allocs, TRUE);
       g_free (b);
       return NULL;
+    }
+  /* device sampling: a few KB for the id and the penalty window, here rather
+   * than at load so that a model's memory report is unchanged */
+  b->gpu_sampling = g_strcmp0 (g_getenv ("HONE_GPU_SAMPLING"), "0") != 0;
+  if (b->gpu_sampling
+      && (cudaMalloc ((void **) &b->d_samp, (SAMP_WINDOW_OFF + HONE_K_SAMPLE_MAX_WINDOW) * 4) != cudaSuccess
+          || cudaHostAlloc ((void **) &b->h_samp, (SAMP_WINDOW_OFF + HONE_K_SAMPLE_MAX_WINDOW) * 4, cudaHostAllocDefault)
+               != cudaSuccess))
+    {
+      (void) cudaGetLastError ();
+      b->gpu_sampling = FALSE;   /* the host samples */
     }
   nvml_open (b);
   return &b->parent;

@@ -1,0 +1,35 @@
+/* hone-device-bandwidth.h — a device's measured read bandwidth, the roofline
+ * of decode (which only reads weights and KV), for `hone bench` and the app.
+ *
+ * Measured once per device (a timed streaming read of a buffer far larger
+ * than the caches) and cached in $XDG_CACHE_HOME/hone/bandwidth.ini, one
+ * group per device name, with the date of the measurement. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  char *device_name;      /* e.g. "NVIDIA H200" */
+  double read_gbs;        /* GB/s (1e9 bytes) */
+  char *measured;         /* when: ISO 8601 UTC date-time */
+  gboolean cached;        /* TRUE: read from the cache file, not measured now */
+} HoneDeviceBandwidth;
+
+void hone_device_bandwidth_clear (HoneDeviceBandwidth *bw);
+
+/* The cache file ($XDG_CACHE_HOME/hone/bandwidth.ini; owned). */
+char    *hone_device_bandwidth_cache_path (void);
+/* Look @device_name up in the cache: FALSE when absent or unreadable. */
+gboolean hone_device_bandwidth_lookup (const char *device_name, HoneDeviceBandwidth *bw);
+/* Record @bw in the cache (creating the file and its folder). */
+gboolean hone_device_bandwidth_store (const HoneDeviceBandwidth *bw, GError **error);
+
+/* The read bandwidth of @device ("cuda:N"), from the cache or measured now
+ * (≈ 1 s, 1 GiB of device memory for the moment) and then cached. Devices
+ * without a measurement ("cpu", or no CUDA in this build):
+ * HONE_ERROR_INVALID_ARGUMENT / HONE_ERROR_BACKEND naming why. */
+gboolean hone_device_read_bandwidth (const char *device, HoneDeviceBandwidth *bw, GError **error);
+
+G_END_DECLS
