@@ -1116,6 +1116,19 @@ quantize_cpu (HoneModel *model, const gint32 *tokens, int n_samples, int seq_len
 
 /* ---- the device --------------------------------------------------------- */
 
+gboolean
+hone_awq_gpu_available (void)
+{
+#ifdef HONE_HAVE_CUDA
+  const char *dev = g_getenv ("HONE_AWQ_DEVICE");
+  if (g_strcmp0 (dev, "cpu") == 0)
+    return FALSE;
+  return hone_cuda_awq_available (NULL);
+#else
+  return FALSE;
+#endif
+}
+
 HoneAwqResult *
 hone_awq_quantize (HoneModel *model, const gint32 *tokens, int n_samples, int seq_len,
                    const HoneAwqOptions *o, HoneAwqProgressFunc progress, gpointer progress_data,

@@ -106,6 +106,9 @@ gboolean hone_awq_path_is_quantized (const char *path, GError **error);
  * With search_scales and search_clip FALSE the tokens are not used (RTN; may
  * be NULL with n_samples 0). Deterministic for the same inputs and thread count
  * independent. HONE_ERROR_CANCELLED when @cancellable fires (nothing kept). */
+/* TRUE when hone_awq_quantize() would calibrate on the GPU (CUDA built and usable,
+ * HONE_AWQ_DEVICE not "cpu"); callers pick their default sample counts by it. */
+gboolean hone_awq_gpu_available (void);
 HoneAwqResult *hone_awq_quantize (HoneModel *model, const gint32 *tokens, int n_samples, int seq_len,
                                   const HoneAwqOptions *options,
                                   HoneAwqProgressFunc progress, gpointer progress_data,

@@ -1846,7 +1846,7 @@ call_filter (HjCtx *ctx, const HjNode *at, const char *name, HjValue *value, Arg
     return r;
   } else if (!strcmp (name, "batch")) {
     HjValue *lc = arg (a, 0, "linecount"), *fill = arg (a, 1, "fill_with"), *list, *out, *cur = NULL;
-    gint64 count;
+    gint64 count = 0;   /* set by arg_int(); initialized for -Wmaybe-uninitialized */
     gsize i;
     if (!lc || !arg_int (ctx, at, lc, &count))
       return ctx->error ? NULL : (RUNTIME (ctx, at, "batch needs a line count"), NULL);
