@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hone-dtype.h"
 #include "hone-error.h"
 #include "hone-i18n.h"
 
@@ -259,6 +260,19 @@ bench_finish_results (GTask *task)
       /* Decode step t (0-based) attends over prompt + t + 1 positions. */
       mean_pos = st->params.prompt_tokens + (st->params.gen_tokens + 1) / 2.0;
       r->weight_bytes_per_token = hone_model_info_get_weight_bytes_per_token (info);
+      /* AWQ on a GPU: the CUDA backend repacks Q4Z (20 bytes a 32-weight block
+       * on the host) to nibbles + one f16 scale and one zero byte a group,
+       * 0.5 + 3/g bytes a weight: count what the device reads. */
+      if (hone_model_info_get_awq_group_size (info) > 0 && r->device != NULL
+          && g_str_has_prefix (r->device, "cuda"))
+        {
+          guint n_types = 0;
+          const HoneTensorTypeCount *tc = hone_model_info_get_tensor_types (info, &n_types);
+          const double g = hone_model_info_get_awq_group_size (info);
+          for (guint i = 0; i < n_types; i++)
+            if (tc[i].type == HONE_DTYPE_Q4Z)
+              r->weight_bytes_per_token -= tc[i].bytes - (gint64) (tc[i].n_elements * (0.5 + 3.0 / g));
+        }
       r->kv_bytes_per_token = (gint64) (2.0 * hone_model_info_get_n_layers (info)
                                         * hone_model_info_get_n_kv_heads (info)
                                         * hone_model_info_get_head_dim (info) * bpe * mean_pos);
