@@ -170,11 +170,19 @@ worker (gpointer data)
   for (guint i = 0; i < cal->warnings->len; i++)
     fprintf (stderr, _("hone: skipped %s\n"), (const char *) cal->warnings->pdata[i]);
   if (!j->quiet)
-    fprintf (stderr,
-             _("%s: %d documents, %" PRId64 " tokens → %d calibration samples × %d tokens, "
-               "%d held out; group size %d%s\n"),
-             model->name, cal->n_documents, cal->n_tokens, cal->n_samples, cal->seq_len, cal->n_heldout,
-             j->group_size, j->rtn ? ", RTN (no calibration)" : "");
+    {
+      const gboolean gpu = hone_awq_gpu_available ();
+      fprintf (stderr,
+               _("%s: %d documents, %" PRId64 " tokens → %d calibration samples × %d tokens, "
+                 "%d held out; group size %d\n"),
+               model->name, cal->n_documents, cal->n_tokens, cal->n_samples, cal->seq_len, cal->n_heldout,
+               j->group_size);
+      if (j->rtn)
+        fputs (gpu ? _("Rounding to nearest (no calibration) on the GPU\n")
+                   : _("Rounding to nearest (no calibration) on the CPU\n"), stderr);
+      else
+        fputs (gpu ? _("Calibrating on the GPU\n") : _("Calibrating on the CPU\n"), stderr);
+    }
   res = hone_awq_quantize (model, cal->samples, cal->n_samples, cal->seq_len, &o, progress_cb, j,
                            j->cancellable, error);
   if (res == NULL)

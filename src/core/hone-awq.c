@@ -1181,12 +1181,12 @@ hone_awq_quantize (HoneModel *model, const gint32 *tokens, int n_samples, int se
   if (want_cuda)
     {
 #ifdef HONE_HAVE_CUDA
-      g_message ("AWQ: %s on the GPU (CUDA)", calibrate ? "calibration" : "rounding");
+      g_debug ("AWQ: %s on the GPU (CUDA)", calibrate ? "calibration" : "rounding");
       return hone_cuda_awq_quantize (model, tokens, n_samples, seq_len, o, progress, progress_data,
                                      cancellable, error);
 #endif
     }
-  g_message ("AWQ: %s on the CPU%s%s", calibrate ? "calibration" : "rounding",
+  g_debug ("AWQ: %s on the CPU%s%s", calibrate ? "calibration" : "rounding",
              why ? ": " : "", why ? why->message : "");
   return quantize_cpu (model, tokens, n_samples, seq_len, o, progress, progress_data, cancellable, error);
 }
