@@ -42,3 +42,21 @@ hone_test_fbits (float f)
   memcpy (&u, &f, 4);
   return u;
 }
+
+gboolean
+hone_test_take_flag (int *argc, char **argv, const char *flag)
+{
+  gboolean found = FALSE;
+  int j = 1;
+  for (int i = 1; i < *argc; i++)
+    {
+      if (strcmp (argv[i], flag) == 0)
+        found = TRUE;
+      else
+        argv[j++] = argv[i];
+    }
+  if (j < *argc)
+    argv[j] = NULL;
+  *argc = j;
+  return found;
+}

@@ -11,5 +11,8 @@ char       *hone_test_data_path (const char *subdir, const char *name);
 GBytes     *hone_test_data_load (const char *subdir, const char *name);
 /* The root object of a JSON fixture; *parser_out owns it. */
 JsonObject *hone_test_data_load_json (const char *subdir, const char *name, JsonParser **parser_out);
+/* TRUE when @flag (e.g. "--model") is among the arguments; every copy of it is
+ * removed from argv, so call it before g_test_init(). */
+gboolean    hone_test_take_flag (int *argc, char **argv, const char *flag);
 /* The bit pattern of a float (exact comparisons). */
 uint32_t    hone_test_fbits (float f);

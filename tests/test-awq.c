@@ -24,6 +24,7 @@
 #include "hone-safetensors.h"
 #include "hone-tokenizer.h"
 #include "hone-test-models.h"
+#include "hone-test-data.h"
 
 /* ---- quantizer -------------------------------------------------------- */
 
@@ -907,14 +908,8 @@ test_default_model (void)
 int
 main (int argc, char **argv)
 {
-  gboolean model = argc > 1 && strcmp (argv[1], "--model") == 0;
+  gboolean model = hone_test_take_flag (&argc, argv, "--model");
 
-  if (model)
-    {
-      argv[1] = argv[0];
-      argc--;
-      argv++;
-    }
   g_test_init (&argc, &argv, NULL);
   if (model)
     {

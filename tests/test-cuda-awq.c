@@ -42,6 +42,7 @@
 #include "hone-test-models.h"
 #ifdef HONE_HAVE_CUDA
 #include "cuda/hone-cuda-awq.h"
+#include "hone-test-data.h"
 #endif
 
 static gboolean
@@ -493,14 +494,7 @@ main (int argc, char **argv)
 
   if (argc >= 5 && strcmp (argv[1], "--time") == 0)
     return time_model (argv[2], atoi (argv[3]), atoi (argv[4]), argc > 5 ? argv[5] : NULL);
-  for (int i = 1; i < argc; i++)
-    if (strcmp (argv[i], "--model") == 0)
-      {
-        with_model = TRUE;
-        memmove (&argv[i], &argv[i + 1], (argc - i) * sizeof *argv);
-        argc--;
-        break;
-      }
+  with_model = hone_test_take_flag (&argc, argv, "--model");
   g_test_init (&argc, &argv, NULL);
   if (with_model)
     {

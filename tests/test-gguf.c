@@ -1269,15 +1269,7 @@ out:
 int
 main (int argc, char **argv)
 {
-  gboolean model = FALSE;
-  for (int i = 1; i < argc; i++)
-    if (strcmp (argv[i], "--model") == 0)
-      {
-        model = TRUE;
-        memmove (&argv[i], &argv[i + 1], (argc - i) * sizeof (char *));
-        argc--;
-        break;
-      }
+  gboolean model = hone_test_take_flag (&argc, argv, "--model");
   g_test_init (&argc, &argv, NULL);
   if (model)
     {

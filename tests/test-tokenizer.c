@@ -15,6 +15,7 @@
 #include "hone-error.h"
 #include "hone-gguf.h"
 #include "hone-tokenizer.h"
+#include "hone-test-data.h"
 
 /* ---- fixtures ---- */
 
@@ -772,16 +773,9 @@ test_default_model_json (void)
 int
 main (int argc, char **argv)
 {
-  gboolean model = FALSE;
-  int i, j = 1;
-  for (i = 1; i < argc; i++)
-    {
-      if (strcmp (argv[i], "--model") == 0)
-        model = TRUE;
-      else
-        argv[j++] = argv[i];
-    }
-  argc = j;
+  gboolean model = hone_test_take_flag (&argc, argv, "--model");
+  int status;
+
   g_test_init (&argc, &argv, NULL);
   if (model)
     {
@@ -801,8 +795,8 @@ main (int argc, char **argv)
       g_test_add_func ("/tokenizer/stream-split-char", test_stream_split_char);
       g_test_add_func ("/tokenizer/threads", test_threads);
     }
-  i = g_test_run ();
+  status = g_test_run ();
   if (corpus)
     g_ptr_array_unref (corpus);
-  return i;
+  return status;
 }
