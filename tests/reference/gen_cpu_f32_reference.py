@@ -22,10 +22,8 @@ The F32 file (≈ 540 MB) is written to a temporary folder and removed.
 
 usage: python3 tests/reference/gen_cpu_f32_reference.py [MODEL]
 """
-import base64
 import hashlib
 import json
-import math
 import os
 import sys
 import tempfile
@@ -35,8 +33,8 @@ import gguf
 import llama_cpp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_cpu_reference import (DATA, FULL_POSITIONS, MODEL_SHA256, N_CONT, N_TEXT, PROMPTS,  # noqa: E402
-                               no_extra_buffer_types)
+from gen_cpu_reference import (DATA, MODEL_SHA256, greedy_continuations,  # noqa: E402
+                               no_extra_buffer_types, score_text)
 
 GGML_TYPE_F16 = 1
 
@@ -95,35 +93,8 @@ def main():
                               flash_attn=False, type_k=GGML_TYPE_F16, type_v=GGML_TYPE_F16)
         vocab = llm.n_vocab()
 
-        with open(os.path.join(DATA, "reference-text.txt"), "rb") as f:
-            text = f.read()
-        ids = llm.tokenize(text, add_bos=False, special=False)[:N_TEXT]
-        assert len(ids) == N_TEXT
-        llm.reset()
-        llm.eval(ids)
-        logits = np.array(llm.scores[:N_TEXT], dtype=np.float32)   # N_TEXT × vocab
-        top_ids = np.argsort(-logits, axis=1, kind="stable")[:, :20]
-        top_logits = np.take_along_axis(logits, top_ids, axis=1)
-        l64 = logits.astype(np.float64)
-        lse = np.log(np.exp(l64 - l64.max(axis=1, keepdims=True)).sum(axis=1)) + l64.max(axis=1)
-        nll = [lse[i] - l64[i, ids[i + 1]] for i in range(N_TEXT - 1)]
-        ppl = math.exp(sum(nll) / len(nll))
-
-        conts = []
-        for p in PROMPTS:
-            pids = llm.tokenize(p.encode(), add_bos=False, special=True)
-            llm.reset()
-            llm.eval(pids)
-            out, gaps = [], []
-            for _ in range(N_CONT):
-                row = np.asarray(llm.scores[llm.n_tokens - 1], dtype=np.float32)
-                two = np.sort(row)[-2:]
-                nxt = int(np.argmax(row))
-                out.append(nxt)
-                gaps.append(round(float(two[1] - two[0]), 5))
-                llm.eval([nxt])
-            conts.append({"prompt": p, "prompt_ids": pids, "greedy_ids": out, "top2_gaps": gaps,
-                          "text": llm.detokenize(out).decode("utf-8", "replace")})
+        text_part = score_text(llm)
+        conts = greedy_continuations(llm, with_gaps=True)
         del llm
 
     ref = {
@@ -137,19 +108,13 @@ def main():
         "n_vocab": vocab,
         "settings": {"n_ctx": 1024, "n_batch": 512, "n_threads": 2, "type_k": "f16", "type_v": "f16",
                      "flash_attn": False, "use_extra_bufts": False, "weights": "f32 (gguf.quants.dequantize)"},
-        "text_ids": ids,
-        "top_k": 20,
-        "top_ids": top_ids.tolist(),
-        "top_logits": [[round(float(v), 5) for v in row] for row in top_logits],
-        "full_positions": FULL_POSITIONS,
-        "full_logits_f32_b64": [base64.b64encode(logits[p].tobytes()).decode() for p in FULL_POSITIONS],
-        "perplexity": ppl,
+        **text_part,
         "continuations": conts,
     }
     out = os.path.join(DATA, "llamacpp-f32-reference.json")
     with open(out, "w") as f:
         json.dump(ref, f, separators=(",", ":"))
-    print(f"wrote {out}: perplexity {ppl:.4f}, {len(conts)} continuations", file=sys.stderr)
+    print(f"wrote {out}: perplexity {ref['perplexity']:.4f}, {len(conts)} continuations", file=sys.stderr)
     for c in conts:
         print(repr(c["prompt"][:40]), "->", repr(c["text"][:60]), "min gap", min(c["top2_gaps"]), file=sys.stderr)
 

@@ -53,18 +53,9 @@ def no_extra_buffer_types():
     llama_lowlevel.llama_model_default_params = patched
 
 
-def main():
-    model = sys.argv[1] if len(sys.argv) > 1 else os.environ.get(
-        "HONE_DEFAULT_MODEL", os.path.expanduser("~/.cache/hone/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
-    with open(model, "rb") as f:
-        sha = hashlib.sha256(f.read()).hexdigest()
-    if sha != MODEL_SHA256:
-        sys.exit(f"{model}: sha256 {sha}, expected {MODEL_SHA256}")
-    no_extra_buffer_types()
-    llm = llama_cpp.Llama(model, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=2,
-                          n_threads_batch=2, logits_all=True, verbose=False, seed=0)
-    vocab = llm.n_vocab()
-
+def score_text(llm):
+    """The fixture's text part: the reference text's first N_TEXT ids, the top-20 ids and logits at
+    every position, the whole vocabulary's logits at FULL_POSITIONS and the perplexity."""
     with open(os.path.join(DATA, "reference-text.txt"), "rb") as f:
         text = f.read()
     ids = llm.tokenize(text, add_bos=False, special=False)[:N_TEXT]
@@ -77,20 +68,55 @@ def main():
     l64 = logits.astype(np.float64)
     lse = np.log(np.exp(l64 - l64.max(axis=1, keepdims=True)).sum(axis=1)) + l64.max(axis=1)
     nll = [lse[i] - l64[i, ids[i + 1]] for i in range(N_TEXT - 1)]
-    ppl = math.exp(sum(nll) / len(nll))
+    return {
+        "text_ids": ids,
+        "top_k": 20,
+        "top_ids": top_ids.tolist(),
+        "top_logits": [[round(float(v), 5) for v in row] for row in top_logits],
+        "full_positions": FULL_POSITIONS,
+        "full_logits_f32_b64": [base64.b64encode(logits[p].tobytes()).decode() for p in FULL_POSITIONS],
+        "perplexity": math.exp(sum(nll) / len(nll)),
+    }
 
+
+def greedy_continuations(llm, with_gaps=False):
+    """N_CONT greedy tokens after each of PROMPTS (with the top-2 logit gap of every step if asked)."""
     conts = []
     for p in PROMPTS:
         pids = llm.tokenize(p.encode(), add_bos=False, special=True)
         llm.reset()
         llm.eval(pids)
-        out = []
+        out, gaps = [], []
         for _ in range(N_CONT):
-            nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            row = np.asarray(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+            nxt = int(np.argmax(row))
             out.append(nxt)
+            if with_gaps:
+                two = np.sort(row)[-2:]
+                gaps.append(round(float(two[1] - two[0]), 5))
             llm.eval([nxt])
-        conts.append({"prompt": p, "prompt_ids": pids, "greedy_ids": out,
-                      "text": llm.detokenize(out).decode("utf-8", "replace")})
+        c = {"prompt": p, "prompt_ids": pids, "greedy_ids": out}
+        if with_gaps:
+            c["top2_gaps"] = gaps
+        c["text"] = llm.detokenize(out).decode("utf-8", "replace")
+        conts.append(c)
+    return conts
+
+
+def main():
+    model = sys.argv[1] if len(sys.argv) > 1 else os.environ.get(
+        "HONE_DEFAULT_MODEL", os.path.expanduser("~/.cache/hone/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    with open(model, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    if sha != MODEL_SHA256:
+        sys.exit(f"{model}: sha256 {sha}, expected {MODEL_SHA256}")
+    no_extra_buffer_types()
+    llm = llama_cpp.Llama(model, n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=2,
+                          n_threads_batch=2, logits_all=True, verbose=False, seed=0)
+    vocab = llm.n_vocab()
+
+    text_part = score_text(llm)
+    conts = greedy_continuations(llm)
 
     ref = {
         "generator": "tests/reference/gen_cpu_reference.py",
@@ -99,19 +125,13 @@ def main():
         "n_vocab": vocab,
         "settings": {"n_ctx": 1024, "n_batch": 512, "n_threads": 2, "kv_cache": "f16",
                      "use_extra_bufts": False},
-        "text_ids": ids,
-        "top_k": 20,
-        "top_ids": top_ids.tolist(),
-        "top_logits": [[round(float(v), 5) for v in row] for row in top_logits],
-        "full_positions": FULL_POSITIONS,
-        "full_logits_f32_b64": [base64.b64encode(logits[p].tobytes()).decode() for p in FULL_POSITIONS],
-        "perplexity": ppl,
+        **text_part,
         "continuations": conts,
     }
     out = os.path.join(DATA, "llamacpp-reference.json")
     with open(out, "w") as f:
         json.dump(ref, f, separators=(",", ":"))
-    print(f"wrote {out}: perplexity {ppl:.4f}, {len(conts)} continuations", file=sys.stderr)
+    print(f"wrote {out}: perplexity {ref['perplexity']:.4f}, {len(conts)} continuations", file=sys.stderr)
     for c in conts:
         print(repr(c["prompt"][:40]), "->", repr(c["text"][:60]), file=sys.stderr)
 
