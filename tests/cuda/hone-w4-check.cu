@@ -37,60 +37,11 @@
 #include <string>
 #include "hone-kernels.h"
 
-#define CK(x) do { cudaError_t e_ = (cudaError_t) (x); if (e_ != cudaSuccess) { \
-  fprintf (stderr, "FATAL %s:%d: %s -> %s\n", __FILE__, __LINE__, #x, cudaGetErrorString (e_)); exit (2); } } while (0)
+#define HONE_CHECK_WIDTH 66
+#define HONE_CHECK_SEED 0x5eed4a16
+#define HONE_CHECK_GUARD 256   /* poisoned bytes past every output, checked untouched */
+#include "hone-check-util.cuh"
 
-static const double READ_CEIL = 4.52e12;   /* measured read-only streaming, B/s (RESULTS-cuda.md) */
-static const double GEMM_CEIL = 781e12;
-static int n_fail, n_pass;
-static FILE *results;
-
-static void
-report (const char *fmt, ...)
-{
-  va_list ap;
-  va_start (ap, fmt);
-  char buf[1024];
-  vsnprintf (buf, sizeof buf, fmt, ap);
-  va_end (ap);
-  fputs (buf, stdout);
-  fflush (stdout);
-  if (results)
-    {
-      fputs (buf, results);
-      fflush (results);
-    }
-}
-
-static void
-check (bool ok, const char *what, double err, double bound)
-{
-  if (ok)
-    n_pass++;
-  else
-    n_fail++;
-  report ("%s  %-66s err %.3g (bound %.3g)\n", ok ? "PASS" : "FAIL", what, err, bound);
-}
-
-static uint64_t rng_state = 0x5eed4a16;
-static uint64_t
-rng_u64 (void)
-{
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static double rng_uniform (void) { return (double) (rng_u64 () >> 11) / 9007199254740992.0; }
-static float
-rng_normal (void)
-{
-  const double u = rng_uniform () + 1e-300, v = rng_uniform ();
-  return (float) (sqrt (-2 * log (u)) * cos (2 * M_PI * v));
-}
-static uint16_t f2h (float f) { __half h = __float2half_rn (f); uint16_t u; memcpy (&u, &h, 2); return u; }
-static float h2f (uint16_t u) { __half h; memcpy (&h, &u, 2); return __half2float (h); }
-static float bf2f (uint16_t u) { uint32_t w = (uint32_t) u << 16; float f; memcpy (&f, &w, 4); return f; }
 /* round-to-nearest-even f64 → bf16 bits (values here are exact in f32) */
 static uint16_t
 bf16_rne (double d)
@@ -102,41 +53,7 @@ bf16_rne (double d)
   return (uint16_t) (u >> 16);
 }
 
-static double
-rel_err (const float *got, const double *ref, size_t n, bool *all_finite)
-{
-  double num = 0, den = 0;
-  *all_finite = true;
-  for (size_t i = 0; i < n; i++)
-    {
-      if (!isfinite (got[i]))
-        *all_finite = false;
-      num += (got[i] - ref[i]) * (got[i] - ref[i]);
-      den += ref[i] * ref[i];
-    }
-  return sqrt (num / (den + 1e-300));
-}
-
-template <typename T>
-static T *
-dev_upload (const std::vector<T> &v)
-{
-  T *p;
-  CK (cudaMalloc ((void **) &p, v.size () * sizeof (T) + 16));
-  CK (cudaMemcpy (p, v.data (), v.size () * sizeof (T), cudaMemcpyHostToDevice));
-  return p;
-}
-
-static const size_t GUARD = 256;   /* poisoned bytes past every output, checked untouched */
-
-static void *
-dev_poisoned (size_t bytes)
-{
-  void *p;
-  CK (cudaMalloc (&p, bytes + GUARD));
-  CK (cudaMemset (p, 0xff, bytes + GUARD));   /* 0xffff… is NaN in f32, f16 and bf16 */
-  return p;
-}
+static const size_t GUARD = HONE_CHECK_GUARD;
 
 static bool
 guard_intact (const void *p, size_t bytes)
@@ -148,16 +65,6 @@ guard_intact (const void *p, size_t bytes)
     if (b != 0xff)
       return false;
   return true;
-}
-
-template <typename T>
-static std::vector<T>
-dev_download (const void *p, size_t n)
-{
-  std::vector<T> v (n);
-  CK (cudaDeviceSynchronize ());
-  CK (cudaMemcpy (v.data (), p, n * sizeof (T), cudaMemcpyDeviceToHost));
-  return v;
 }
 
 /* ---- Q4Z host rows (the contract's byte layout) and their f64 values ------------- */
@@ -236,24 +143,7 @@ q4z_upload (HoneKMatrix &m, const HostQ4Z &h, int row0, int step)
   cudaFree (src);
 }
 
-static void
-matrix_free (HoneKMatrix *m)
-{
-  cudaFree (m->q);
-  if (m->s)
-    cudaFree (m->s);
-}
-
 /* ---- checks ------------------------------------------------------------------------ */
-
-static std::vector<float>
-make_inv_freq (int hd, double theta)
-{
-  std::vector<float> f (hd / 2);
-  for (int i = 0; i < hd / 2; i++)
-    f[i] = (float) pow (theta, -2.0 * i / hd);
-  return f;
-}
 
 /* The GEMV bound: f16 activations (2^-11 relative) and f16 partial sums of 16
  * products (a few ulp of each chunk's sum) against exact f64. */
@@ -657,27 +547,6 @@ check_tiny_model (int g)
 
 /* ---- benchmarks ---------------------------------------------------------------------- */
 
-__global__ void
-fill_random (uint8_t *p, size_t n, uint64_t seed, int kind)
-{
-  for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < n / 2; i += (size_t) gridDim.x * blockDim.x)
-    {
-      uint64_t z = (i + 1) * 0x9e3779b97f4a7c15ull ^ seed;
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z ^= z >> 27;
-      uint16_t v = (uint16_t) z;
-      if (kind == 1)        /* bf16 in ±0.03 */
-        v = __bfloat16_as_ushort (__float2bfloat16_rn ((float) ((int) (z & 0xffff) - 32768) * (0.03f / 32768.f)));
-      else if (kind == 2)   /* f16 scales ~ 0.002 */
-        v = __half_as_ushort (__float2half_rn (0.001f + (float) (z & 0xff) * 1e-5f));
-      else if (kind == 3)   /* f16 in ±1 */
-        v = __half_as_ushort (__float2half_rn ((float) ((int) (z & 0xffff) - 32768) / 32768.f));
-      else if (kind == 4)   /* two zero points 0..15 */
-        v = (uint16_t) (z & 0x0f0f);
-      ((uint16_t *) p)[i] = v;
-    }
-}
-
 static void
 fill_matrix (HoneKMatrix &m, uint64_t seed)
 {
@@ -710,31 +579,6 @@ matrix_alloc (int type, int rows, int cols, int group)
   if (sb)
     CK (cudaMalloc (&m.s, sb + 16));
   return m;
-}
-
-static double
-bench_ms (cudaStream_t s, int reps, void (*fn) (void *), void *arg)
-{
-  cudaEvent_t a, b;
-  CK (cudaEventCreate (&a));
-  CK (cudaEventCreate (&b));
-  for (int i = 0; i < 3; i++) fn (arg);
-  std::vector<float> ts;
-  for (int it = 0; it < 5; it++)
-    {
-      CK (cudaEventRecord (a, s));
-      for (int i = 0; i < reps; i++) fn (arg);
-      CK (cudaEventRecord (b, s));
-      CK (cudaEventSynchronize (b));
-      float ms;
-      CK (cudaEventElapsedTime (&ms, a, b));
-      ts.push_back (ms / reps);
-    }
-  CK (cudaGetLastError ());
-  std::sort (ts.begin (), ts.end ());
-  cudaEventDestroy (a);
-  cudaEventDestroy (b);
-  return ts[2];
 }
 
 struct GemvBench {
