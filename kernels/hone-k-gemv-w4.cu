@@ -218,6 +218,36 @@ w4_rope_store (const W4Args &a, int row, int t, float v0, float v1)
   *(__half2 *) dst = __floats2half2_rn (v0, v1);
 }
 
+/* Bias and epilogue of one row pair (row0, row0 + 1) of token tt: the last
+ * step of both GEMV variants. */
+static __device__ __forceinline__ void
+w4_store_pair (const W4Args &a, int row0, int tt, float v0, float v1)
+{
+  if (a.bias)
+    {
+      v0 += a.bias[row0];
+      if (row0 + 1 < a.rows)
+        v1 += a.bias[row0 + 1];
+    }
+  if (a.epi == HONE_K_EPI_SWIGLU)
+    a.y[(size_t) tt * (a.rows >> 1) + (row0 >> 1)] = silu (v0) * v1;
+  else if (a.epi == HONE_K_EPI_ROPE_KV)
+    w4_rope_store (a, row0, tt, v0, v1);
+  else
+    {
+      const size_t i = (size_t) tt * a.rows + row0;
+      if (a.epi == HONE_K_EPI_ADD)
+        {
+          v0 += a.res[i];
+          if (row0 + 1 < a.rows)
+            v1 += a.res[i + 1];
+        }
+      a.y[i] = v0;
+      if (row0 + 1 < a.rows)
+        a.y[i + 1] = v1;
+    }
+}
+
 template <int MAXT, bool NORM, int U>
 __global__ void __launch_bounds__ (256, 2)
 w4_gemv_kernel (W4Args a)
@@ -420,33 +450,8 @@ w4_gemv_kernel (W4Args a)
 #pragma unroll
           for (int t = 0; t < MAXT; t++)
             {
-              if (t >= a.n_tok || lane != t)
-                continue;
-              const int tt = a.tok0 + t;
-              float v0 = acc[0][t] * alpha[t], v1 = acc[1][t] * alpha[t];
-              if (a.bias)
-                {
-                  v0 += a.bias[row0];
-                  if (row0 + 1 < a.rows)
-                    v1 += a.bias[row0 + 1];
-                }
-              if (a.epi == HONE_K_EPI_SWIGLU)
-                a.y[(size_t) tt * (a.rows >> 1) + (row0 >> 1)] = silu (v0) * v1;
-              else if (a.epi == HONE_K_EPI_ROPE_KV)
-                w4_rope_store (a, row0, tt, v0, v1);
-              else
-                {
-                  const size_t i = (size_t) tt * a.rows + row0;
-                  if (a.epi == HONE_K_EPI_ADD)
-                    {
-                      v0 += a.res[i];
-                      if (row0 + 1 < a.rows)
-                        v1 += a.res[i + 1];
-                    }
-                  a.y[i] = v0;
-                  if (row0 + 1 < a.rows)
-                    a.y[i + 1] = v1;
-                }
+              if (t < a.n_tok && lane == t)
+                w4_store_pair (a, row0, a.tok0 + t, acc[0][t] * alpha[t], acc[1][t] * alpha[t]);
             }
 #pragma unroll
           for (int r = 0; r < W4_R; r++)
@@ -719,33 +724,8 @@ w4v2_gemv_kernel (W4Args a)
 #pragma unroll
         for (int t = 0; t < MAXT; t++)
           {
-            if (t >= a.n_tok || lane != t)
-              continue;
-            const int tt = a.tok0 + t;
-            float v0 = acc[0][t] * alpha_l, v1 = acc[1][t] * alpha_l;
-            if (a.bias)
-              {
-                v0 += a.bias[row0];
-                if (row0 + 1 < a.rows)
-                  v1 += a.bias[row0 + 1];
-              }
-            if (a.epi == HONE_K_EPI_SWIGLU)
-              a.y[(size_t) tt * (a.rows >> 1) + (row0 >> 1)] = silu (v0) * v1;
-            else if (a.epi == HONE_K_EPI_ROPE_KV)
-              w4_rope_store (a, row0, tt, v0, v1);
-            else
-              {
-                const size_t i = (size_t) tt * a.rows + row0;
-                if (a.epi == HONE_K_EPI_ADD)
-                  {
-                    v0 += a.res[i];
-                    if (row0 + 1 < a.rows)
-                      v1 += a.res[i + 1];
-                  }
-                a.y[i] = v0;
-                if (row0 + 1 < a.rows)
-                  a.y[i + 1] = v1;
-              }
+            if (t < a.n_tok && lane == t)
+              w4_store_pair (a, row0, a.tok0 + t, acc[0][t] * alpha_l, acc[1][t] * alpha_l);
           }
 #pragma unroll
         for (int r = 0; r < W4_R; r++)
