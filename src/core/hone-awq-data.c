@@ -489,7 +489,11 @@ hone_awq_builtin_dir (void)
   cands[1] = root ? g_build_filename (root, "data", "calibration", NULL) : NULL;
   cands[2] = exe_dir ? g_build_filename (exe_dir, "..", "..", "..", "data", "calibration", NULL) : NULL;
   cands[3] = exe_dir ? g_build_filename (exe_dir, "..", "share", "hone", "calibration", NULL) : NULL;
+#ifdef HONE_PKGDATADIR
+  cands[4] = g_build_filename (HONE_PKGDATADIR, "calibration", NULL);
+#else
   cands[4] = g_strdup ("/usr/share/hone/calibration");
+#endif
   for (int i = 0; i < 5; i++)
     {
       if (found == NULL && cands[i])
