@@ -14,68 +14,12 @@
  * tests/bench/RESULTS-cuda.md "Decode, session 2") the blocks of the last
  * wave, once through their rows, prefetch a slice of the next matrix into L2.
  */
-#include "hone-k-common.cuh"
+#include "hone-k-gemv.cuh"
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 extern "C" int hone_k_q4z_gemv (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream);
-
-struct GemvArgs {
-  const int4 *q;
-  const void *s;
-  int rows, cols, nchunk;
-  const float *x;
-  const int8_t *xq;
-  const float2 *xds;
-  int n_tok;
-  const float *bias;
-  const float *res;
-  float *y;
-  int epi;
-  const float *norm_g;
-  float eps;
-  int nq, nkv, hd;
-  const int32_t *pos;
-  const float *inv_freq;
-  __half *k_pool, *v_pool;
-  const int32_t *block_table;
-  int early;          /* issue the first weight loads before waiting on the previous kernel */
-  int late_trigger;   /* PDL: let the next kernel launch only after the main loop, not at entry */
-  int pf_first;       /* blocks from this one on prefetch a slice of pf after their main loop */
-  HoneKPrefetch pf;
-};
-
-/* Write one rotated (or plain) pair of a q/k/v row pair for token t. */
-static __device__ __forceinline__ void
-rope_kv_store (const GemvArgs &a, int row, int t, float v0, float v1)
-{
-  const int hd = a.hd;
-  const int head = row / hd, d = row - head * hd;
-  const int p = *a.pos + t;
-  if (head < a.nq + a.nkv)
-    {
-      float sn, cs;
-      sincosf ((float) p * a.inv_freq[d >> 1], &sn, &cs);
-      const float r0 = v0 * cs - v1 * sn, r1 = v0 * sn + v1 * cs;
-      if (head < a.nq)
-        {
-          const float qs = rsqrtf ((float) hd);
-          float *qo = a.y + (size_t) t * (a.nq + 2 * a.nkv) * hd + row;
-          qo[0] = r0 * qs;
-          qo[1] = r1 * qs;
-          return;
-        }
-      v0 = r0;
-      v1 = r1;
-    }
-  const bool is_k = head < a.nq + a.nkv;
-  const int kvh = head - a.nq - (is_k ? 0 : a.nkv);
-  const int page = a.block_table[p / HONE_K_KV_BLOCK], slot = p % HONE_K_KV_BLOCK;
-  __half *dst = (is_k ? a.k_pool : a.v_pool)
-                + (((size_t) page * a.nkv + kvh) * HONE_K_KV_BLOCK + slot) * hd + d;
-  *(__half2 *) dst = __floats2half2_rn (v0, v1);
-}
 
 /* NORM (f32 input, BF16/F16 weights): 0 none; 1 every block first computes
  * the rows' RMS scale in a prologue and scales x on load; 2 the dot runs on
@@ -211,33 +155,7 @@ gemv_kernel (GemvArgs a)
                     }
 #pragma unroll
                   for (int r = 0; r < R; r++)
-                    {
-                      const uint32_t ww[4] = { (uint32_t) w[u][r].x, (uint32_t) w[u][r].y,
-                                               (uint32_t) w[u][r].z, (uint32_t) w[u][r].w };
-                      float f[8];
-#pragma unroll
-                      for (int i = 0; i < 4; i++)
-                        {
-                          if (WT == HONE_K_BF16)
-                            {
-                              f[2 * i] = bf16_lo (ww[i]);
-                              f[2 * i + 1] = bf16_hi (ww[i]);
-                            }
-                          else
-                            {
-                              __half2 h = *(const __half2 *) &ww[i];
-                              float2 ff = __half22float2 (h);
-                              f[2 * i] = ff.x;
-                              f[2 * i + 1] = ff.y;
-                            }
-                        }
-                      float s = acc[r][t];
-                      s = fmaf (f[0], x0.x, s); s = fmaf (f[1], x0.y, s);
-                      s = fmaf (f[2], x0.z, s); s = fmaf (f[3], x0.w, s);
-                      s = fmaf (f[4], x1.x, s); s = fmaf (f[5], x1.y, s);
-                      s = fmaf (f[6], x1.z, s); s = fmaf (f[7], x1.w, s);
-                      acc[r][t] = s;
-                    }
+                    acc[r][t] = dot_chunk_f<WT> (w[u][r], x0, x1, acc[r][t]);
                 }
               else if (WT == HONE_K_Q8_0)
                 {
@@ -245,15 +163,7 @@ gemv_kernel (GemvArgs a)
                   const float2 xd = a.xds[(size_t) t * (a.cols >> 5) + (c >> 1)];
 #pragma unroll
                   for (int r = 0; r < R; r++)
-                    {
-                      int d = 0;
-                      d = __dp4a (w[u][r].x, xv.x, d);
-                      d = __dp4a (w[u][r].y, xv.y, d);
-                      d = __dp4a (w[u][r].z, xv.z, d);
-                      d = __dp4a (w[u][r].w, xv.w, d);
-                      const float wd = f16_bits_to_f32 ((uint16_t) sc[u][r]);
-                      acc[r][t] = fmaf (wd * xd.x, (float) d, acc[r][t]);
-                    }
+                    acc[r][t] = dot_chunk_q8 (w[u][r], sc[u][r], xv, xd.x, acc[r][t]);
                 }
               else   /* Q4_0, Q4_1 */
                 {
@@ -262,26 +172,7 @@ gemv_kernel (GemvArgs a)
                   const float2 xd = a.xds[(size_t) t * (a.cols >> 5) + c];
 #pragma unroll
                   for (int r = 0; r < R; r++)
-                    {
-                      const int4 q = w[u][r];
-                      int d = 0;
-                      d = __dp4a (q.x & 0x0F0F0F0F, xa.x, d);
-                      d = __dp4a (q.y & 0x0F0F0F0F, xa.y, d);
-                      d = __dp4a (q.z & 0x0F0F0F0F, xa.z, d);
-                      d = __dp4a (q.w & 0x0F0F0F0F, xa.w, d);
-                      d = __dp4a ((q.x >> 4) & 0x0F0F0F0F, xb.x, d);
-                      d = __dp4a ((q.y >> 4) & 0x0F0F0F0F, xb.y, d);
-                      d = __dp4a ((q.z >> 4) & 0x0F0F0F0F, xb.z, d);
-                      d = __dp4a ((q.w >> 4) & 0x0F0F0F0F, xb.w, d);
-                      const float wd = f16_bits_to_f32 ((uint16_t) (sc[u][r] & 0xffffu));
-                      if (WT == HONE_K_Q4_0)
-                        acc[r][t] += wd * fmaf (xd.x, (float) d, -8.f * xd.y);
-                      else
-                        {
-                          const float wm = f16_bits_to_f32 ((uint16_t) (sc[u][r] >> 16));
-                          acc[r][t] += fmaf (wd * xd.x, (float) d, wm * xd.y);
-                        }
-                    }
+                    acc[r][t] = dot_chunk_q4<WT> (w[u][r], sc[u][r], xa, xb, xd, acc[r][t]);
                 }
             }
         }
@@ -356,7 +247,7 @@ gemv_kernel (GemvArgs a)
           acc[r][t] *= sc;
       }
 
-  if (a.epi == HONE_K_EPI_ROPE_KV)
+  if (a.epi == HONE_K_EPI_ROPE_KV || a.epi == HONE_K_EPI_SWIGLU)
     {
 #pragma unroll
       for (int r = 0; r < R; r += 2)
@@ -365,36 +256,7 @@ gemv_kernel (GemvArgs a)
           {
             const int row = row0 + r;
             if (t < a.n_tok && row + 1 < a.rows && lane == ((r * MAXT + t) & 31))
-              {
-                float v0 = acc[r][t], v1 = acc[r + 1][t];
-                if (a.bias)
-                  {
-                    v0 += a.bias[row];
-                    v1 += a.bias[row + 1];
-                  }
-                rope_kv_store (a, row, t, v0, v1);
-              }
-          }
-    }
-  else if (a.epi == HONE_K_EPI_SWIGLU)
-    {
-      const int out_cols = a.rows >> 1;
-#pragma unroll
-      for (int r = 0; r < R; r += 2)
-#pragma unroll
-        for (int t = 0; t < MAXT; t++)
-          {
-            const int row = row0 + r;
-            if (t < a.n_tok && row + 1 < a.rows && lane == ((r * MAXT + t) & 31))
-              {
-                float g = acc[r][t], u = acc[r + 1][t];
-                if (a.bias)
-                  {
-                    g += a.bias[row];
-                    u += a.bias[row + 1];
-                  }
-                a.y[(size_t) t * out_cols + (row >> 1)] = silu (g) * u;
-              }
+              epi_pair (a, row, t, acc[r][t], acc[r + 1][t]);
           }
     }
   else
@@ -406,15 +268,7 @@ gemv_kernel (GemvArgs a)
           {
             const int row = row0 + r;
             if (t < a.n_tok && row < a.rows && lane == ((r * MAXT + t) & 31))
-              {
-                float v = acc[r][t];
-                const size_t i = (size_t) t * a.rows + row;
-                if (a.bias)
-                  v += a.bias[row];
-                if (a.epi == HONE_K_EPI_ADD)
-                  v += a.res[i];
-                a.y[i] = v;
-              }
+              epi_store (a, row, t, acc[r][t]);
           }
     }
 }
@@ -606,6 +460,7 @@ hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t str
   GemvArgs a;
   if (w->type == HONE_K_Q4Z)   /* W4A16 (AWQ): hone-k-gemv-w4.cu */
     return hone_k_q4z_gemv (op, pf, stream);
+  if (w->type == HONE_K_Q4_K || w->type == HONE_K_Q6_K) return hone_k_kquant_gemv (op, stream);   /* hone-k-gemv-kquant.cu */
   if (op->n_tok < 1 || op->n_tok > HONE_K_MAX_DECODE)
     return (int) cudaErrorInvalidValue;
   if (pf)
@@ -655,6 +510,10 @@ hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t str
       && (a.hd <= 0 || (a.hd & 1) || w->rows != (a.nq + 2 * a.nkv) * a.hd || !a.pos || !a.inv_freq
           || !a.k_pool || !a.v_pool || !a.block_table))
     return (int) cudaErrorInvalidValue;
+  /* one token on sm_90: the staged kernel (hone-k-gemv-staged.cu), which
+   * also takes a quantized GEMV's f32 input and quantizes it itself */
+  if (hone_k_gemv_staged_takes (op))
+    return hone_k_gemv_staged (op, stream);
   const bool f = (w->type == HONE_K_BF16 || w->type == HONE_K_F16);
   if (a.norm_g && (!f || (w->cols & 3)))
     return (int) cudaErrorInvalidValue;

@@ -26,9 +26,9 @@ hone_k_upload_type (int t)
   switch (t)
     {
     case HONE_K_F16: case HONE_K_BF16: case HONE_K_Q8_0: case HONE_K_Q4_0: case HONE_K_Q4_1:
-    case HONE_K_Q4Z:
+    case HONE_K_Q4_K: case HONE_K_Q6_K: case HONE_K_Q4Z:
       return t;
-    case HONE_K_F32: case HONE_K_Q4_K: case HONE_K_Q6_K:
+    case HONE_K_F32:
       return HONE_K_F16;
     default:
       return -1;
@@ -47,6 +47,9 @@ hone_k_matrix_bytes (int t, int rows, int cols, size_t *qb, size_t *sb)
     case HONE_K_Q4_0: q = n / 2; s = n / 32 * 2; break;
     case HONE_K_Q4_1: q = n / 2; s = n / 32 * 4; break;
     case HONE_K_Q4Z: q = n / 2; s = n / 32 * 3; break;   /* group 32: hone_k_matrix_bytes_g for others */
+    /* K-quants (hone-k-gemv-kquant.cu): as many bytes as the GGUF blocks */
+    case HONE_K_Q4_K: if (cols % 256) return 0; q = n / 2; s = n / 256 * 16; break;
+    case HONE_K_Q6_K: if (cols % 256) return 0; q = n / 2 + n / 4; s = n / 16 + n / 256 * 2; break;
     default: return 0;
     }
   if (qb) *qb = q;
@@ -88,77 +91,6 @@ repack_q_kernel (int t, const uint8_t *src, int rows, int cols, uint8_t *dq, uin
     }
 }
 
-static __device__ __forceinline__ float
-f16raw (const uint8_t *p)
-{
-  return __half2float (__ushort_as_half ((unsigned short) (p[0] | (p[1] << 8))));
-}
-
-/* K-quants and F32 → F16 rows: one thread per 256-element super-block (or per element for F32). */
-__global__ void
-dequant_kq_kernel (int t, const uint8_t *src, int rows, int cols, __half *dst, int row0, int step)
-{
-  const int nb = cols / 256;
-  const size_t b = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
-  if (b >= (size_t) rows * nb)
-    return;
-  const size_t r = b / nb, j = b - r * nb;
-  __half *y = dst + ((size_t) row0 + r * step) * cols + j * 256;
-  if (t == HONE_K_Q4_K)
-    {
-      const uint8_t *blk = src + (r * nb + j) * 144;
-      const float d = f16raw (blk), dmin = f16raw (blk + 2);
-      const uint8_t *sc = blk + 4, *q = blk + 16;
-      int is = 0;
-      for (int k = 0; k < 256; k += 64, is += 2, q += 32)
-        {
-          int s0, m0, s1, m1;
-          for (int h = 0; h < 2; h++)
-            {
-              const int jj = is + h;
-              int s, m;
-              if (jj < 4)
-                {
-                  s = sc[jj] & 63;
-                  m = sc[jj + 4] & 63;
-                }
-              else
-                {
-                  s = (sc[jj + 4] & 0xF) | ((sc[jj - 4] >> 6) << 4);
-                  m = (sc[jj + 4] >> 4) | ((sc[jj] >> 6) << 4);
-                }
-              if (h == 0) { s0 = s; m0 = m; } else { s1 = s; m1 = m; }
-            }
-          const float d1 = d * s0, mm1 = dmin * m0, d2 = d * s1, mm2 = dmin * m1;
-          for (int l = 0; l < 32; l++)
-            {
-              y[k + l] = __float2half_rn (d1 * (q[l] & 0xF) - mm1);
-              y[k + 32 + l] = __float2half_rn (d2 * (q[l] >> 4) - mm2);
-            }
-        }
-    }
-  else   /* Q6_K */
-    {
-      const uint8_t *blk = src + (r * nb + j) * 210;
-      const uint8_t *ql = blk, *qh = blk + 128;
-      const int8_t *sc = (const int8_t *) (blk + 192);
-      const float d = f16raw (blk + 208);
-      for (int n = 0; n < 256; n += 128, ql += 64, qh += 32, sc += 8)
-        for (int l = 0; l < 32; l++)
-          {
-            const int is = l / 16;
-            const int q1 = (int) ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-            const int q2 = (int) ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-            const int q3 = (int) ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-            const int q4 = (int) ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-            y[n + l] = __float2half_rn (d * sc[is] * q1);
-            y[n + l + 32] = __float2half_rn (d * sc[is + 2] * q2);
-            y[n + l + 64] = __float2half_rn (d * sc[is + 4] * q3);
-            y[n + l + 96] = __float2half_rn (d * sc[is + 6] * q4);
-          }
-    }
-}
-
 __global__ void
 f32_rows_to_f16_kernel (const float *src, int rows, int cols, __half *dst, int row0, int step)
 {
@@ -194,12 +126,7 @@ hone_k_repack (int t, const void *src, int rows, int cols, HoneKMatrix *dst, int
       }
     case HONE_K_Q4_K:
     case HONE_K_Q6_K:
-      {
-        const size_t n = (size_t) rows * (cols / 256);
-        dequant_kq_kernel<<<(unsigned) ((n + 127) / 128), 128, 0, stream>>> (
-            t, (const uint8_t *) src, rows, cols, (__half *) dst->q, row0, step);
-        return (int) cudaGetLastError ();
-      }
+      return hone_k_kquant_repack (t, src, rows, cols, dst, row0, step, stream);
     case HONE_K_Q4Z:
       return hone_k_q4z_repack (src, rows, cols, dst, row0, step, stream);
     case HONE_K_F32:

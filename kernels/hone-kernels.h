@@ -20,7 +20,18 @@
  *      Q4_1: q as Q4_0, s = f16 pairs (d, m) [rows][cols/32][2].
  *    Separating scales from quants makes every quant load a 16-byte aligned,
  *    coalesced load, which the 18/20/34-byte GGUF blocks are not.
- *    Q4_K and Q6_K are dequantized to F16 at upload (no native kernel yet).
+ *      Q4_K (llama.cpp block_q4_K, 256 values: d, dmin, 6-bit scale/min per 32):
+ *            q = [rows][cols/2] bytes, 16 per 32-value sub-block in Q4_0's nibble
+ *            order (byte i: value i low nibble, 16+i high); s = [rows][cols/256]
+ *            16-byte records {f16 d, f16 dmin, the 12 GGUF scale bytes}; value =
+ *            d·sc·q − dmin·m. 4.5 bits a weight, as in the file.
+ *      Q6_K (block_q6_K: 16 int8 scales per 256, f16 d, 6-bit q): q = the low
+ *            nibbles [rows][cols/2] as Q4_K, then the high 2 bits [rows][cols/4]:
+ *            per 32-value block two u32 (values 0..15, 16..31), value 4k+b of a
+ *            half at bits 8b+2k, 8b+2k+1; s = int8 scales [rows][cols/16] (one
+ *            per 16 consecutive values), then f16 d [rows][cols/256]; value =
+ *            d·sc·(q − 32). 6.5625 bits a weight, as in the file.
+ *            (Both: cols % 256 == 0; kernels/hone-k-gemv-kquant.cu.)
  *      Q4Z (AWQ int4, W4A16; from the host's HONE_DTYPE_Q4Z blocks, group g =
  *            HoneKMatrix.group, 32/64/128): q = [rows][cols/32] 16-byte chunks of
  *            32 weights, in 32-bit word i weight 8i+2p in nibble p and 8i+2p+1 in
@@ -62,19 +73,19 @@ typedef enum {
 } HoneKType;
 
 typedef struct {
-  int type;          /* HoneKType of the GPU layout: BF16, F16, Q8_0, Q4_0, Q4_1 */
+  int type;          /* HoneKType of the GPU layout: BF16, F16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, Q4Z */
   int rows, cols;
   void *q;           /* values or packed quants (device) */
   void *s;           /* scales (device), NULL for BF16/F16 */
   int group;         /* Q4Z: weights per scale (32/64/128; 0 means 32); unused otherwise */
 } HoneKMatrix;
 
-/* Bytes the GPU layout of a rows×cols matrix of @type takes (q and s); K-quants count as F16. */
+/* Bytes the GPU layout of a rows×cols matrix of @type takes (q and s); 0 for a shape the type cannot have. */
 size_t hone_k_matrix_bytes (int type, int rows, int cols, size_t *q_bytes, size_t *s_bytes);
 /* The same for a Q4Z matrix of @group (other types ignore it); hone_k_matrix_bytes
  * counts Q4Z at group 32, the largest. 0 for a group Q4Z cannot have. */
 size_t hone_k_matrix_bytes_g (int type, int rows, int cols, int group, size_t *q_bytes, size_t *s_bytes);
-/* The GPU type a GGUF type is uploaded as (K-quants → F16); -1 if unsupported. */
+/* The GPU type a GGUF type is uploaded as (itself, F32 → F16); -1 if unsupported. */
 int    hone_k_upload_type (int gguf_type);
 /* Bytes of one GGUF row of @cols elements of @gguf_type; 0 if unsupported. */
 size_t hone_k_gguf_row_bytes (int gguf_type, int cols);
@@ -90,8 +101,23 @@ int hone_k_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t st
 /* The Q4Z parts of hone_k_repack / hone_k_dequant (called by them; the GEMV is reached through hone_k_gemv_ex). */
 int hone_k_q4z_repack (const void *src, int rows, int cols, HoneKMatrix *dst, int row0, int step, cudaStream_t stream);
 int hone_k_q4z_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream);
+/* The K-quant (Q4_K, Q6_K) parts of hone_k_repack / hone_k_dequant / hone_k_embed and
+ * hone_k_gemv_ex (called by them; kernels/hone-k-gemv-kquant.cu). The GEMV takes
+ * op->xq, epilogues STORE/ADD/SWIGLU/ROPE_KV and bias, no norm_g. */
+int hone_k_kquant_repack (int gguf_type, const void *src, int rows, int cols, HoneKMatrix *dst, int row0, int step,
+                          cudaStream_t stream);
+int hone_k_kquant_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream);
+int hone_k_kquant_embed (const HoneKMatrix *w, const int32_t *tokens, int n_tok, float *h, cudaStream_t stream);
+/* Tuning hook of the K-quant GEMV: launch shape 0..HONE_K_KQUANT_CONFIGS-1 (-1: automatic). */
+#define HONE_K_KQUANT_CONFIGS 8
+void hone_k_kquant_set_config (int config);
 /* Tuning hook of the Q4Z GEMV: 4 keeps 4 chunk loads a lane per batch instead of 2 (0: automatic). */
 void hone_k_q4z_set_config (int config);
+/* Which Q4Z GEMV kernel the last hone_k_gemv_ex call on a Q4Z matrix launched: 1 the first, 2 variant 2,
+ * 3 the staged one (its launches may fall back to variant 2: tests and benchmarks say which ran). The
+ * staged kernel reads a Q4Z matrix's scale/zero buffer (s) in 16-byte-aligned pieces: s must be 16-byte
+ * aligned and readable up to the next 16-byte bound past its hone_k_matrix_bytes_g size. */
+int hone_k_q4z_last_kernel (void);
 /* GGUF vector (F32/F16/BF16) → f32. */
 int hone_k_to_f32 (int gguf_type, const void *src, float *dst, int n, cudaStream_t stream);
 
@@ -139,6 +165,8 @@ typedef struct {
   const int32_t *block_table;
 } HoneKGemvOp;
 int hone_k_gemv_ex (const HoneKGemvOp *op, cudaStream_t stream);
+/* Q4_K / Q6_K weights (hone_k_gemv_pf dispatches to it). */
+int hone_k_kquant_gemv (const HoneKGemvOp *op, cudaStream_t stream);
 
 /* RMSNorm of [n_tok][n] rows: y = x·rsqrt(mean(x²)+eps)·g (g f32). Writes any
  * of y (f32), yq (quantized, n % 32 == 0), y16 (bf16, or f16 when y16_is_f16). */
@@ -226,6 +254,12 @@ void hone_k_gemv_set_config (int config);
 /* Tuning hook: 1 (default) issues a GEMV's first weight loads before it waits
  * for the previous kernel under PDL, 0 after (HONE_GEMV_EARLY=0 likewise). */
 void hone_k_gemv_set_early (int on);
+/* One-token GEMVs on sm_90 run the staged kernel (weights bulk-copied through
+ * shared memory, one wave; kernels/hone-k-gemv-staged.cu) where the shape
+ * allows: 1 on, 0 the register-streamed kernel (the default: the staged one
+ * measured slower), -1 re-read HONE_GEMV_STAGED=0/1. With it decode_step
+ * drops its norm/quantize launches. */
+void hone_k_gemv_set_staged (int on);
 
 /* Add n to a device int32 (advance the position at the end of a graph). */
 int hone_k_add_i32 (int32_t *p, int n, cudaStream_t stream);
@@ -293,6 +327,29 @@ size_t hone_k_state_bytes (const HoneKModel *m, int max_tok, int logits_rows);
  * allocated for more than HONE_K_MAX_DECODE tokens. */
 int hone_k_gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, void *y, int y_type,
                  int accumulate, cudaStream_t stream);
+
+/* Prefill warm-up, right after hone_k_state_alloc (a state for more than
+ * HONE_K_MAX_DECODE tokens; others return 0 at once): loads now what the
+ * first prefill would load lazily (cuBLASLt plans and kernels for the
+ * model's GEMM shapes at n = 16, 32, … max_tok; every prefill kernel via a
+ * 9-token prefill whose K/V go to page 0 of kv's pools, which must not be in
+ * use; kv->block_table is not used). Synchronizes the stream. Leaves the
+ * state as allocated, so later steps give the same results.
+ * HONE_PREFILL_WARM=0 makes it a no-op, =2 skips the sizes below max_tok. */
+int hone_k_prefill_warm (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, cudaStream_t stream);
+
+/* Per-op timing of prefill steps (measurement only): hone_k_prefill_profile(1)
+ * makes every prefill step record an event after each op; _read() waits for
+ * the last and sums the intervals per op into ms[HONE_K_PP_OPS] (and forgets
+ * them). Profiling removes the PDL overlap between the ops it separates. */
+enum {
+  HONE_K_PP_EMBED, HONE_K_PP_NORM_ATTN, HONE_K_PP_GEMM_QKV, HONE_K_PP_ROPE_KV, HONE_K_PP_ATTN, HONE_K_PP_GEMM_O,
+  HONE_K_PP_NORM_FFN, HONE_K_PP_GEMM_GU, HONE_K_PP_SWIGLU, HONE_K_PP_GEMM_DOWN, HONE_K_PP_HEAD, HONE_K_PP_SAMPLE,
+  HONE_K_PP_OPS
+};
+int hone_k_prefill_profile (int on);
+int hone_k_prefill_profile_read (double *ms);
+const char *hone_k_prefill_profile_name (int op);
 
 /* Enqueue one step: n_tok tokens from st->tokens at *st->pos. n_tok <=
  * HONE_K_MAX_DECODE runs the GEMV path (graph-capturable, no host reads);

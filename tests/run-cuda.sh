@@ -3,7 +3,12 @@
 # kernels and the plain-CUDA check/bench harness with nvcc (no GLib needed),
 # run the checks (each in its own process so a fault cannot hide the rest),
 # then the benchmarks; logs and results under $OUT.
-#   usage: tests/run-cuda.sh [check|bench|quick|all|sanitize|backend|w4]...   (default: all)
+#   usage: tests/run-cuda.sh [check|bench|quick|all|sanitize|backend|w4|staged]...   (default: all)
+#   staged: decode session 3 with the harness built here by .carry-staged/build.sh
+#   (nvcc -std=c++17 -O3 -lineinfo -gencode arch=compute_90,code=sm_90 -Ikernels,
+#   kernels/*.cu + tests/cuda/hone-cuda-check.cu, -lcublas -lcublasLt), carried:
+#   checks, the decode benchmarks (old vs staged), then memcheck + racecheck of
+#   the staged checks, each under a timeout so the call ends inside ~140 s.
 #   backend: the GLib `cuda` suite test built on the developer machine
 #   (build-cuda/tests/test-cuda-backend, carried) with its shared libraries
 #   in .carry/lib and a model in .carry/model (see tests/bench/RESULTS-cuda.md).
@@ -71,6 +76,31 @@ for m in $modes; do
         OUT=$OUT timeout 300 $W 2>&1 | tee "$OUT/w4.txt"; [ ${PIPESTATUS[0]} = 0 ] || rc=1
         OUT= timeout 120 compute-sanitizer --tool memcheck --print-limit 20 $W --check > "$OUT/w4-sanitize.txt" 2>&1
         tail -4 "$OUT/w4-sanitize.txt" ;;
+    attn) # decode attention v3 vs session 2's: hone-attn-check built on the developer machine and carried in
+          # .carry-attn/ (tests/cuda/hone-attn-check.cu says how), checks + benchmarks, then memcheck on small shapes
+          A=.carry-attn/hone-attn-check
+          OUT=$OUT timeout 45 $A --bench 2>&1 | tee "$OUT/attn-bench.txt"; [ ${PIPESTATUS[0]} = 0 ] || rc=1
+          OUT=$OUT timeout 50 $A --check 2>&1 | tee "$OUT/attn-check.txt"; [ ${PIPESTATUS[0]} = 0 ] || rc=1
+          OUT= timeout 40 compute-sanitizer --tool memcheck --print-limit 20 $A --small > "$OUT/attn-sanitize.txt" 2>&1
+          tail -4 "$OUT/attn-sanitize.txt" ;;
+    staged) S=.carry-staged/bin/hone-cuda-check
+            t0=$(date +%s)
+            # smoke first: if the staged kernel fails or hangs, keep the call's time for a memcheck of it
+            OUT= timeout 10 $S --check-staged > "$OUT/smoke.txt" 2>&1; src=$?; echo "staged checks rc=$src ($(( $(date +%s) - t0 )) s)"
+            grep -E "^FAIL|FATAL|checks:" "$OUT/smoke.txt" | head -20
+            if [ $src != 0 ]; then
+              OUT= timeout 60 compute-sanitizer --tool memcheck --print-limit 10 $S --check-staged \
+                > "$OUT/memcheck.txt" 2>&1; tail -40 "$OUT/memcheck.txt"; exit 1
+            fi
+            OUT= timeout ${STAGED_DECODE_S:-65} $S --decode > "$OUT/decode.txt" 2>&1; echo "decode rc=$? ($(( $(date +%s) - t0 )) s)"
+            OUT= timeout ${STAGED_CHECK_S:-35} $S --check > "$OUT/check.txt" 2>&1; echo "check rc=$? ($(( $(date +%s) - t0 )) s)"
+            grep -E "^FAIL|FATAL|checks:" "$OUT/check.txt" | head -20
+            OUT= timeout ${STAGED_SAN_S:-12} compute-sanitizer --tool memcheck --print-limit 10 $S --check-staged \
+              > "$OUT/memcheck.txt" 2>&1; echo "memcheck rc=$? ($(( $(date +%s) - t0 )) s)"; tail -2 "$OUT/memcheck.txt"
+            HONE_CHECK_NO_TINY=1 OUT= timeout ${STAGED_RACE_S:-15} compute-sanitizer --tool racecheck --racecheck-report hazard \
+              --print-limit 10 $S --check-staged > "$OUT/racecheck.txt" 2>&1; echo "racecheck rc=$? ($(( $(date +%s) - t0 )) s)"
+            tail -2 "$OUT/racecheck.txt"
+            grep -E "^(decode3|qkv|o |gate|down|lm_head)" "$OUT/decode.txt" | cut -c1-165 ;;
     sanitize) timeout 200 compute-sanitizer --tool memcheck --print-limit 20 $B/hone-cuda-check --check > "$OUT/sanitize.txt" 2>&1
               tail -5 "$OUT/sanitize.txt" ;;
   esac

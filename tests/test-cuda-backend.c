@@ -9,11 +9,27 @@
  * logits over all positions < 5e-2; top-1 equal on >= 99 % of the positions
  * the reference decides (see compare()) and >= 95 % of all 512, for the
  * prefill (GEMM) path, the one-token graph path and 5-token GEMV steps.
+ *
+ * /cuda/tiny/<type>: the same comparison on tiny generated models (2 layers,
+ * hidden 256, 4/2 heads of 64, FFN 512, vocab 300; tests/hone-test-models.h)
+ * of every weight type the CUDA backend takes — F16, BF16, Q8_0, Q4_0, Q4_1,
+ * Q4_K, Q6_K (GGUF, uploaded in their own GPU layouts; K-quant embeddings
+ * and lm_head too) and AWQ int4 (Q4Z: the F16 model quantized round-to-
+ * nearest at group 64 and exported as an AutoAWQ folder) — over 40 tokens,
+ * prefill (GEMM path, all logits) and decode (3-token prefill, one token a
+ * step through the graph, then 5-token GEMV steps). Bounds, as above:
+ * relative L2 error of all logits < 5e-2; top-1 equal on >= 99 % of the
+ * positions where the CPU's winner leads by >= MARGIN (at least a quarter of
+ * them must be so decided) and on >= 85 % of all (random tiny models have
+ * flatter logits than a trained one).
  */
 #include <glib.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "hone-awq.h"
+#include "hone-awq-export.h"
 #include "hone-backend.h"
 #include "hone-default-model.h"
 #include "hone-engine.h"
@@ -21,6 +37,7 @@
 #include "hone-model.h"
 #include "hone-sampler.h"
 #include "hone-tokenizer.h"
+#include "hone-test-models.h"
 
 #define N_POS 512
 
@@ -298,6 +315,197 @@ test_memory (void)
   hone_backend_free (be);
 }
 
+
+/* ---- tiny generated models of every weight type ------------------------------ */
+
+#define TINY_N 40      /* tokens run */
+#define TINY_FIRST 3   /* decode: prompt of the decode run */
+#define TINY_ONE 24    /* decode: one token a step up to here, then 5 a step */
+
+typedef struct {
+  const char *name;
+  HoneArch arch;
+  HoneDType type;      /* 2-D weights */
+  HoneDType embd;      /* token embeddings (and lm_head when tied) */
+  gboolean tied;
+  gboolean awq;        /* quantize to AWQ int4 (Q4Z) and load the exported folder */
+} TinyCase;
+
+static const TinyCase tiny_cases[] = {
+  /* tied (the embedding read back as lm_head): peaked logits, and every type's embedding lookup */
+  { "F16", HONE_ARCH_LLAMA, HONE_DTYPE_F16, HONE_DTYPE_F16, TRUE, FALSE },
+  { "BF16", HONE_ARCH_LLAMA, HONE_DTYPE_BF16, HONE_DTYPE_BF16, TRUE, FALSE },
+  { "Q8_0", HONE_ARCH_LLAMA, HONE_DTYPE_Q8_0, HONE_DTYPE_Q8_0, TRUE, FALSE },
+  { "Q4_0", HONE_ARCH_LLAMA, HONE_DTYPE_Q4_0, HONE_DTYPE_Q4_0, TRUE, FALSE },
+  { "Q4_1", HONE_ARCH_LLAMA, HONE_DTYPE_Q4_1, HONE_DTYPE_Q8_0, TRUE, FALSE },   /* like the default model */
+  { "Q4_K", HONE_ARCH_LLAMA, HONE_DTYPE_Q4_K, HONE_DTYPE_Q4_K, TRUE, FALSE },
+  { "Q6_K", HONE_ARCH_LLAMA, HONE_DTYPE_Q6_K, HONE_DTYPE_Q6_K, TRUE, FALSE },
+  { "Q4_K-qwen2", HONE_ARCH_QWEN2, HONE_DTYPE_Q4_K, HONE_DTYPE_Q6_K, TRUE, FALSE }, /* q/k/v biases, half-split RoPE */
+  /* F16 lm_head written by the export */
+  { "AWQ", HONE_ARCH_LLAMA, HONE_DTYPE_F16, HONE_DTYPE_F16, FALSE, TRUE },
+};
+
+/* All logits of @n tokens (@all) or, steps of @step tokens after a @first-token prefill. */
+static void
+run_tokens (HoneBackend *be, const gint32 *toks, int n, int V, float *logits, gboolean decode)
+{
+  GError *error = NULL;
+  int seq = be->klass->seq_new (be, &error), p = 0;
+
+  g_assert_no_error (error);
+  g_assert_cmpint (seq, >=, 0);
+  if (!decode)
+    {
+      HoneBatch b = { seq, toks, n, TRUE, logits, NULL, -1 };
+      g_assert_true (be->klass->forward (be, &b, NULL, &error));
+      g_assert_no_error (error);
+    }
+  else
+    while (p < n)
+      {
+        const int k = p == 0 ? TINY_FIRST : p < TINY_ONE ? 1 : MIN (5, n - p);
+        HoneBatch b = { seq, toks + p, k, TRUE, logits + (gsize) p * V, NULL, -1 };
+        g_assert_true (be->klass->forward (be, &b, NULL, &error));
+        g_assert_no_error (error);
+        p += k;
+      }
+  g_assert_cmpint (be->klass->seq_length (be, seq), ==, n);
+  be->klass->seq_free (be, seq);
+}
+
+static void
+compare_tiny (const float *got, const float *ref, int n, int V, const char *what)
+{
+  double num = 0, den = 0, err;
+  int agree = 0, decided = 0, decided_agree = 0;
+
+  for (int p = 0; p < n; p++)
+    {
+      const float *g = got + (gsize) p * V, *r = ref + (gsize) p * V;
+      const int rb = argmax (r, V);
+      float second = -G_MAXFLOAT;
+      gboolean same;
+      for (int i = 0; i < V; i++)
+        {
+          g_assert_true (isfinite (g[i]));
+          num += (double) (g[i] - r[i]) * (g[i] - r[i]);
+          den += (double) r[i] * r[i];
+          if (i != rb && r[i] > second)
+            second = r[i];
+        }
+      same = argmax (g, V) == rb;
+      agree += same;
+      if (r[rb] - second >= MARGIN)
+        {
+          decided++;
+          decided_agree += same;
+        }
+    }
+  err = sqrt (num / den);
+  g_printerr ("# %s: relative L2 error %.3g, top-1 agreement %d/%d, %d/%d where the margin >= %.2f\n", what, err,
+              agree, n, decided_agree, decided, MARGIN);
+  g_assert_cmpfloat (err, <, 5e-2);
+  g_assert_cmpint (decided_agree * 100, >=, 99 * decided);
+  g_assert_cmpint (decided * 4, >=, n);
+  g_assert_cmpint (agree * 100, >=, 85 * n);
+}
+
+/* The F16 tiny model quantized round-to-nearest (group 64), exported as an
+ * AutoAWQ GEMM folder under @dir and loaded from there (Q4Z weights). */
+static HoneModel *
+tiny_awq (HoneModel *src, const char *dir)
+{
+  GError *error = NULL;
+  HoneAwqOptions o;
+  g_autoptr (HoneAwqResult) r = NULL;
+  g_autofree char *out = g_build_filename (dir, "awq", NULL);
+  HoneModel *m;
+
+  hone_awq_options_init (&o);
+  o.group_size = 64;
+  o.search_scales = FALSE;
+  o.search_clip = FALSE;
+  r = hone_awq_quantize (src, NULL, 0, 0, &o, NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (hone_awq_export_safetensors (r, out, NULL, &error));
+  g_assert_no_error (error);
+  m = hone_model_open (out, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (m->layers[0].wq.type, ==, HONE_DTYPE_Q4Z);
+  return m;
+}
+
+static void
+test_tiny (gconstpointer data)
+{
+  const TinyCase *c = data;
+  GError *error = NULL;
+  HoneBackend *probe, *cpu, *be;
+  HoneBackendOptions opt = { 0 };
+  HoneTestModelSpec spec;
+  HoneModel *m;
+  HoneMemoryReport mem;
+  g_autofree char *dir = NULL, *path = NULL;
+  g_autofree float *ref = NULL, *got = NULL;
+  gint32 toks[TINY_N];
+  GRand *rng;
+  gboolean ok;
+  int V;
+  char what[96];
+
+  if (!(probe = new_cuda ()))
+    return;
+  hone_backend_free (probe);
+  dir = g_dir_make_tmp ("hone-cuda-tiny-XXXXXX", &error);
+  g_assert_no_error (error);
+  hone_test_model_spec_init (&spec, c->arch, c->type);
+  spec.embd_type = c->embd;
+  spec.tied = c->tied;
+  path = hone_test_model_write_gguf (dir, &spec, &error);
+  g_assert_no_error (error);
+  m = hone_model_open (path, &error);
+  g_assert_no_error (error);
+  if (c->awq)
+    {
+      HoneModel *q = tiny_awq (m, dir);
+      hone_model_unref (m);
+      m = q;
+    }
+  V = m->config.vocab;
+  rng = g_rand_new_with_seed (7 + (guint32) c->type);
+  for (int i = 0; i < TINY_N; i++)
+    toks[i] = g_rand_int_range (rng, 3, V);
+  g_rand_free (rng);
+  ref = g_new (float, (gsize) TINY_N * V);
+  got = g_new (float, (gsize) TINY_N * V);
+
+  opt.max_context = 128;
+  cpu = hone_cpu_backend_new (&error);
+  g_assert_no_error (error);
+  ok = cpu->klass->load (cpu, m, &opt, NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  run_tokens (cpu, toks, TINY_N, V, ref, FALSE);
+  hone_backend_free (cpu);
+
+  be = new_cuda ();
+  g_assert_nonnull (be);
+  ok = be->klass->load (be, m, &opt, NULL, NULL, NULL, &error);
+  g_assert_no_error (error);   /* first: the message says what failed */
+  g_assert_true (ok);
+  be->klass->memory (be, &mem);
+  g_printerr ("# tiny %s: %.2f MiB of weights on the GPU\n", c->name, mem.weights / 1048576.0);
+  run_tokens (be, toks, TINY_N, V, got, FALSE);
+  snprintf (what, sizeof what, "tiny %s, prefill", c->name);
+  compare_tiny (got, ref, TINY_N, V, what);
+  memset (got, 0xff, sizeof (float) * TINY_N * V);
+  run_tokens (be, toks, TINY_N, V, got, TRUE);
+  snprintf (what, sizeof what, "tiny %s, decode (1 then 5 tokens a step)", c->name);
+  compare_tiny (got, ref, TINY_N, V, what);
+  hone_backend_free (be);
+  hone_model_unref (m);
+  hone_test_rm_rf (dir);
+}
 
 /* ---- sampling on the device ------------------------------------------------
  * The reference is the host sampler (src/core/hone-sampler.c, checked on its
@@ -732,6 +940,12 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda/sample-greedy", test_sample_greedy);
   g_test_add_func ("/cuda/sample-distribution", test_sample_distribution);
   g_test_add_func ("/cuda/engine-sampling", test_engine_sampling);
+  for (guint i = 0; i < G_N_ELEMENTS (tiny_cases); i++)
+    {
+      char *name = g_strdup_printf ("/cuda/tiny/%s", tiny_cases[i].name);
+      g_test_add_data_func (name, &tiny_cases[i], test_tiny);
+      g_free (name);
+    }
   r = g_test_run ();
   g_free (cpu_logits);
   if (tokens)

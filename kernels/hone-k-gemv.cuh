@@ -1,0 +1,179 @@
+/* hone-k-gemv.cuh — what the two decode GEMVs share (internal).
+ *
+ * hone-k-gemv.cu (register-streamed, 1..8 tokens) and hone-k-gemv-staged.cu
+ * (one wave, weights bulk-copied into shared memory, one token) compute the
+ * same per-chunk dot products and the same epilogues: they live here so that
+ * both give the same arithmetic.
+ *
+ * A chunk is 16 bytes of weights: BF16/F16 8 values; Q8_0 16 quants (half a
+ * block); Q4_0/Q4_1 32 quants (one block, low nibbles = elements 0..15, high
+ * nibbles = 16..31).
+ */
+#pragma once
+
+#include "hone-k-common.cuh"
+
+struct GemvArgs {
+  const int4 *q;
+  const void *s;
+  int rows, cols, nchunk;
+  const float *x;
+  const int8_t *xq;
+  const float2 *xds;
+  int n_tok;
+  const float *bias;
+  const float *res;
+  float *y;
+  int epi;
+  const float *norm_g;
+  float eps;
+  int nq, nkv, hd;
+  const int32_t *pos;
+  const float *inv_freq;
+  __half *k_pool, *v_pool;
+  const int32_t *block_table;
+  int early;          /* issue the first weight loads before waiting on the previous kernel */
+  int late_trigger;   /* PDL: let the next kernel launch only after the main loop, not at entry */
+  int pf_first;       /* blocks from this one on prefetch a slice of pf after their main loop */
+  HoneKPrefetch pf;
+};
+
+/* Write one rotated (or plain) pair of a q/k/v row pair for token t. */
+static __device__ __forceinline__ void
+rope_kv_store (const GemvArgs &a, int row, int t, float v0, float v1)
+{
+  const int hd = a.hd;
+  const int head = row / hd, d = row - head * hd;
+  const int p = *a.pos + t;
+  if (head < a.nq + a.nkv)
+    {
+      float sn, cs;
+      sincosf ((float) p * a.inv_freq[d >> 1], &sn, &cs);
+      const float r0 = v0 * cs - v1 * sn, r1 = v0 * sn + v1 * cs;
+      if (head < a.nq)
+        {
+          const float qs = rsqrtf ((float) hd);
+          float *qo = a.y + (size_t) t * (a.nq + 2 * a.nkv) * hd + row;
+          qo[0] = r0 * qs;
+          qo[1] = r1 * qs;
+          return;
+        }
+      v0 = r0;
+      v1 = r1;
+    }
+  const bool is_k = head < a.nq + a.nkv;
+  const int kvh = head - a.nq - (is_k ? 0 : a.nkv);
+  const int page = a.block_table[p / HONE_K_KV_BLOCK], slot = p % HONE_K_KV_BLOCK;
+  __half *dst = (is_k ? a.k_pool : a.v_pool)
+                + (((size_t) page * a.nkv + kvh) * HONE_K_KV_BLOCK + slot) * hd;
+  *(__half2 *) (dst + d) = __floats2half2_rn (v0, v1);
+}
+
+/* s + w·x for one BF16/F16 chunk (8 weights) against x0|x1. */
+template <int WT>
+static __device__ __forceinline__ float
+dot_chunk_f (int4 w, float4 x0, float4 x1, float s)
+{
+  const uint32_t ww[4] = { (uint32_t) w.x, (uint32_t) w.y, (uint32_t) w.z, (uint32_t) w.w };
+  float f[8];
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    {
+      if (WT == HONE_K_BF16)
+        {
+          f[2 * i] = bf16_lo (ww[i]);
+          f[2 * i + 1] = bf16_hi (ww[i]);
+        }
+      else
+        {
+          __half2 h = *(const __half2 *) &ww[i];
+          float2 ff = __half22float2 (h);
+          f[2 * i] = ff.x;
+          f[2 * i + 1] = ff.y;
+        }
+    }
+  s = fmaf (f[0], x0.x, s); s = fmaf (f[1], x0.y, s);
+  s = fmaf (f[2], x0.z, s); s = fmaf (f[3], x0.w, s);
+  s = fmaf (f[4], x1.x, s); s = fmaf (f[5], x1.y, s);
+  s = fmaf (f[6], x1.z, s); s = fmaf (f[7], x1.w, s);
+  return s;
+}
+
+/* acc + one Q8_0 half block (16 quants, scale bits sc) against 16 int8 of x (scale xd). */
+static __device__ __forceinline__ float
+dot_chunk_q8 (int4 w, uint32_t sc, int4 xv, float xd, float acc)
+{
+  int d = 0;
+  d = __dp4a (w.x, xv.x, d);
+  d = __dp4a (w.y, xv.y, d);
+  d = __dp4a (w.z, xv.z, d);
+  d = __dp4a (w.w, xv.w, d);
+  const float wd = f16_bits_to_f32 ((uint16_t) sc);
+  return fmaf (wd * xd, (float) d, acc);
+}
+
+/* acc + one Q4_0/Q4_1 block (32 quants, scale bits sc: d, or d|m<<16) against
+ * x elements 0..15 (xa) and 16..31 (xb), xd = (d, d·Σq) of x's block. */
+template <int WT>
+static __device__ __forceinline__ float
+dot_chunk_q4 (int4 q, uint32_t sc, int4 xa, int4 xb, float2 xd, float acc)
+{
+  int d = 0;
+  d = __dp4a (q.x & 0x0F0F0F0F, xa.x, d);
+  d = __dp4a (q.y & 0x0F0F0F0F, xa.y, d);
+  d = __dp4a (q.z & 0x0F0F0F0F, xa.z, d);
+  d = __dp4a (q.w & 0x0F0F0F0F, xa.w, d);
+  d = __dp4a ((q.x >> 4) & 0x0F0F0F0F, xb.x, d);
+  d = __dp4a ((q.y >> 4) & 0x0F0F0F0F, xb.y, d);
+  d = __dp4a ((q.z >> 4) & 0x0F0F0F0F, xb.z, d);
+  d = __dp4a ((q.w >> 4) & 0x0F0F0F0F, xb.w, d);
+  const float wd = f16_bits_to_f32 ((uint16_t) (sc & 0xffffu));
+  if (WT == HONE_K_Q4_0)
+    return acc + wd * fmaf (xd.x, (float) d, -8.f * xd.y);
+  const float wm = f16_bits_to_f32 ((uint16_t) (sc >> 16));
+  return acc + fmaf (wd * xd.x, (float) d, wm * xd.y);
+}
+
+/* STORE / ADD epilogue of one finished row sum v (row < rows). */
+static __device__ __forceinline__ void
+epi_store (const GemvArgs &a, int row, int t, float v)
+{
+  const size_t i = (size_t) t * a.rows + row;
+  if (a.bias)
+    v += a.bias[row];
+  if (a.epi == HONE_K_EPI_ADD)
+    v += a.res[i];
+  a.y[i] = v;
+}
+
+/* SWIGLU / ROPE_KV epilogue of an interleaved row pair (row even, row + 1 < rows). */
+static __device__ __forceinline__ void
+epi_pair (const GemvArgs &a, int row, int t, float v0, float v1)
+{
+  if (a.bias)
+    {
+      v0 += a.bias[row];
+      v1 += a.bias[row + 1];
+    }
+  if (a.epi == HONE_K_EPI_ROPE_KV)
+    rope_kv_store (a, row, t, v0, v1);
+  else
+    a.y[(size_t) t * (a.rows >> 1) + (row >> 1)] = silu (v0) * v1;
+}
+
+/* ---- the staged GEMV (hone-k-gemv-staged.cu) ------------------------------- */
+
+/* Whether hone_k_gemv_staged() takes op (sm_90, one token, a shape and types
+ * it handles, staged GEMVs switched on). Quantized weights may then come
+ * with op->x (f32, normalized by op->norm_g when set) instead of op->xq: the
+ * kernel normalizes and quantizes the activation itself. */
+bool hone_k_gemv_staged_takes (const HoneKGemvOp *op);
+int hone_k_gemv_staged (const HoneKGemvOp *op, cudaStream_t stream);
+/* How many staged launches were enqueued so far (checks: did a GEMV take the staged path). */
+unsigned hone_k_gemv_staged_runs (void);
+/* Shared-memory ring of a staged block in KB (0: default); HONE_GEMV_STAGE_KB. */
+void hone_k_gemv_set_stage_kb (int kb);
+/* How stages are loaded: 0 one bulk copy a part, 1 bulk copies of <= 4 KB,
+ * 2 cp.async 16-byte copies by every thread; -1 the default
+ * (HONE_GEMV_STAGED_LOADER). */
+void hone_k_gemv_set_stage_loader (int loader);
