@@ -3,7 +3,13 @@
  * fills the chip; the last block of each KV head to finish combines the
  * splits (no second launch).
  *
- * Block = one KV head × one split; it serves all G query heads of the group
+ * Two kernels: version 3 (session 3, the default; see its comment below:
+ * tensor cores, a cp.async ring a warp, no barrier in the main loop) and
+ * session 2's, kept selectable with HONE_ATTN_DECODE=old for comparison.
+ * Both take the same scratch, write the same outputs, and hold the combine's
+ * int8 output and prefetch features described here.
+ *
+ * Session 2's kernel: block = one KV head × one split; it serves all G query heads of the group
  * and all new tokens (queries qi = t·G + g), so each K/V byte is read once.
  * Within a split, tiles of 64 keys: the K and V tiles go to shared memory
  * with every thread's 16-byte loads issued together (one memory round trip a
@@ -21,6 +27,7 @@
  */
 #include "hone-k-common.cuh"
 #include <string.h>
+#include <stdlib.h>
 
 #define TILE 64
 #define NT 128
@@ -323,11 +330,483 @@ attn_decode_kernel (AttnArgs a)
     a.counters[kvh] = 0;
 }
 
+/* ---- version 3 (session 3): tensor cores, a warp per 16-key step ----------
+ * Session 2's kernel (above, HONE_ATTN_DECODE=old) spent its time in issue:
+ * a thread per key converting K to f32 and a P·V loop from shared memory,
+ * three block barriers a 64-key tile and no load in flight while it computed
+ * (15–22 % of bandwidth at 4k–16k). Here each warp walks its own 16-key
+ * steps with no block barrier: K and V arrive by cp.async into a per-warp
+ * ring (each thread reads back only the 16-byte pieces it copied, so
+ * cp.async.wait_group is the only synchronisation), scores and P·V are
+ * mma.sync m16n8k16 with keys as M and up to 8 queries as N:
+ *   Sᵀ = K·Qᵀ   A = the K rows as loaded (head dims permuted alike in K and
+ *               Q: a thread's 16-byte piece of dims 8(l%4)+32c.. serves two
+ *               k-steps), B = q;
+ *   Oᵀ += Vᵀ·Pᵀ A = V rows transposed in registers (movmatrix), B = P
+ *               (the Sᵀ accumulator, transposed by movmatrix).
+ * f16 operands would cost ~1e-3 of accuracy, so q and P are each split into
+ * f16 hi + lo parts (two MMAs, f32 accumulate): error ~1e-6 like the f32
+ * kernel, K and V are f16 anyway. The arithmetic is then a few hundred
+ * instructions a 16-key step, and the kernel is a stream of 16-byte copies.
+ * The warps of a block merge through shared memory; one split writes the
+ * output directly (no partials, no second phase: the short-context path);
+ * otherwise the last block of a (KV head, query group) combines the splits as
+ * before. More than 8 queries (several tokens, G·n_tok > 8): blockIdx.z takes
+ * groups of 8 (each re-reads K/V, mostly from L2).
+ * Measured (RESULTS-cuda.md, "Decode attention, session 3"): 1.3–1.7× session
+ * 2's kernel from 1k keys up, but still ~2.3 TB/s at 32k: not the copies
+ * (coalescing and ring depth changed nothing) — every block's partial pays
+ * an all-thread __threadfence (MEMBAR.SC.GPU) before the split counter, the
+ * lead for the next step. */
+#define V3_QG 8                 /* queries a block (the MMA's N) */
+
+static __device__ __forceinline__ void
+v3_mma (float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+  asm ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* 8×8 b16 transpose across the warp: lane l's (row l/4, cols 2(l%4)..+1)
+ * becomes (row 2(l%4)..+1, col l/4) of the original. */
+static __device__ __forceinline__ uint32_t
+v3_trans (uint32_t x)
+{
+  uint32_t y;
+  asm ("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+
+/* (x, y) as f16 pairs hi + lo with hi + lo = (x, y) to ~2^-22 */
+static __device__ __forceinline__ void
+v3_split (float x, float y, uint32_t &hi, uint32_t &lo)
+{
+  const __half2 h = __floats2half2_rn (x, y);
+  const float2 hf = __half22float2 (h);
+  const __half2 l = __floats2half2_rn (x - hf.x, y - hf.y);
+  hi = *(const uint32_t *) &h;
+  lo = *(const uint32_t *) &l;
+}
+
+static __device__ __forceinline__ void
+v3_cp16 (void *smem, const void *gmem, bool ok)
+{
+  const unsigned s = (unsigned) __cvta_generic_to_shared (smem);
+  asm volatile ("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
+}
+
+static __device__ __forceinline__ void
+v3_commit (void)
+{
+  asm volatile ("cp.async.commit_group;" ::: "memory");
+}
+
+template <int N>
+static __device__ __forceinline__ void
+v3_wait (void)
+{
+  asm volatile ("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* The block's final [8][HD] values (fin, f32) to out, and, for a quantized o
+ * projection, int8 blocks of 32 with hone_k_quantize's arithmetic (8 adjacent
+ * threads × 4 values a block: the same bits as quant32_store). */
+template <int HD, int NTH>
+static __device__ __forceinline__ void
+v3_store (const AttnArgs &a, const float *fin, int kvh, int z, int qn, int tid)
+{
+  for (int i0 = 0; i0 < V3_QG * HD / 4; i0 += NTH)
+    {
+      const int i = i0 + tid, q = i / (HD / 4), d4 = i - q * (HD / 4);
+      const bool on = q < qn;
+      const float4 acc = on ? *(const float4 *) (fin + q * HD + 4 * d4) : make_float4 (0.f, 0.f, 0.f, 0.f);
+      const int qi = V3_QG * z + q, t = qi / a.G, g = qi - t * a.G;
+      const size_t o = (size_t) t * a.nq * HD + (size_t) (kvh * a.G + g) * HD + 4 * d4;
+      if (on)
+        *(float4 *) (a.out + o) = acc;
+      if (a.out_q)
+        {
+          float amax = fmaxf (fmaxf (fabsf (acc.x), fabsf (acc.y)), fmaxf (fabsf (acc.z), fabsf (acc.w)));
+#pragma unroll
+          for (int m = 1; m < 8; m <<= 1)
+            amax = fmaxf (amax, __shfl_xor_sync (0xffffffffu, amax, m));
+          const float d = amax / 127.f;
+          const int q0 = d > 0.f ? __float2int_rn (acc.x / d) : 0, q1 = d > 0.f ? __float2int_rn (acc.y / d) : 0;
+          const int q2 = d > 0.f ? __float2int_rn (acc.z / d) : 0, q3 = d > 0.f ? __float2int_rn (acc.w / d) : 0;
+          float sum = (float) (q0 + q1 + q2 + q3);
+#pragma unroll
+          for (int m = 1; m < 8; m <<= 1)
+            sum += __shfl_xor_sync (0xffffffffu, sum, m);
+          if (on)
+            {
+              *(uint32_t *) (a.out_q + o) = (uint32_t) (q0 & 0xff) | ((uint32_t) (q1 & 0xff) << 8)
+                                            | ((uint32_t) (q2 & 0xff) << 16) | ((uint32_t) (q3 & 0xff) << 24);
+              if ((d4 & 7) == 0)
+                a.out_ds[o >> 5] = make_float2 (d, d * sum);
+            }
+        }
+    }
+}
+
+/* NW warps a block, RING bytes of cp.async ring a warp; COAL: the copies
+ * are whole 512-byte runs a warp instruction (lane = 16-byte chunk of the
+ * rows) stored where the lane that reads the fragment expects them (XOR
+ * swizzle: no bank conflicts either way), so a __syncwarp orders the ring;
+ * else every lane copies the pieces it reads (4 lanes a 64-byte run). */
+template <int HD, int NW, int RING, bool COAL>
+__global__ void __launch_bounds__ (NW * 32, 16 / NW)
+attn3_kernel (AttnArgs a)
+{
+  constexpr int NC = HD / 32;                 /* 32-dim chunks of a row */
+  constexpr int HV = 2 * NC;                  /* 16-byte pieces a lane copies a half step (K or V of 16 keys) */
+  constexpr int NH = RING / (HV * 16 * 32);   /* half steps the ring holds (12 KB: 3 at hd 128, 6 at hd 64) */
+  constexpr int NT3 = NW * 32;
+  static_assert (NH >= 2, "ring too small");
+  extern __shared__ __align__ (16) unsigned char sm3[];
+  __shared__ float wm[NW][V3_QG], wl[NW][V3_QG];
+  __shared__ float wts[V3_QG][HONE_K_ATTN_MAX_SPLITS];
+  __shared__ int last;
+
+  const int kvh = blockIdx.x, split = blockIdx.y, z = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  pdl_trigger ();
+  if (warp == 0)
+    prefetch_slice (a.pf, (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x,
+                    gridDim.x * gridDim.y * gridDim.z, lane);
+  pdl_wait ();
+  const int pos = *a.pos;
+  const int ctx = pos + a.n_tok;
+  /* splits of at least min_chunk keys (at most MAX_SPLITS), multiples of 16;
+   * min_chunk 0: 64 keys under 256, else 32 (the fastest measured for the
+   * default shape: RESULTS-cuda.md, "Decode attention, session 3") */
+  const int mc = a.min_chunk > 0 ? a.min_chunk : ctx < 256 ? 64 : 32;
+  int nsplit = ctx / mc;
+  nsplit = nsplit < 1 ? 1 : nsplit > HONE_K_ATTN_MAX_SPLITS ? HONE_K_ATTN_MAX_SPLITS : nsplit;
+  int chunk = (ctx + nsplit - 1) / nsplit;
+  chunk = (chunk + 15) & ~15;
+  nsplit = (ctx + chunk - 1) / chunk;
+  if (split >= nsplit)
+    return;
+  const int k0 = split * chunk, k1 = min (ctx, k0 + chunk);
+  const int qn = min (V3_QG, a.QN - V3_QG * z);
+
+  /* q as the B operand: query lane/4 of the group, dims 8(lane%4) + 32c + 0..7 */
+  uint32_t qh[NC][4], ql[NC][4];
+  {
+    const int q = lane >> 2, qi = V3_QG * z + q;
+    if (q < qn)
+      {
+        const int t = qi / a.G, g = qi - t * a.G;
+        const float *qp = a.qkv + (size_t) t * (a.nq + 2 * a.nkv) * HD + (size_t) (kvh * a.G + g) * HD + (lane & 3) * 8;
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+          {
+            const float4 x0 = *(const float4 *) (qp + 32 * c), x1 = *(const float4 *) (qp + 32 * c + 4);
+            v3_split (x0.x, x0.y, qh[c][0], ql[c][0]);
+            v3_split (x0.z, x0.w, qh[c][1], ql[c][1]);
+            v3_split (x1.x, x1.y, qh[c][2], ql[c][2]);
+            v3_split (x1.z, x1.w, qh[c][3], ql[c][3]);
+          }
+      }
+    else
+#pragma unroll
+      for (int c = 0; c < NC; c++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+          qh[c][j] = ql[c][j] = 0u;
+  }
+
+  /* this warp's 16-key steps: warp, warp + NW, … of the split */
+  const int ns = (k1 - k0 + 15) >> 4;
+  const int nsw = ns > warp ? (ns - warp + NW - 1) / NW : 0;
+  const int nh = 2 * nsw;                     /* half steps: K of a step, then its V */
+  /* the split's pages, one a lane (a step's 16 keys share a page) */
+  const int p0 = k0 / HONE_K_KV_BLOCK;
+  const int np = (k1 - 1) / HONE_K_KV_BLOCK - p0 + 1;
+  const int mypage = lane < np ? a.block_table[p0 + lane] : 0;
+  int4 *ring = (int4 *) sm3 + (size_t) warp * NH * HV * 32;
+  const int ksub = lane >> 2, dsub = (lane & 3) * 8;
+
+  auto issue = [&] (int h) {
+    const int s = warp + (h >> 1) * NW, kb = k0 + 16 * s;
+    const int rel = kb / HONE_K_KV_BLOCK - p0;
+    const int pg_sh = __shfl_sync (0xffffffffu, mypage, rel & 31);
+    const int page = rel < 32 ? pg_sh : a.block_table[kb / HONE_K_KV_BLOCK];
+    const __half *pool = (h & 1) ? a.v_pool : a.k_pool;
+    const __half *base = pool + (((size_t) page * a.nkv + kvh) * HONE_K_KV_BLOCK + (kb & (HONE_K_KV_BLOCK - 1))) * HD;
+    int4 *slot = ring + (size_t) (h % NH) * HV * 32;
+    if (COAL)
+#pragma unroll
+      for (int j = 0; j < HV; j++)
+        {
+          /* chunk g of the 16 rows: key g / (HD/8), dims 8·(g % (HD/8)) */
+          const int g = j * 32 + lane, kk = g / (HD / 8), cc = g % (HD / 8);
+          const int i = (kk >> 3) * NC + (cc >> 2), lp = 4 * (kk & 7) + (cc & 3);
+          v3_cp16 (slot + i * 32 + (lp ^ ((i & 1) << 2)), base + kk * HD + cc * 8, kb + kk < k1);
+        }
+    else
+#pragma unroll
+      for (int i = 0; i < HV; i++)
+        {
+          const int kk = ksub + 8 * (i / NC), c = i % NC;
+          v3_cp16 (slot + i * 32 + lane, base + kk * HD + dsub + 32 * c, kb + kk < k1);
+        }
+  };
+  /* piece i of a ring slot as this lane's fragment */
+  auto piece = [&] (const int4 *slot, int i) -> int4 {
+    return slot[i * 32 + (COAL ? lane ^ ((i & 1) << 2) : lane)];
+  };
+
+  float o[HD / 16][4];
+#pragma unroll
+  for (int j = 0; j < HD / 16; j++)
+    o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float ma = -INFINITY, mb = -INFINITY, la = 0.f, lb = 0.f;   /* queries 2(lane%4), +1; l per lane */
+  uint32_t pbh0 = 0, pbh1 = 0, pbl0 = 0, pbl1 = 0;            /* Pᵀ as B (keys 0–7, 8–15), hi/lo */
+  const int qa = V3_QG * z + (lane & 3) * 2;
+  const int lim_a = pos + qa / a.G, lim_b = pos + (qa + 1) / a.G;   /* causal: last key a query sees */
+
+#pragma unroll
+  for (int p = 0; p < NH - 1; p++)
+    {
+      if (p < nh)
+        issue (p);
+      v3_commit ();
+    }
+  for (int h = 0; h < nh; h++)
+    {
+      if (COAL)
+        __syncwarp ();                        /* the slot refilled next was read by other lanes */
+      if (h + NH - 1 < nh)
+        issue (h + NH - 1);
+      v3_commit ();
+      v3_wait<NH - 1> ();
+      if (COAL)
+        __syncwarp ();                        /* other lanes' copies into this slot are visible */
+      const int4 *sl = ring + (size_t) (h % NH) * HV * 32;
+      if (!(h & 1))
+        {
+          /* Sᵀ (16 keys × 8 queries) = K·Qᵀ, q hi and lo in two accumulators */
+          float sh[4] = { 0.f, 0.f, 0.f, 0.f }, slo[4] = { 0.f, 0.f, 0.f, 0.f };
+#pragma unroll
+          for (int c = 0; c < NC; c++)
+            {
+              const int4 ka = piece (sl, c), kb8 = piece (sl, NC + c);
+              v3_mma (sh, ka.x, kb8.x, ka.y, kb8.y, qh[c][0], qh[c][1]);
+              v3_mma (slo, ka.x, kb8.x, ka.y, kb8.y, ql[c][0], ql[c][1]);
+              v3_mma (sh, ka.z, kb8.z, ka.w, kb8.w, qh[c][2], qh[c][3]);
+              v3_mma (slo, ka.z, kb8.z, ka.w, kb8.w, ql[c][2], ql[c][3]);
+            }
+          const int kb = k0 + 16 * (warp + (h >> 1) * NW);
+          const int key0 = kb + ksub, key1 = key0 + 8;
+          float s0 = sh[0] + slo[0], s1 = sh[1] + slo[1], s2 = sh[2] + slo[2], s3 = sh[3] + slo[3];
+          s0 = key0 < k1 && key0 <= lim_a ? s0 : -INFINITY;
+          s1 = key0 < k1 && key0 <= lim_b ? s1 : -INFINITY;
+          s2 = key1 < k1 && key1 <= lim_a ? s2 : -INFINITY;
+          s3 = key1 < k1 && key1 <= lim_b ? s3 : -INFINITY;
+          /* online softmax per query over the 8 lanes that share lane%4 */
+          float ta = fmaxf (s0, s2), tb = fmaxf (s1, s3);
+#pragma unroll
+          for (int m = 4; m < 32; m <<= 1)
+            {
+              ta = fmaxf (ta, __shfl_xor_sync (0xffffffffu, ta, m));
+              tb = fmaxf (tb, __shfl_xor_sync (0xffffffffu, tb, m));
+            }
+          const float na = fmaxf (ma, ta), nb = fmaxf (mb, tb);
+          float p0 = 0.f, p1 = 0.f, p2 = 0.f, p3 = 0.f, aa = 1.f, ab = 1.f;
+          if (na != -INFINITY)
+            {
+              p0 = __expf (s0 - na);
+              p2 = __expf (s2 - na);
+              aa = ma == -INFINITY ? 0.f : __expf (ma - na);
+            }
+          if (nb != -INFINITY)
+            {
+              p1 = __expf (s1 - nb);
+              p3 = __expf (s3 - nb);
+              ab = mb == -INFINITY ? 0.f : __expf (mb - nb);
+            }
+          ma = na;
+          mb = nb;
+          la = la * aa + p0 + p2;
+          lb = lb * ab + p1 + p3;
+#pragma unroll
+          for (int j = 0; j < HD / 16; j++)
+            {
+              o[j][0] *= aa;
+              o[j][1] *= ab;
+              o[j][2] *= aa;
+              o[j][3] *= ab;
+            }
+          uint32_t h01, l01, h23, l23;
+          v3_split (p0, p1, h01, l01);
+          v3_split (p2, p3, h23, l23);
+          pbh0 = v3_trans (h01);
+          pbl0 = v3_trans (l01);
+          pbh1 = v3_trans (h23);
+          pbl1 = v3_trans (l23);
+        }
+      else
+        {
+          /* Oᵀ (dims × 8 queries) += Vᵀ·Pᵀ; m-tile (c, j): dims of the pieces j, j+1 */
+#pragma unroll
+          for (int c = 0; c < NC; c++)
+            {
+              const int4 va = piece (sl, c), vb = piece (sl, NC + c);
+              const uint32_t a0 = v3_trans (va.x), a1 = v3_trans (va.y), a2 = v3_trans (vb.x), a3 = v3_trans (vb.y);
+              v3_mma (o[2 * c], a0, a1, a2, a3, pbh0, pbh1);
+              v3_mma (o[2 * c], a0, a1, a2, a3, pbl0, pbl1);
+              const uint32_t c0 = v3_trans (va.z), c1 = v3_trans (va.w), c2 = v3_trans (vb.z), c3 = v3_trans (vb.w);
+              v3_mma (o[2 * c + 1], c0, c1, c2, c3, pbh0, pbh1);
+              v3_mma (o[2 * c + 1], c0, c1, c2, c3, pbl0, pbl1);
+            }
+        }
+    }
+  v3_wait<0> ();
+#pragma unroll
+  for (int m = 4; m < 32; m <<= 1)
+    {
+      la += __shfl_xor_sync (0xffffffffu, la, m);
+      lb += __shfl_xor_sync (0xffffffffu, lb, m);
+    }
+  __syncthreads ();                           /* every warp is done with its ring */
+
+  /* the warps' (m, l, O) to shared memory: wo[warp][q][HD] */
+  float *wo = (float *) sm3;
+  float *fin = wo + NW * V3_QG * HD;          /* [8][HD] */
+  {
+    const int ql0 = (lane & 3) * 2, x = lane >> 2;
+    float *w0 = wo + ((size_t) warp * V3_QG + ql0) * HD, *w1 = w0 + HD;
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+#pragma unroll
+      for (int pr = 0; pr < 2; pr++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++)
+          {
+            /* row x (+8) of m-tile (c, pr) is dim (x/2)·8 + 32c + 4pr + 2hf + x%2 */
+            const int d = (x >> 1) * 8 + 32 * c + 4 * pr + 2 * hf + (x & 1);
+            w0[d] = o[2 * c + pr][2 * hf];
+            w1[d] = o[2 * c + pr][2 * hf + 1];
+          }
+    if (x == 0)
+      {
+        wm[warp][ql0] = ma;
+        wm[warp][ql0 + 1] = mb;
+        wl[warp][ql0] = la;
+        wl[warp][ql0 + 1] = lb;
+      }
+  }
+  __syncthreads ();
+  const size_t hb = (size_t) kvh * HONE_K_ATTN_MAX_SPLITS * MAXQ;
+  /* merge the warps: normalized to fin when this is the only split, else the
+   * block's partial (unnormalized O, m, l) as session 2's kernel writes it */
+  for (int i = tid; i < V3_QG * HD; i += NT3)
+    {
+      const int q = i / HD, d = i - q * HD;
+      float M = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < NW; w++)
+        M = fmaxf (M, wm[w][q]);
+      float L = 0.f, O = 0.f;
+#pragma unroll
+      for (int w = 0; w < NW; w++)
+        {
+          const float f = wm[w][q] == -INFINITY ? 0.f : __expf (wm[w][q] - M);
+          L += f * wl[w][q];
+          O += f * wo[((size_t) w * V3_QG + q) * HD + d];
+        }
+      if (nsplit == 1)
+        fin[i] = L > 0.f ? O / L : 0.f;
+      else
+        {
+          const size_t r = hb + (size_t) split * MAXQ + V3_QG * z + q;
+          a.part_o[r * HD + d] = O;
+          if (d == 0)
+            a.part_ml[r] = make_float2 (M, L);
+        }
+    }
+  if (nsplit > 1)
+    {
+      /* Publish the partials: the block's writes are ordered before thread 0's
+       * fence by the barrier, and one thread's fence + atomic is the
+       * last-block-done handshake (the pattern of cooperative groups' grid
+       * sync). The all-thread __threadfence it replaced was suspected of the
+       * cost that grows with the splits; measured the same (16k: 36.7 vs
+       * 37.0 µs, RESULTS-cuda.md "Decode attention, session 3"), kept as the
+       * lighter form. */
+      __syncthreads ();
+      unsigned *cnt = a.counters + a.nkv + kvh * 8 + z;
+      if (tid == 0)
+        {
+          __threadfence ();
+          last = atomicAdd (cnt, 1u) == (unsigned) (nsplit - 1);
+          if (last)
+            __threadfence ();   /* acquire: the other splits' partials, read below through L2 */
+        }
+      __syncthreads ();
+      if (!last)
+        return;
+      /* split weights: a warp per query, lanes over the splits */
+      for (int q = warp; q < V3_QG; q += NW)
+        {
+          float2 ml[2];
+          float M = -INFINITY;
+#pragma unroll
+          for (int e = 0; e < 2; e++)
+            {
+              const int s = lane + 32 * e;
+              ml[e] = s < nsplit ? __ldcg (&a.part_ml[hb + (size_t) s * MAXQ + V3_QG * z + q])
+                                 : make_float2 (-INFINITY, 0.f);
+              M = fmaxf (M, ml[e].x);
+            }
+          M = warp_max (M);
+          float w[2], den = 0.f;
+#pragma unroll
+          for (int e = 0; e < 2; e++)
+            {
+              w[e] = ml[e].x == -INFINITY ? 0.f : __expf (ml[e].x - M);
+              den += w[e] * ml[e].y;
+            }
+          den = warp_sum (den);
+          const float inv = den > 0.f ? 1.f / den : 0.f;
+#pragma unroll
+          for (int e = 0; e < 2; e++)
+            if (lane + 32 * e < nsplit)
+              wts[q][lane + 32 * e] = w[e] * inv;
+        }
+      __syncthreads ();
+      for (int i = tid; i < qn * HD / 4; i += NT3)
+        {
+          const int q = i / (HD / 4), d4 = i - q * (HD / 4);
+          const float4 *src = (const float4 *) (a.part_o + (hb + V3_QG * z + q) * HD) + d4;
+          float4 acc = make_float4 (0.f, 0.f, 0.f, 0.f);
+#pragma unroll 16
+          for (int s = 0; s < nsplit; s++)
+            {
+              const float ww = wts[q][s];
+              const float4 v = __ldcg (src + (size_t) s * MAXQ * HD / 4);
+              acc.x = fmaf (ww, v.x, acc.x);
+              acc.y = fmaf (ww, v.y, acc.y);
+              acc.z = fmaf (ww, v.z, acc.z);
+              acc.w = fmaf (ww, v.w, acc.w);
+            }
+          *(float4 *) (fin + q * HD + 4 * d4) = acc;
+        }
+      if (tid == 0)
+        *cnt = 0;
+    }
+  __syncthreads ();
+  v3_store<HD, NT3> (a, fin, kvh, z, qn, tid);
+}
+
 extern "C" size_t
 hone_k_attn_scratch_bytes (int nq, int nkv, int hd, int max_tok)
 {
   (void) nq; (void) max_tok;
-  return (size_t) nkv * HONE_K_ATTN_MAX_SPLITS * MAXQ * (hd + 2) * sizeof (float) + 256 + nkv * sizeof (unsigned);
+  /* partials, then the split counters: [nkv] for session 2's kernel, [nkv][8] (KV head × query group) for v3 */
+  return (size_t) nkv * HONE_K_ATTN_MAX_SPLITS * MAXQ * (hd + 2) * sizeof (float) + 256 + 9 * nkv * sizeof (unsigned);
 }
 
 template <int HD, int QMAX>
@@ -356,9 +835,55 @@ hone_k_attn_decode (const float *qkv, int n_tok, int nq, int nkv, int hd, const 
                                 stream);
 }
 
-/* Fewest keys a split gets (32: at short context many splits of half a tile,
- * all combined; more: fewer splits, each a longer serial walk). */
+/* Session 2's kernel: fewest keys a split gets (32: at short context many
+ * splits of half a tile, all combined; more: fewer splits, each a longer
+ * serial walk). hone_k_attn_set_min_chunk sets this one. */
 static int min_chunk = 32;
+
+/* Version 3: block shape v3_shape (A: 4 warps × 12 KB, 48 KB a block: the
+ * ≤ 60 KB that leaves room for the next kernel's staged weights); split size
+ * chosen on the device from the context (HONE_ATTN_CHUNK fixes it). */
+static char v3_shape = 'A';
+
+template <int HD, int NW, int RING, bool COAL>
+static int
+launch_attn3 (const AttnArgs &a, cudaStream_t stream)
+{
+  static int raised;
+  const size_t smem = (size_t) NW * RING;
+  if (!raised)
+    {
+      const cudaError_t e = cudaFuncSetAttribute (attn3_kernel<HD, NW, RING, COAL>,
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem);
+      if (e != cudaSuccess)
+        return (int) e;
+      raised = 1;
+    }
+  return hone_k_launch (attn3_kernel<HD, NW, RING, COAL>,
+                       dim3 (a.nkv, HONE_K_ATTN_MAX_SPLITS, (a.QN + V3_QG - 1) / V3_QG), dim3 (NW * 32), smem,
+                       stream, a);
+}
+
+/* Block shapes of version 3 (HONE_ATTN_V3=A..F for experiments): warps a
+ * block × ring bytes a warp (shared memory a block = their product), copy
+ * pattern. One table for launches and the harness's occupancy query. */
+#define V3_SHAPES(X) \
+  X ('A', 4, 12 * 1024, false)   /* 48 KB, lane-own copies (call 1) */ \
+  X ('B', 4, 12 * 1024, true)    /* 48 KB */ \
+  X ('C', 2, 24 * 1024, true)    /* 48 KB, deep rings */ \
+  X ('D', 4, 20 * 1024, true)    /* 80 KB */ \
+  X ('E', 8, 12 * 1024, true)    /* 96 KB */ \
+  X ('F', 4, 16 * 1024, true)    /* 64 KB */
+
+template <int HD>
+static int
+launch_attn3_shape (const AttnArgs &a, char shape, cudaStream_t stream)
+{
+#define V3_LAUNCH(c, nw, ring, coal) if (shape == c) return launch_attn3<HD, nw, ring, coal> (a, stream);
+  V3_SHAPES (V3_LAUNCH)
+#undef V3_LAUNCH
+  return (int) cudaErrorInvalidValue;
+}
 
 void
 hone_k_attn_set_min_chunk (int keys)
@@ -399,6 +924,16 @@ hone_k_attn_decode_pf (const float *qkv, int n_tok, int nq, int nkv, int hd, con
   a.part_ml = (float2 *) (a.part_o + (size_t) nkv * HONE_K_ATTN_MAX_SPLITS * MAXQ * hd);
   a.counters = (unsigned *) (a.part_ml + (size_t) nkv * HONE_K_ATTN_MAX_SPLITS * MAXQ);
   a.out = out;
+  const char *ver = getenv ("HONE_ATTN_DECODE");
+  if (!ver || strcmp (ver, "old") != 0)
+    {
+      /* version 3; HONE_ATTN_CHUNK (keys) overrides the split size for experiments */
+      const char *ch = getenv ("HONE_ATTN_CHUNK");
+      a.min_chunk = ch && atoi (ch) >= 16 ? atoi (ch) : 0;
+      const char *sh = getenv ("HONE_ATTN_V3");
+      const char shape = sh && *sh ? sh[0] : v3_shape;
+      return hd == 128 ? launch_attn3_shape<128> (a, shape, stream) : launch_attn3_shape<64> (a, shape, stream);
+    }
   const size_t smem = (size_t) TILE * (hd + 8) * 2 + (size_t) TILE * hd * 2
                       + ((size_t) a.QN * hd + (size_t) a.QN * TILE) * sizeof (float);
   /* The P·V loop is unrolled over the queries a thread owns: size it to the
@@ -416,4 +951,25 @@ hone_k_attn_decode_pf (const float *qkv, int n_tok, int nq, int nkv, int hd, con
   if (a.QN <= 16) return launch_attn<64, 16> (a, smem, stream);
   if (a.QN <= 32) return launch_attn<64, 32> (a, smem, stream);
   return launch_attn<64, 64> (a, smem, stream);
+}
+
+/* For the harness (tests/cuda/hone-attn-check.cu): blocks an SM of a version-3 shape. */
+template <int HD, int NW, int RING, bool COAL>
+static int
+occupancy3 (void)
+{
+  int n = 0;
+  cudaFuncSetAttribute (attn3_kernel<HD, NW, RING, COAL>, cudaFuncAttributeMaxDynamicSharedMemorySize, NW * RING);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor (&n, attn3_kernel<HD, NW, RING, COAL>, NW * 32, (size_t) NW * RING);
+  return n;
+}
+
+extern "C" int
+hone_k_attn3_occupancy (int hd, char shape)
+{
+#define V3_OCC(c, nw, ring, coal) \
+  if (shape == c) return hd == 64 ? occupancy3<64, nw, ring, coal> () : occupancy3<128, nw, ring, coal> ();
+  V3_SHAPES (V3_OCC)
+#undef V3_OCC
+  return 0;
 }

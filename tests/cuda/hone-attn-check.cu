@@ -1,0 +1,490 @@
+/* hone-attn-check.cu — decode attention (kernels/hone-k-attn-decode.cu) on
+ * the GPU: checks against a float64 reference and old-vs-new benchmarks.
+ *
+ * Plain CUDA C++ like hone-cuda-check.cu. Build (on the developer machine,
+ * carried to the GPU machine in .carry-attn/):
+ *   nvcc -std=c++17 -O3 -lineinfo -gencode arch=compute_90,code=sm_90 -Ikernels \
+ *        tests/cuda/hone-attn-check.cu kernels/hone-k-*.cu -lcublas -lcublasLt -o .carry-attn/hone-attn-check
+ * and on the GPU machine `tests/run-cuda.sh attn` (carry .carry-attn): benchmarks, checks, then
+ * compute-sanitizer memcheck over --small.
+ *
+ * Checks (fresh random inputs each, outputs poisoned first): a paged f16 KV
+ * cache with a scattered block table whose unused slots and pages hold NaN
+ * (a kernel that reads past the context fails), 1..8 new tokens, head dims
+ * 64/128, GQA ratios 1/4/8, contexts across page boundaries up to 32k (and
+ * one over 130k: a split spanning more than 32 pages), several split sizes
+ * (one split, many, the 64-split cap); the reference is the f64 softmax
+ * attention of each query over its causal keys, read from the same paged
+ * layout by this file's own indexing. Each case runs twice (the split
+ * counters must come back to zero), then through hone_k_attn_decode_pf with
+ * the int8 output and a prefetch: the f32 output must be the same bits and
+ * the int8 blocks hone_k_quantize's bits of it. Both kernels are checked:
+ * version 3 (default) and session 2's (HONE_ATTN_DECODE=old).
+ *
+ * Benchmarks: session 2's kernel vs every version-3 block shape (HONE_ATTN_V3) at
+ * 128..32k keys (KV of 8 layers in rotation, so HBM not L2), split sizes per shape
+ * (HONE_ATTN_CHUNK), several tokens, PDL off, head dim 64.
+ *
+ * Usage: hone-attn-check [--check] [--small] [--bench]   (default --check --bench)
+ *   --small: a few small shapes only (for compute-sanitizer).
+ * Exit status 1 if any check fails. With $OUT set, results also go to $OUT/results.txt.
+ */
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <stdint.h>
+#include <vector>
+#include <algorithm>
+#include <string>
+#define HONE_CHECK_WIDTH 70
+#include "hone-kernels.h"
+#include "hone-k-common.cuh"
+#include "hone-check-util.cuh"
+
+/* ---- paged cache ---------------------------------------------------------- */
+
+struct Paged {
+  int nkv, hd, ctx, n_pages;
+  std::vector<int32_t> table;
+  std::vector<uint16_t> k, v;      /* pools, f16 bits; NaN where no key lives */
+  __half *dk, *dv;
+  int32_t *dtable;
+};
+
+static size_t
+paged_index (const Paged &c, int key, int kvh, int d)
+{
+  return (((size_t) c.table[key / HONE_K_KV_BLOCK] * c.nkv + kvh) * HONE_K_KV_BLOCK + key % HONE_K_KV_BLOCK) * c.hd + d;
+}
+
+/* ctx keys in a pool of (pages needed + 3) blocks, the table a random
+ * permutation (scattered) or the identity; everything else NaN. */
+static Paged
+paged_make (int nkv, int hd, int ctx, bool scattered)
+{
+  Paged c;
+  c.nkv = nkv;
+  c.hd = hd;
+  c.ctx = ctx;
+  const int need = (ctx + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK;
+  c.n_pages = need + 3;
+  std::vector<int32_t> perm (c.n_pages);
+  for (int i = 0; i < c.n_pages; i++) perm[i] = i;
+  if (scattered)
+    for (int i = c.n_pages - 1; i > 0; i--) std::swap (perm[i], perm[rng_u64 () % (i + 1)]);
+  c.table.assign (perm.begin (), perm.begin () + need);
+  const size_t n = (size_t) c.n_pages * nkv * HONE_K_KV_BLOCK * hd;
+  c.k.assign (n, 0xffff);
+  c.v.assign (n, 0xffff);
+  for (int key = 0; key < ctx; key++)
+    for (int h = 0; h < nkv; h++)
+      for (int d = 0; d < hd; d++)
+        {
+          const size_t i = paged_index (c, key, h, d);
+          c.k[i] = f2h ((float) (rng_uniform () * 2 - 1));
+          c.v[i] = f2h ((float) (rng_uniform () * 2 - 1));
+        }
+  c.dk = (__half *) dev_upload (c.k);
+  c.dv = (__half *) dev_upload (c.v);
+  c.dtable = dev_upload (c.table);
+  return c;
+}
+
+static void
+paged_free (Paged &c)
+{
+  cudaFree (c.dk); cudaFree (c.dv); cudaFree (c.dtable);
+}
+
+/* f64 attention of query head qh of token t (absolute position pos + t): keys 0..pos+t */
+static void
+attn_ref64 (const Paged &c, const float *q, int qh, int G, int last_key, double *out)
+{
+  const int hd = c.hd, kvh = qh / G;
+  std::vector<double> s (last_key + 1);
+  double mx = -1e300;
+  for (int j = 0; j <= last_key; j++)
+    {
+      const uint16_t *kr = &c.k[paged_index (c, j, kvh, 0)];
+      double d = 0;
+      for (int i = 0; i < hd; i++)
+        d += (double) q[i] * h2f (kr[i]);
+      s[j] = d;
+      mx = std::max (mx, d);
+    }
+  double sum = 0;
+  for (int j = 0; j <= last_key; j++) { s[j] = exp (s[j] - mx); sum += s[j]; }
+  std::vector<double> o (hd, 0.0);
+  for (int j = 0; j <= last_key; j++)
+    {
+      const uint16_t *vr = &c.v[paged_index (c, j, kvh, 0)];
+      for (int i = 0; i < hd; i++)
+        o[i] += s[j] * h2f (vr[i]);
+    }
+  for (int i = 0; i < hd; i++)
+    out[i] = o[i] / sum;
+}
+
+extern "C" int hone_k_attn3_occupancy (int hd, char shape);   /* hone-k-attn-decode.cu, for this harness */
+
+/* version 3's block shapes (kernels/hone-k-attn-decode.cu, V3_SHAPES): warps × ring a warp, copy pattern */
+static const char SHAPES[] = "ABCDEF";
+static const char *SHAPE_NAMES[] = { "A 4w 12K own", "B 4w 12K", "C 2w 24K", "D 4w 20K", "E 8w 12K", "F 4w 16K" };
+
+/* old: session 2's kernel; else version 3 with block shape `shape` (0: the
+ * default) and split size `chunk` (0: the default) */
+static void
+set_variant (bool old, int chunk, char shape = 0)
+{
+  if (old)
+    setenv ("HONE_ATTN_DECODE", "old", 1);
+  else
+    unsetenv ("HONE_ATTN_DECODE");
+  if (shape)
+    {
+      const char b[2] = { shape, 0 };
+      setenv ("HONE_ATTN_V3", b, 1);
+    }
+  else
+    unsetenv ("HONE_ATTN_V3");
+  if (chunk > 0)
+    {
+      char b[16];
+      snprintf (b, sizeof b, "%d", chunk);
+      setenv ("HONE_ATTN_CHUNK", b, 1);
+    }
+  else
+    unsetenv ("HONE_ATTN_CHUNK");
+}
+
+/* One case: pos = ctx − n_tok (the new tokens are already in the cache).
+ * chunk: HONE_ATTN_CHUNK for version 3 (0: the default). */
+static void
+check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool old, int chunk = 0, char shape = 0)
+{
+  const int pos = ctx - n_tok, G = nq / nkv, W = (nq + 2 * nkv) * hd, n = n_tok * nq * hd;
+  Paged c = paged_make (nkv, hd, ctx, scattered);
+  std::vector<float> qkv ((size_t) n_tok * W);
+  for (auto &x : qkv) x = rng_normal () * 0.3f;   /* scores of a few units: a peaked softmax */
+  float *dqkv = dev_upload (qkv);
+  std::vector<int32_t> posv = { pos };
+  int32_t *dpos = dev_upload (posv);
+  float *d0 = (float *) dev_poisoned ((size_t) n * 4), *d1 = (float *) dev_poisoned ((size_t) n * 4);
+  HoneKActQ8 q0 = { (int8_t *) dev_poisoned (n), (float2 *) dev_poisoned ((size_t) n / 32 * 8) };
+  HoneKActQ8 q1 = { (int8_t *) dev_poisoned (n), (float2 *) dev_poisoned ((size_t) n / 32 * 8) };
+  const size_t sb = hone_k_attn_scratch_bytes (nq, nkv, hd, n_tok);
+  void *scratch;
+  CK (cudaMalloc (&scratch, sb));
+  CK (cudaMemset (scratch, 0, sb));
+  set_variant (old, chunk, shape);
+  /* twice: the split counters must be back at zero after a run */
+  CK (hone_k_attn_decode (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d0, 0));
+  CK (cudaGetLastError ());
+  CK (cudaDeviceSynchronize ());
+  CK (cudaMemset (d0, 0xff, (size_t) n * 4));
+  CK (hone_k_attn_decode (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d0, 0));
+  CK (hone_k_quantize (d0, n_tok, nq * hd, &q0, NULL, 0, 0));
+  /* decode_step's form: int8 output for the o projection, an L2 prefetch in flight */
+  HoneKPrefetch pf;
+  memset (&pf, 0, sizeof pf);
+  pf.p[0] = (const char *) c.dk;
+  pf.n[0] = 4096;
+  pf.p[1] = (const char *) c.dv;
+  pf.n[1] = 128 * 3;
+  pf.how = 1;
+  CK (hone_k_attn_decode_pf (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d1, &q1, &pf, 0));
+  CK (cudaGetLastError ());
+  CK (cudaDeviceSynchronize ());
+  set_variant (false, 0);
+  const std::vector<float> o0 = dev_download<float> (d0, n), o1 = dev_download<float> (d1, n);
+  const std::vector<int8_t> qa = dev_download<int8_t> (q0.q, n), qb = dev_download<int8_t> (q1.q, n);
+  const std::vector<float2> da = dev_download<float2> (q0.ds, n / 32), db = dev_download<float2> (q1.ds, n / 32);
+  size_t diff = memcmp (o0.data (), o1.data (), (size_t) n * 4) != 0;
+  diff += memcmp (qa.data (), qb.data (), n) != 0;
+  diff += memcmp (da.data (), db.data (), (size_t) n / 32 * 8) != 0;
+  std::vector<double> ref (n);
+  for (int t = 0; t < n_tok; t++)
+    for (int h = 0; h < nq; h++)
+      attn_ref64 (c, &qkv[(size_t) t * W + h * hd], h, G, pos + t, &ref[((size_t) t * nq + h) * hd]);
+  bool fin;
+  const double e = rel_err (o0.data (), ref.data (), n, &fin);
+  char what[160];
+  const char vname[8] = { 'v', '3', shape ? shape : ' ', 0 };
+  snprintf (what, sizeof what, "%s hd=%d %d/%d ctx=%d tok=%d%s%s%s", old ? "old" : vname, hd, nq, nkv, ctx, n_tok,
+            scattered ? " scattered" : " identity", chunk ? " chunk=" : "", chunk ? std::to_string (chunk).c_str () : "");
+  check (fin && e < 1e-4 && diff == 0, what, diff ? (double) diff : e, 1e-4);
+  paged_free (c);
+  cudaFree (dqkv); cudaFree (dpos); cudaFree (d0); cudaFree (d1); cudaFree (scratch);
+  cudaFree (q0.q); cudaFree (q0.ds); cudaFree (q1.q); cudaFree (q1.ds);
+}
+
+static void
+run_checks (bool small)
+{
+  report ("== decode attention checks (f64 reference, rel err bound 1e-4) ==\n");
+  if (small)
+    {
+      check_case (128, 32, 8, 129, 1, true, false);
+      check_case (128, 32, 8, 700, 3, true, false, 64);
+      check_case (64, 8, 8, 200, 8, true, false, 16);
+      check_case (64, 32, 4, 100, 8, true, false, 32);
+      check_case (128, 32, 8, 129, 1, true, false, 0, 'B');
+      check_case (128, 32, 8, 700, 3, true, false, 64, 'C');
+      check_case (64, 32, 4, 100, 8, true, false, 32, 'D');
+      check_case (128, 32, 8, 300, 2, true, false, 16, 'E');
+      check_case (128, 32, 8, 300, 2, true, true);
+      return;
+    }
+  /* the 8B shape, one token, contexts across page boundaries and up to 32k */
+  for (int ctx : { 1, 2, 15, 16, 17, 63, 64, 65, 127, 128, 129, 130, 1000, 1025, 4096, 4097, 16385, 32768 })
+    check_case (128, 32, 8, ctx, 1, true, false);
+  check_case (128, 32, 8, 4097, 1, false, false);
+  /* several new tokens (causal among them); G·n_tok > 8 takes several query groups */
+  for (int nt : { 2, 3, 4, 5, 8 })
+    {
+      check_case (128, 32, 8, 37 + nt, nt, true, false);
+      check_case (128, 32, 8, 1003 + nt, nt, true, false);
+    }
+  check_case (128, 8, 2, 32768, 8, true, false);
+  /* split sizes: one split, many, the 64-split cap with long splits */
+  for (int ch : { 16, 32, 64, 256, 100000 })
+    {
+      check_case (128, 32, 8, 1000, 1, true, false, ch);
+      check_case (128, 32, 8, 3001, 4, true, false, ch);
+    }
+  check_case (128, 8, 2, 20000, 2, true, false, 16);
+  /* head dim 64 and GQA ratios 1, 4, 8 */
+  for (int nt : { 1, 3, 8 })
+    {
+      check_case (64, 8, 8, 130 + nt, nt, true, false);      /* G 1 */
+      check_case (64, 12, 3, 2000 + nt, nt, true, false);    /* G 4 */
+      check_case (64, 32, 4, 640 + nt, nt, true, false);     /* G 8: 64 queries at 8 tokens */
+      check_case (128, 64, 8, 513 + nt, nt, true, false);    /* G 8, hd 128 */
+      check_case (128, 8, 8, 4000 + nt, nt, true, false);    /* G 1, hd 128 */
+    }
+  check_case (64, 9, 3, 577, 1, true, false);                /* SmolLM2's 9/3 heads */
+  check_case (64, 9, 3, 5000, 7, true, false);
+  /* a split over more than 32 pages (130k keys, 64 splits of ~2k) */
+  check_case (64, 1, 1, 131000, 1, true, false);
+  check_case (64, 4, 1, 131000, 2, true, false);
+  /* the other block shapes (HONE_ATTN_V3) */
+  for (const char *sp = SHAPES; *sp; sp++)
+    {
+      check_case (128, 32, 8, 129, 1, true, false, 0, *sp);
+      check_case (128, 32, 8, 16385, 1, true, false, 0, *sp);
+      check_case (128, 32, 8, 3001, 4, true, false, 64, *sp);
+      check_case (128, 32, 8, 1011, 8, true, false, 16, *sp);
+      check_case (64, 32, 4, 648, 8, true, false, 0, *sp);
+      check_case (64, 9, 3, 5000, 7, true, false, 32, *sp);
+      check_case (64, 4, 1, 131000, 2, true, false, 0, *sp);
+    }
+  /* session 2's kernel, still selectable */
+  for (int ctx : { 1, 129, 4097 })
+    check_case (128, 32, 8, ctx, 1, true, true);
+  check_case (128, 32, 8, 1005, 5, true, true);
+  check_case (64, 32, 4, 648, 8, true, true);
+}
+
+/* ---- benchmarks ------------------------------------------------------------ */
+
+struct BenchArg {
+  int hd, nq, nkv, n_tok, layers, *layer;
+  const float *qkv;
+  const int32_t *pos, *table;
+  void **k, **v;
+  void *scratch;
+  float *out;
+};
+
+static void
+bench_fn (void *p)
+{
+  BenchArg *b = (BenchArg *) p;
+  const int l = (*b->layer)++ % b->layers;
+  CK (hone_k_attn_decode (b->qkv, b->n_tok, b->nq, b->nkv, b->hd, b->pos, b->k[l], b->v[l], b->table, b->scratch,
+                          b->out, 0));
+}
+
+/* Time one configuration: median µs a launch, back-to-back launches (PDL as
+ * decode_step runs them), the KV of `layers` distinct layers in rotation. */
+static double
+bench_one (BenchArg &b, int ctx, int layers)
+{
+  const int pos = ctx - b.n_tok;
+  CK (cudaMemcpy ((void *) b.pos, &pos, 4, cudaMemcpyHostToDevice));
+  b.layers = layers;
+  return 1e3 * bench_ms (0, 64, bench_fn, &b);
+}
+
+static void
+run_bench (void)
+{
+  const int hd = 128, nq = 32, nkv = 8, L = 8;
+  const int max_ctx = 32768, pages = max_ctx / HONE_K_KV_BLOCK + 1;
+  std::vector<int32_t> t (pages);
+  for (int i = 0; i < pages; i++) t[i] = i;
+  int32_t *table = dev_upload (t);
+  const size_t kvb = (size_t) pages * nkv * HONE_K_KV_BLOCK * hd * 2;
+  void *k[L], *v[L];
+  for (int l = 0; l < L; l++)
+    {
+      CK (cudaMalloc (&k[l], kvb));
+      CK (cudaMalloc (&v[l], kvb));
+      fill_random<<<1024, 256>>> ((uint8_t *) k[l], kvb, 1 + 2 * l, 3);
+      fill_random<<<1024, 256>>> ((uint8_t *) v[l], kvb, 2 + 2 * l, 3);
+    }
+  const int W = (nq + 2 * nkv) * hd;
+  float *qkv, *out;
+  CK (cudaMalloc (&qkv, 8 * W * 4));
+  CK (cudaMalloc (&out, 8 * nq * hd * 4));
+  fill_random<<<64, 256>>> ((uint8_t *) qkv, 8 * W * 4, 3, 3);
+  void *scratch;
+  const size_t sb = hone_k_attn_scratch_bytes (nq, nkv, hd, 8);
+  CK (cudaMalloc (&scratch, sb));
+  CK (cudaMemset (scratch, 0, sb));
+  int32_t *pos;
+  CK (cudaMalloc (&pos, 4));
+  int layer = 0;
+  BenchArg b = { hd, nq, nkv, 1, L, &layer, qkv, pos, table, k, v, scratch, out };
+  CK (cudaDeviceSynchronize ());
+
+  report ("\nblocks an SM (occupancy API), hd 128 / 64:");
+  for (int i = 0; SHAPES[i]; i++)
+    report ("  %s: %d/%d", SHAPE_NAMES[i], hone_k_attn3_occupancy (128, SHAPES[i]), hone_k_attn3_occupancy (64, SHAPES[i]));
+  report ("\n");
+  const int ctxs[] = { 128, 512, 1024, 4096, 16384, 32768 };
+
+  report ("\n== decode attention, one layer, 32/8 heads x 128, 1 token, us (KV of 8 layers in rotation: HBM) ==\n");
+  report ("%7s %9s", "ctx", "old");
+  for (int i = 0; SHAPES[i]; i++) report ("  %9c", SHAPES[i]);
+  report ("   best GB/s  %%4.52\n");
+  for (int ctx : ctxs)
+    {
+      const double bytes = 2.0 * ctx * nkv * hd * 2;
+      set_variant (true, 0);
+      report ("%7d %9.2f", ctx, bench_one (b, ctx, L));
+      double best = 1e30;
+      for (int i = 0; SHAPES[i]; i++)
+        {
+          set_variant (false, 0, SHAPES[i]);
+          const double u = bench_one (b, ctx, L);
+          best = std::min (best, u);
+          report ("  %9.2f", u);
+        }
+      report ("   %8.0f  %5.1f%%\n", bytes / (best * 1e-6) / 1e9, 100 * bytes / (best * 1e-6) / READ_CEIL);
+    }
+  report ("L2-resident (one layer again and again, as session 2 measured): ");
+  for (int ctx : { 128, 4096, 16384 })
+    {
+      set_variant (true, 0);
+      const double uo = bench_one (b, ctx, 1);
+      set_variant (false, 0, 'A');
+      report (" ctx %d old %.2f A %.2f;", ctx, uo, bench_one (b, ctx, 1));
+    }
+  report ("\n");
+
+  report ("\n== v3 split size (HONE_ATTN_CHUNK: splits = ctx / chunk, 1..64) per shape, us ==\n");
+  const int chunks[] = { 32, 64, 128, 256, 512 };
+  for (int si = 0; SHAPES[si]; si++)
+    {
+      report ("%-12s", SHAPE_NAMES[si]);
+      for (int ch : chunks) report (" %8d", ch);
+      report ("\n");
+      for (int ctx : ctxs)
+        {
+          report ("%12d", ctx);
+          for (int ch : chunks)
+            {
+              set_variant (false, ch, SHAPES[si]);
+              report (" %8.2f", bench_one (b, ctx, L));
+            }
+          report ("\n");
+        }
+    }
+  set_variant (false, 0);
+
+  report ("\n== several tokens (speculative decoding), us ==\n");
+  report ("%7s %4s %9s", "ctx", "tok", "old");
+  for (int i = 0; SHAPES[i]; i++) report ("  %9c", SHAPES[i]);
+  report ("\n");
+  for (int nt : { 2, 4, 8 })
+    for (int ctx : { 128, 4096, 16384 })
+      {
+        b.n_tok = nt;
+        set_variant (true, 0);
+        report ("%7d %4d %9.2f", ctx, nt, bench_one (b, ctx, L));
+        for (int i = 0; SHAPES[i]; i++)
+          {
+            set_variant (false, 0, SHAPES[i]);
+            report ("  %9.2f", bench_one (b, ctx, L));
+          }
+        report ("\n");
+      }
+  b.n_tok = 1;
+
+  report ("\n== PDL off (each launch waits for the last), 1 token, us ==\n");
+  hone_k_set_pdl (0);
+  for (int ctx : { 128, 4096, 16384 })
+    {
+      set_variant (true, 0);
+      report ("ctx %6d: old %8.2f", ctx, bench_one (b, ctx, L));
+      for (int i = 0; SHAPES[i]; i++)
+        {
+          set_variant (false, 0, SHAPES[i]);
+          report ("  %c %8.2f", SHAPES[i], bench_one (b, ctx, L));
+        }
+      report ("\n");
+    }
+  hone_k_set_pdl (-1);
+
+  report ("\n== head dim 64 (32/8 heads), 1 token, us ==\n");
+  b.hd = 64;
+  for (int ctx : { 128, 4096, 16384, 32768 })
+    {
+      set_variant (true, 0);
+      report ("ctx %6d: old %8.2f", ctx, bench_one (b, ctx, L));
+      for (int i = 0; SHAPES[i]; i++)
+        {
+          set_variant (false, 0, SHAPES[i]);
+          report ("  %c %8.2f", SHAPES[i], bench_one (b, ctx, L));
+        }
+      report ("\n");
+    }
+  set_variant (false, 0);
+  for (int l = 0; l < L; l++) { cudaFree (k[l]); cudaFree (v[l]); }
+  cudaFree (table); cudaFree (qkv); cudaFree (out); cudaFree (scratch); cudaFree (pos);
+}
+
+int
+main (int argc, char **argv)
+{
+  bool do_check = false, do_bench = false, small = false;
+  for (int i = 1; i < argc; i++)
+    {
+      if (!strcmp (argv[i], "--check")) do_check = true;
+      else if (!strcmp (argv[i], "--bench")) do_bench = true;
+      else if (!strcmp (argv[i], "--small")) do_check = small = true;
+      else { fprintf (stderr, "usage: %s [--check] [--small] [--bench]\n", argv[0]); return 2; }
+    }
+  if (!do_check && !do_bench)
+    do_check = do_bench = true;
+  const char *out = getenv ("OUT");
+  if (out && *out)
+    {
+      char path[1024];
+      snprintf (path, sizeof path, "%s/results.txt", out);
+      results = fopen (path, "a");
+    }
+  cudaDeviceProp prop;
+  CK (cudaGetDeviceProperties (&prop, 0));
+  report ("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  if (do_check)
+    run_checks (small);
+  if (do_bench)
+    run_bench ();
+  report ("\n%d passed, %d failed\n", n_pass, n_fail);
+  return n_fail ? 1 : 0;
+}
