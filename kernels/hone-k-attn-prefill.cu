@@ -15,6 +15,7 @@
  */
 #include "hone-k-common.cuh"
 #include <stdlib.h>
+#include <type_traits>
 
 #define QT 64
 #define KT 64          /* = HONE_K_KV_BLOCK: a key tile is one page */
@@ -522,13 +523,290 @@ launch_v2_out (const float *qkv, int n_tok, int nq, int nkv, int pos, const void
   return launch_v2<HD, 0, NW> (qkv, n_tok, nq, nkv, pos, k_pool, v_pool, table, out, stream);
 }
 
+/* ---- version 3 ---------------------------------------------------------------
+ * Version 2 with the next tile's S = Q·Kᵀ issued inside this tile's softmax
+ * (software pipelining, as FlashAttention-2/3 do): session 2 found the
+ * limit inside a warp, which ran S, softmax and P·V strictly in turn, so the
+ * tensor cores idled through every softmax. Here a three-stage ring keeps
+ * tile i+1's K resident while tile i is computed, and the body interleaves,
+ * per 16 keys, the next tile's S MMAs with this tile's exponentials and its
+ * P·V MMAs, in one basic block (the "is there a next tile" test picks one of
+ * two instantiations of the body instead of branching inside it). 8 warps of
+ * 16 query rows, like version 2's default; same masking and output forms.
+ * HONE_ATTN_PREFILL=4. */
+template <int HD>
+static constexpr int
+attn3_smem_bytes (void)
+{
+  return 3 * 2 * KT * (HD + 8) * 2;   /* 3 stages × (K, V) × 64 rows padded */
+}
+
+template <int HD, int OUT>
+__global__ void __launch_bounds__ (256, 1)
+attn_prefill3_kernel (const float *qkv, int n_tok, int nq, int nkv, int pos0,
+                      const __half *k_pool, const __half *v_pool, const int32_t *table, void *out)
+{
+  constexpr int NW = 8;
+  constexpr int KP = HD + 8;
+  constexpr int TILE = KT * KP;
+  constexpr float L2E = 1.4426950408889634f;
+  extern __shared__ __align__ (16) __half smem3[];
+
+  const int h = blockIdx.x, qt = gridDim.y - 1 - blockIdx.y, kvh = h / (nq / nkv);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int S_row = (nq + 2 * nkv) * HD;
+  constexpr int QT2 = 16 * NW;
+  const int q0 = qt * QT2;
+  pdl_trigger ();
+  pdl_wait ();
+
+  const int end = pos0 + n_tok;
+  const int kend = min (end, pos0 + q0 + QT2);
+  const int n_tiles = (kend + KT - 1) / KT;
+  const int wfirst = pos0 + q0 + warp * 16;
+  const int wkend = min (end, wfirst + 16);
+
+  auto load_tile = [&] (int i, int stage) {
+    const size_t base = ((size_t) table[i] * nkv + kvh) * KT * HD;
+    __half *ks = smem3 + stage * 2 * TILE, *vs = ks + TILE;
+    constexpr int CH = HD / 8;
+#pragma unroll
+    for (int u = 0; u < KT * CH / (NW * 32); u++)
+      {
+        const int c = tid + u * NW * 32, r = c / CH, cc = c - r * CH;
+        const bool ok = i * KT + r < end;
+        cp_async16 (ks + r * KP + cc * 8, k_pool + base + (size_t) c * 8, ok);
+        cp_async16 (vs + r * KP + cc * 8, v_pool + base + (size_t) c * 8, ok);
+      }
+    cp_async_commit ();
+  };
+  load_tile (0, 0);
+  if (n_tiles > 1)
+    load_tile (1, 1);
+
+  const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
+  uint32_t qf[HD / 16][4];
+  {
+    const float *qa = qkv + (size_t) r0 * S_row + (size_t) h * HD;
+    const float *qb = qkv + (size_t) r1 * S_row + (size_t) h * HD;
+    const bool va = r0 < n_tok, vb = r1 < n_tok;
+#pragma unroll
+    for (int kc = 0; kc < HD / 16; kc++)
+      {
+        const int c = kc * 16 + 2 * t4;
+        const float2 a01 = va ? *(const float2 *) (qa + c) : make_float2 (0.f, 0.f);
+        const float2 a45 = va ? *(const float2 *) (qa + c + 8) : make_float2 (0.f, 0.f);
+        const float2 b01 = vb ? *(const float2 *) (qb + c) : make_float2 (0.f, 0.f);
+        const float2 b45 = vb ? *(const float2 *) (qb + c + 8) : make_float2 (0.f, 0.f);
+        qf[kc][0] = pack_h2 (a01.x, a01.y);
+        qf[kc][1] = pack_h2 (b01.x, b01.y);
+        qf[kc][2] = pack_h2 (a45.x, a45.y);
+        qf[kc][3] = pack_h2 (b45.x, b45.y);
+      }
+  }
+  float o[HD / 8][4];
+#pragma unroll
+  for (int n = 0; n < HD / 8; n++)
+    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float m_run[2] = { -INFINITY, -INFINITY }, l_run[2] = { 0.f, 0.f };
+  const int qpos0 = pos0 + r0, qpos1 = pos0 + r1;
+  const int k_row = lane & 7, k_col = (lane >> 3) * 8;
+  const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;
+
+  /* S for keys j*8 .. j*8+7 of the tile in Ks */
+  auto qk8 = [&] (float (&sj)[4], const __half *Ks, int j) {
+    sj[0] = sj[1] = sj[2] = sj[3] = 0.f;
+#pragma unroll
+    for (int kc = 0; kc < HD / 16; kc += 2)
+      {
+        uint32_t b0, b1, b2, b3;
+        ldsm_x4 (b0, b1, b2, b3, Ks + (j * 8 + k_row) * KP + kc * 16 + k_col);
+        mma16816 (sj, qf[kc][0], qf[kc][1], qf[kc][2], qf[kc][3], b0, b1);
+        mma16816 (sj, qf[kc + 1][0], qf[kc + 1][1], qf[kc + 1][2], qf[kc + 1][3], b2, b3);
+      }
+  };
+
+  float s[KT / 8][4];
+  if (n_tiles > 1)
+    cp_async_wait<1> ();
+  else
+    cp_async_wait<0> ();
+  __syncthreads ();
+#pragma unroll
+  for (int j = 0; j < KT / 8; j++)
+    qk8 (s[j], smem3, j);
+
+  for (int i = 0; i < n_tiles; i++)
+    {
+      if (i + 2 < n_tiles)
+        load_tile (i + 2, (i + 2) % 3);
+      if (i + 1 < n_tiles)
+        {
+          if (i + 2 < n_tiles)
+            cp_async_wait<1> ();
+          else
+            cp_async_wait<0> ();
+          __syncthreads ();     /* tile i+1 visible to every warp */
+        }
+      const int kt = i * KT;
+      if (kt < wkend)
+        {
+          const __half *Vs = smem3 + (i % 3) * 2 * TILE + TILE;
+          const __half *Kn = smem3 + ((i + 1) % 3) * 2 * TILE;
+          if (kt + KT - 1 > wfirst || kt + KT > end)
+            {
+#pragma unroll
+              for (int j = 0; j < KT / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                  {
+                    const int key = kt + j * 8 + 2 * t4 + (e & 1);
+                    if (key > (e < 2 ? qpos0 : qpos1) || key >= end)
+                      s[j][e] = -INFINITY;
+                  }
+            }
+          float mt[2] = { -INFINITY, -INFINITY };
+#pragma unroll
+          for (int j = 0; j < KT / 8; j++)
+            {
+              mt[0] = fmaxf (mt[0], fmaxf (s[j][0], s[j][1]));
+              mt[1] = fmaxf (mt[1], fmaxf (s[j][2], s[j][3]));
+            }
+          float ms[2];
+#pragma unroll
+          for (int r = 0; r < 2; r++)
+            {
+              mt[r] = fmaxf (mt[r], __shfl_xor_sync (0xffffffffu, mt[r], 1));
+              mt[r] = fmaxf (mt[r], __shfl_xor_sync (0xffffffffu, mt[r], 2));
+              const float mn = fmaxf (m_run[r], mt[r]);
+              ms[r] = mn == -INFINITY ? 0.f : mn * L2E;
+              const float alpha = ex2 (m_run[r] * L2E - ms[r]);
+              m_run[r] = mn;
+              l_run[r] *= alpha;
+#pragma unroll
+              for (int n = 0; n < HD / 8; n++)
+                {
+                  o[n][2 * r] *= alpha;
+                  o[n][2 * r + 1] *= alpha;
+                }
+            }
+          /* per 16 keys: the next tile's S MMAs, this tile's exponentials, its P·V MMAs */
+          auto body = [&] (auto has_next) {
+            float sn[KT / 8][4];
+#pragma unroll
+            for (int kc = 0; kc < KT / 16; kc++)
+              {
+                if (decltype (has_next)::value)
+                  {
+                    qk8 (sn[2 * kc], Kn, 2 * kc);
+                    qk8 (sn[2 * kc + 1], Kn, 2 * kc + 1);
+                  }
+#pragma unroll
+                for (int jj = 2 * kc; jj < 2 * kc + 2; jj++)
+#pragma unroll
+                  for (int e = 0; e < 4; e++)
+                    {
+                      const float p = ex2 (fmaf (s[jj][e], L2E, -ms[e >> 1]));
+                      s[jj][e] = p;
+                      l_run[e >> 1] += p;
+                    }
+                const uint32_t a0 = pack_h2 (s[2 * kc][0], s[2 * kc][1]);
+                const uint32_t a1 = pack_h2 (s[2 * kc][2], s[2 * kc][3]);
+                const uint32_t a2 = pack_h2 (s[2 * kc + 1][0], s[2 * kc + 1][1]);
+                const uint32_t a3 = pack_h2 (s[2 * kc + 1][2], s[2 * kc + 1][3]);
+#pragma unroll
+                for (int n = 0; n < HD / 8; n += 2)
+                  {
+                    uint32_t b0, b1, b2, b3;
+                    ldsm_x4_t (b0, b1, b2, b3, Vs + (kc * 16 + v_row) * KP + n * 8 + v_col);
+                    mma16816 (o[n], a0, a1, a2, a3, b0, b1);
+                    mma16816 (o[n + 1], a0, a1, a2, a3, b2, b3);
+                  }
+              }
+            if (decltype (has_next)::value)
+#pragma unroll
+              for (int j = 0; j < KT / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                  s[j][e] = sn[j][e];
+          };
+          if (i + 1 < n_tiles && kt + KT < wkend)
+            body (std::integral_constant<bool, true> ());
+          else
+            body (std::integral_constant<bool, false> ());
+        }
+      __syncthreads ();   /* stage i % 3 is refilled next iteration (tile i+3) */
+    }
+#pragma unroll
+  for (int r = 0; r < 2; r++)
+    {
+      l_run[r] += __shfl_xor_sync (0xffffffffu, l_run[r], 1);
+      l_run[r] += __shfl_xor_sync (0xffffffffu, l_run[r], 2);
+    }
+  const float inv0 = l_run[0] > 0.f ? 1.f / l_run[0] : 0.f;
+  const float inv1 = l_run[1] > 0.f ? 1.f / l_run[1] : 0.f;
+#pragma unroll
+  for (int n = 0; n < HD / 8; n++)
+    {
+      const size_t c = (size_t) h * HD + n * 8 + 2 * t4;
+      const size_t i0 = (size_t) r0 * nq * HD + c, i1 = (size_t) r1 * nq * HD + c;
+      const float x0 = o[n][0] * inv0, x1 = o[n][1] * inv0, y0 = o[n][2] * inv1, y1 = o[n][3] * inv1;
+      if (OUT == 0)
+        {
+          if (r0 < n_tok) *(float2 *) ((float *) out + i0) = make_float2 (x0, x1);
+          if (r1 < n_tok) *(float2 *) ((float *) out + i1) = make_float2 (y0, y1);
+        }
+      else if (OUT == 1)
+        {
+          if (r0 < n_tok) *(__nv_bfloat162 *) ((__nv_bfloat16 *) out + i0) = __floats2bfloat162_rn (x0, x1);
+          if (r1 < n_tok) *(__nv_bfloat162 *) ((__nv_bfloat16 *) out + i1) = __floats2bfloat162_rn (y0, y1);
+        }
+      else
+        {
+          if (r0 < n_tok) *(__half2 *) ((__half *) out + i0) = __floats2half2_rn (x0, x1);
+          if (r1 < n_tok) *(__half2 *) ((__half *) out + i1) = __floats2half2_rn (y0, y1);
+        }
+    }
+}
+
+template <int HD, int OUT>
+static int
+launch_v3 (const float *qkv, int n_tok, int nq, int nkv, int pos, const void *k_pool, const void *v_pool,
+           const int32_t *table, void *out, cudaStream_t stream)
+{
+  constexpr int smem = attn3_smem_bytes<HD> ();
+  static bool attr_set;
+  if (!attr_set)
+    {
+      HONE_K_CHECK (cudaFuncSetAttribute (attn_prefill3_kernel<HD, OUT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          smem));
+      attr_set = true;
+    }
+  const dim3 grid (nq, (n_tok + 127) / 128), block (256);
+  return hone_k_launch (attn_prefill3_kernel<HD, OUT>, grid, block, smem, stream, qkv, n_tok, nq, nkv, pos,
+                        (const __half *) k_pool, (const __half *) v_pool, table, out);
+}
+
+template <int HD>
+static int
+launch_v3_out (const float *qkv, int n_tok, int nq, int nkv, int pos, const void *k_pool, const void *v_pool,
+               const int32_t *table, void *out, int out_type, cudaStream_t stream)
+{
+  if (out_type == HONE_K_BF16)
+    return launch_v3<HD, 1> (qkv, n_tok, nq, nkv, pos, k_pool, v_pool, table, out, stream);
+  if (out_type == HONE_K_F16)
+    return launch_v3<HD, 2> (qkv, n_tok, nq, nkv, pos, k_pool, v_pool, table, out, stream);
+  return launch_v3<HD, 0> (qkv, n_tok, nq, nkv, pos, k_pool, v_pool, table, out, stream);
+}
+
 /* HONE_ATTN_PREFILL: 1 version 1 (f32 output only), 2 version 2 with 8 warps,
- * 3 version 2 with 4 warps; unset: version 2 with NW_DEFAULT warps. */
+ * 3 version 2 with 4 warps, 4 version 3; unset: version 2 with NW_DEFAULT warps. */
 static int
 variant (void)
 {
   const char *e = getenv ("HONE_ATTN_PREFILL");
-  return e && e[0] >= '1' && e[0] <= '3' ? e[0] - '0' : (NW_DEFAULT == 8 ? 2 : 3);
+  return e && e[0] >= '1' && e[0] <= '4' ? e[0] - '0' : (NW_DEFAULT == 8 ? 2 : 3);
 }
 
 extern "C" int
@@ -542,6 +820,9 @@ hone_k_attn_prefill_ex (const float *qkv, int n_tok, int nq, int nkv, int hd, in
   const int v = variant ();
   if (out_type == HONE_K_F32 && v == 1)
     return launch_v1 (qkv, n_tok, nq, nkv, hd, pos_host, k_pool, v_pool, block_table, (float *) out, stream);
+  if (v == 4)
+    return hd == 128 ? launch_v3_out<128> (qkv, n_tok, nq, nkv, pos_host, k_pool, v_pool, block_table, out, out_type, stream)
+                     : launch_v3_out<64> (qkv, n_tok, nq, nkv, pos_host, k_pool, v_pool, block_table, out, out_type, stream);
   if (hd == 128)
     return v == 3 ? launch_v2_out<128, 4> (qkv, n_tok, nq, nkv, pos_host, k_pool, v_pool, block_table, out, out_type, stream)
                   : launch_v2_out<128, 8> (qkv, n_tok, nq, nkv, pos_host, k_pool, v_pool, block_table, out, out_type, stream);

@@ -5,7 +5,9 @@
  * attention, SwiGLU and residual adds in GEMV epilogues: 5 launches a layer
  * for BF16 llama shapes, nothing read back to the host, so the step can be
  * captured as one CUDA graph with positions read from device memory.
- * Quantized matrices add a norm+quantize (or quantize) launch before them.
+ * Quantized matrices add a norm+quantize (or quantize) launch before them,
+ * except where the staged GEMV (one token, sm_90) takes the f32 input and
+ * normalizes and quantizes it itself: then 5 launches a layer for every type.
  *
  * Prefill: cuBLASLt GEMMs (bf16 or f16 operands, an algorithm per shape
  * cached; f32 out with the residual added by beta = 1, or 16-bit out for
@@ -13,10 +15,12 @@
  * the causal flash-attention kernel writing the o GEMM's 16-bit input.
  */
 #include "hone-k-common.cuh"
+#include "hone-k-gemv.cuh"
 #include <cublas_v2.h>
 #include <cublasLt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <algorithm>
 
 extern "C" int hone_k_swiglu16 (const float *gu, int n_tok, int ffn, void *y16, int is_f16, cudaStream_t stream);
@@ -83,7 +87,7 @@ dequant_scratch_elems (const HoneKModel *m)
  * (loading each candidate's kernels). Other switches (A/B runs):
  * HONE_GEMM=gemmex (session 1: cublasGemmEx everywhere), HONE_GEMM_ALGO=i
  * (the heuristic's i-th algorithm). */
-#define LT_PLANS 24
+#define LT_PLANS 48           /* the warm-up's sizes (n = 9, 16 … 2048: 4 GEMMs each) all stay */
 #define LT_CANDIDATES 4
 
 struct LtPlan {
@@ -547,7 +551,8 @@ decode_tune_read (void)
 static bool
 is_q8q4 (const HoneKMatrix *w)
 {
-  return w->type == HONE_K_Q8_0 || w->type == HONE_K_Q4_0 || w->type == HONE_K_Q4_1;
+  return w->type == HONE_K_Q8_0 || w->type == HONE_K_Q4_0 || w->type == HONE_K_Q4_1 || w->type == HONE_K_Q4_K
+         || w->type == HONE_K_Q6_K;
 }
 
 /* The first `mb` MB of a and then of b (either may be NULL). */
@@ -565,7 +570,8 @@ prefetch_plan (const HoneKMatrix *a, const HoneKMatrix *b, int mb)
   return pf;
 }
 
-/* y[n_tok][rows] (+)= W·norm(x): the norm fused for BF16/F16, else a norm+quantize launch. */
+/* y[n_tok][rows] (+)= W·norm(x): the norm fused for BF16/F16 and for staged
+ * quantized GEMVs, else a norm+quantize launch. */
 static int
 gemv_normed (HoneKState *st, const HoneKMatrix *w, const float *x, const float *g, float eps, int n_tok,
              const float *bias, float *y, int epi, const HoneKGemvOp *rope, cudaStream_t s,
@@ -582,13 +588,12 @@ gemv_normed (HoneKState *st, const HoneKMatrix *w, const float *x, const float *
   op.y = y;
   op.epilogue = epi;
   op.eps = eps;
-  if (takes_f32 (w))
+  op.x = x;
+  op.norm_g = g;
+  if (!takes_f32 (w) && !hone_k_gemv_staged_takes (&op))
     {
-      op.x = x;
-      op.norm_g = g;
-    }
-  else
-    {
+      op.x = NULL;
+      op.norm_g = NULL;
       HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (x, g, n_tok, w->cols, eps, NULL, &st->xq, NULL, 0, s));
       op.xq = &st->xq;
     }
@@ -596,7 +601,8 @@ gemv_normed (HoneKState *st, const HoneKMatrix *w, const float *x, const float *
 }
 
 /* y (+)= W·x for an unnormalized input (attention output, SwiGLU output).
- * x_ready: the input is already quantized in st->xq (attention wrote it). */
+ * x_ready: the input is already quantized in st->xq (attention wrote it);
+ * else a staged quantized GEMV quantizes the f32 input itself. */
 static int
 gemv_plain (HoneKState *st, const HoneKMatrix *w, const float *x, int n_tok, const float *res, float *y,
             int epi, cudaStream_t s, const HoneKPrefetch *pf = NULL, bool x_ready = false)
@@ -610,11 +616,17 @@ gemv_plain (HoneKState *st, const HoneKMatrix *w, const float *x, int n_tok, con
   op.epilogue = epi;
   if (takes_f32 (w))
     op.x = x;
+  else if (x_ready)
+    op.xq = &st->xq;
   else
     {
-      if (!x_ready)
-        HONE_K_CHECK ((cudaError_t) hone_k_quantize (x, n_tok, w->cols, &st->xq, NULL, 0, s));
-      op.xq = &st->xq;
+      op.x = x;
+      if (!hone_k_gemv_staged_takes (&op))
+        {
+          op.x = NULL;
+          HONE_K_CHECK ((cudaError_t) hone_k_quantize (x, n_tok, w->cols, &st->xq, NULL, 0, s));
+          op.xq = &st->xq;
+        }
     }
   return hone_k_gemv_pf (&op, pf, s);
 }
@@ -675,6 +687,67 @@ x16_is_f16 (const HoneKMatrix *w)
   return w->type != HONE_K_BF16;
 }
 
+/* ---- per-op timing of prefill steps (hone_k_prefill_profile) -----------------
+ * When on, prefill_step records an event after every op (the event between
+ * two launches costs the PDL overlap of that pair, a few µs a layer), and
+ * hone_k_prefill_profile_read sums the intervals per op. */
+#define PP_MAX 2048
+static struct {
+  int on, n;
+  cudaEvent_t ev[PP_MAX];
+  int op[PP_MAX];
+} pp;
+
+static const char *const pp_names[HONE_K_PP_OPS] = {
+  "embed", "rmsnorm (attn)", "gemm qkv", "rope+kv", "attention", "gemm o +=", "rmsnorm (ffn)", "gemm gate|up",
+  "swiglu", "gemm down +=", "head (norm+gemv/gemm)", "sample+advance",
+};
+
+extern "C" const char *
+hone_k_prefill_profile_name (int op)
+{
+  return op >= 0 && op < HONE_K_PP_OPS ? pp_names[op] : "?";
+}
+
+extern "C" int
+hone_k_prefill_profile (int on)
+{
+  if (on && !pp.on)
+    for (int i = 0; i < PP_MAX; i++)
+      if (!pp.ev[i])
+        HONE_K_CHECK (cudaEventCreate (&pp.ev[i]));
+  pp.on = on;
+  pp.n = 0;
+  return 0;
+}
+
+/* an event after op (op < 0: the step's start) */
+static void
+pp_mark (int op, cudaStream_t s)
+{
+  if (!pp.on || pp.n >= PP_MAX)
+    return;
+  if (cudaEventRecord (pp.ev[pp.n], s) == cudaSuccess)
+    pp.op[pp.n++] = op;
+}
+
+extern "C" int
+hone_k_prefill_profile_read (double *ms)
+{
+  for (int i = 0; i < HONE_K_PP_OPS; i++)
+    ms[i] = 0;
+  if (pp.n > 0)
+    HONE_K_CHECK (cudaEventSynchronize (pp.ev[pp.n - 1]));
+  for (int i = 1; i < pp.n; i++)
+    {
+      float t = 0;
+      if (pp.op[i] >= 0 && cudaEventElapsedTime (&t, pp.ev[i - 1], pp.ev[i]) == cudaSuccess)
+        ms[pp.op[i]] += t;
+    }
+  pp.n = 0;
+  return 0;
+}
+
 static int
 prefill_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int pos_host, int n_logits,
               cudaStream_t s)
@@ -689,18 +762,23 @@ prefill_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int
    * HONE_ATTN_PREFILL=1 respectively. */
   const char *ea = getenv ("HONE_ATTN_PREFILL");
   const bool attn16 = !(ea && ea[0] == '1'), gu16 = !gemm_use_gemmex () && c->ffn % 4 == 0;
+  pp_mark (-1, s);
   HONE_K_CHECK ((cudaError_t) hone_k_embed (&m->embd, st->tokens, n, st->h, s));
+  pp_mark (HONE_K_PP_EMBED, s);
   for (int l = 0; l < c->n_layers; l++)
     {
       const HoneKLayer *L = &m->layers[l];
       HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (st->h, L->attn_norm, n, c->hidden, c->rms_eps, NULL, NULL, st->x16,
                                                   x16_is_f16 (&L->wqkv), s));
+      pp_mark (HONE_K_PP_NORM_ATTN, s);
       HONE_K_CHECK ((cudaError_t) gemm (st, &L->wqkv, n, st->x16, st->qkv, 0, 0, s));
       if (L->bqkv)
         HONE_K_CHECK ((cudaError_t) hone_k_add_bias (st->qkv, n, qkvw, L->bqkv, s));
+      pp_mark (HONE_K_PP_GEMM_QKV, s);
       HONE_K_CHECK ((cudaError_t) hone_k_rope_kv (st->qkv, n, nq, nkv, hd, st->pos, c->rope_inv_freq, 0, L->q_norm,
                                                   L->k_norm, c->rms_eps, kv->k_pool[l], kv->v_pool[l],
                                                   kv->block_table, s));
+      pp_mark (HONE_K_PP_ROPE_KV, s);
       if (attn16)   /* attention writes the o GEMM's 16-bit input itself */
         HONE_K_CHECK ((cudaError_t) hone_k_attn_prefill_ex (st->qkv, n, nq, nkv, hd, pos_host, kv->k_pool[l],
                                                             kv->v_pool[l], kv->block_table, st->x16,
@@ -711,30 +789,159 @@ prefill_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int
                                                            kv->v_pool[l], kv->block_table, st->attn, s));
           HONE_K_CHECK ((cudaError_t) hone_k_quantize (st->attn, n, nq * hd, NULL, st->x16, x16_is_f16 (&L->wo), s));
         }
+      pp_mark (HONE_K_PP_ATTN, s);
       HONE_K_CHECK ((cudaError_t) gemm (st, &L->wo, n, st->x16, st->h, 0, 1, s, st->gu, gu_bytes (st)));
+      pp_mark (HONE_K_PP_GEMM_O, s);
       HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (st->h, L->ffn_norm, n, c->hidden, c->rms_eps, NULL, NULL, st->x16,
                                                   x16_is_f16 (&L->wgu), s));
+      pp_mark (HONE_K_PP_NORM_FFN, s);
       /* gate|up in 16 bits (half the bytes out of the GEMM and into SwiGLU),
        * where down reads the same 16-bit type as gate|up's weights give */
       if (gu16 && x16_is_f16 (&L->wgu) == x16_is_f16 (&L->wdown))
         {
           HONE_K_CHECK ((cudaError_t) gemm (st, &L->wgu, n, st->x16, st->gu, 1, 0, s));
+          pp_mark (HONE_K_PP_GEMM_GU, s);
           HONE_K_CHECK ((cudaError_t) swiglu16in (st->gu, n, c->ffn, st->x16, x16_is_f16 (&L->wgu), s));
         }
       else
         {
           HONE_K_CHECK ((cudaError_t) gemm (st, &L->wgu, n, st->x16, st->gu, 0, 0, s));
+          pp_mark (HONE_K_PP_GEMM_GU, s);
           HONE_K_CHECK ((cudaError_t) hone_k_swiglu16 (st->gu, n, c->ffn, st->x16, x16_is_f16 (&L->wdown), s));
         }
+      pp_mark (HONE_K_PP_SWIGLU, s);
       HONE_K_CHECK ((cudaError_t) gemm (st, &L->wdown, n, st->x16, st->h, 0, 1, s, st->gu, gu_bytes (st)));
+      pp_mark (HONE_K_PP_GEMM_DOWN, s);
     }
   const float *hl = st->h + (size_t) (n - n_logits) * c->hidden;
   if (n_logits <= HONE_K_MAX_DECODE)
-    return gemv_normed (st, &m->lm_head, hl, m->out_norm, c->rms_eps, n_logits, NULL, st->logits,
-                        HONE_K_EPI_STORE, NULL, s);
-  HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (hl, m->out_norm, n_logits, c->hidden, c->rms_eps, NULL, NULL, st->x16,
-                                              x16_is_f16 (&m->lm_head), s));
-  return gemm (st, &m->lm_head, n_logits, st->x16, st->logits, 0, 0, s);
+    HONE_K_CHECK ((cudaError_t) gemv_normed (st, &m->lm_head, hl, m->out_norm, c->rms_eps, n_logits, NULL, st->logits,
+                                             HONE_K_EPI_STORE, NULL, s));
+  else
+    {
+      HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (hl, m->out_norm, n_logits, c->hidden, c->rms_eps, NULL, NULL,
+                                                  st->x16, x16_is_f16 (&m->lm_head), s));
+      HONE_K_CHECK ((cudaError_t) gemm (st, &m->lm_head, n_logits, st->x16, st->logits, 0, 0, s));
+    }
+  pp_mark (HONE_K_PP_HEAD, s);
+  return 0;
+}
+
+/* ---- warm-up -----------------------------------------------------------------
+ * The first prefill after a load used to pay 150-200 ms (H200, 2,048 tokens)
+ * for what loads lazily: cuBLASLt's heuristic queries and the kernels it
+ * picks (loaded on first launch), and our own prefill kernels.
+ * hone_k_prefill_warm pays that at load instead: the four layer GEMMs at
+ * n = max_tok (each distinct weight type and alignment once) on the real
+ * weights into scratch (st->qkv, st->gu, st->h: rewritten by every step
+ * before they are read); a 9-token prefill through prefill_step (every
+ * prefill kernel, the head GEMV; K/V land in page 0, which the caller
+ * guarantees nobody holds yet: a page is always written before it is read);
+ * then (mode 1, the default) the GEMMs at n = 16, 32, … below max_tok, so
+ * that shorter prompts find their plans and kernels loaded too.
+ * *st->pos and st->sampled[0] are left 0, as hone_k_state_alloc leaves
+ * them; nothing a later step reads changes, so results do not either.
+ * HONE_PREFILL_WARM=0 skips it, =2 stops after the 9-token prefill;
+ * HONE_PREFILL_WARM_VERBOSE prints each phase's host time (with syncs). */
+static LtPlan *
+lt_find (GemmCtx *g, int m, int n, int k, cudaDataType_t ab, cudaDataType_t d, int acc, int align)
+{
+  const int pick = gemm_pick ();
+  for (int i = 0; i < g->n_plans; i++)
+    {
+      LtPlan *p = &g->plans[i];
+      if (p->m == m && p->n == n && p->k == k && p->ab == (int) ab && p->d == (int) d && p->acc == acc
+          && p->align == align && p->pick == pick)
+        return p;
+    }
+  return NULL;
+}
+
+/* One GEMM of w at n the way prefill_step runs it, unless its plan exists already. */
+static int
+warm_gemm (HoneKState *st, const HoneKMatrix *w, int n, void *y, int y16, int acc, cudaStream_t s)
+{
+  GemmCtx *g = (GemmCtx *) st->cublas;
+  const cudaDataType_t t = w->type == HONE_K_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const void *wp = is_f (w) ? w->q : st->w16;
+  if (!gemm_use_gemmex ()
+      && lt_find (g, w->rows, n, w->cols, t, y16 ? t : CUDA_R_32F, acc, ptr_align (wp, st->x16, y)))
+    return 0;
+  return gemm (st, w, n, st->x16, y, y16, acc, s);
+}
+
+/* verbose: host milliseconds since *t (after a sync), then *t = now */
+static double
+warm_lap (bool verbose, cudaStream_t s, double *t)
+{
+  if (!verbose)
+    return 0;
+  cudaStreamSynchronize (s);
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  const double now = ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6, d = now - *t;
+  *t = now;
+  return d;
+}
+
+/* The four layer GEMMs at n, each distinct (type, alignment) once. */
+static int
+warm_layers (const HoneKModel *m, HoneKState *st, int n, cudaStream_t s)
+{
+  const HoneKConfig *c = &m->cfg;
+  const bool gu16 = !gemm_use_gemmex () && c->ffn % 4 == 0;
+  for (int l = 0; l < c->n_layers; l++)
+    {
+      const HoneKLayer *L = &m->layers[l];
+      const bool g16 = gu16 && x16_is_f16 (&L->wgu) == x16_is_f16 (&L->wdown);
+      HONE_K_CHECK ((cudaError_t) warm_gemm (st, &L->wqkv, n, st->qkv, 0, 0, s));
+      HONE_K_CHECK ((cudaError_t) warm_gemm (st, &L->wo, n, st->h, 0, 1, s));
+      HONE_K_CHECK ((cudaError_t) warm_gemm (st, &L->wgu, n, st->gu, g16, 0, s));
+      HONE_K_CHECK ((cudaError_t) warm_gemm (st, &L->wdown, n, st->h, 0, 1, s));
+    }
+  return 0;
+}
+
+extern "C" int
+hone_k_prefill_warm (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, cudaStream_t s)
+{
+  const HoneKConfig *c = &m->cfg;
+  const char *e = getenv ("HONE_PREFILL_WARM");
+  const int mode = e && *e ? atoi (e) : 1;    /* 0 off, 1 all sizes, 2 max_tok and the tiny prefill only */
+  /* nothing to warm where hone_k_forward would refuse the model anyway */
+  if (!st->cublas || st->max_tok <= HONE_K_MAX_DECODE || mode <= 0 || (c->hidden % 32)
+      || (c->head_dim != 64 && c->head_dim != 128) || c->n_layers < 1)
+    return 0;
+  const bool verbose = getenv ("HONE_PREFILL_WARM_VERBOSE") != NULL;
+  double t = 0, ms[4];
+  warm_lap (verbose, s, &t);
+  /* the full-size GEMMs first (the plans the longest prompts use) */
+  HONE_K_CHECK ((cudaError_t) warm_layers (m, st, st->max_tok, s));
+  ms[0] = warm_lap (verbose, s, &t);
+  /* the tiny prefill: tokens 0, position 0, block table {0} in st->sampled */
+  const int nt = HONE_K_MAX_DECODE + 1;
+  HONE_K_CHECK (cudaMemsetAsync (st->tokens, 0, (size_t) nt * sizeof (int32_t), s));
+  HONE_K_CHECK (cudaMemsetAsync (st->pos, 0, sizeof (int32_t), s));
+  HONE_K_CHECK (cudaMemsetAsync (st->sampled, 0, sizeof (int32_t), s));
+  HoneKKv kw = *kv;
+  kw.block_table = st->sampled;
+  kw.max_blocks = 1;
+  HONE_K_CHECK ((cudaError_t) prefill_step (m, &kw, st, nt, 0, 1, s));
+  ms[1] = warm_lap (verbose, s, &t);
+  /* the sizes between, each a power of two */
+  char sizes[256] = "";
+  size_t len = 0;
+  for (int n = 16; mode == 1 && n < st->max_tok; n *= 2)
+    {
+      HONE_K_CHECK ((cudaError_t) warm_layers (m, st, n, s));
+      const double d = warm_lap (verbose, s, &t);
+      if (verbose && len < sizeof sizes - 24)
+        len += (size_t) snprintf (sizes + len, sizeof sizes - len, " %d:%.1f", n, d);
+    }
+  if (verbose)
+    fprintf (stderr, "hone prefill warm-up (mode %d, host ms): n=%d GEMMs %.1f, tiny prefill %.1f, sizes%s\n", mode,
+             st->max_tok, ms[0], ms[1], sizes);
+  return (int) cudaStreamSynchronize (s);
 }
 
 extern "C" int
@@ -744,7 +951,23 @@ hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_to
   if (n_tok < 1 || n_tok > st->max_tok || n_logits < 1 || n_logits > n_tok
       || (m->cfg.hidden % 32) || (m->cfg.head_dim != 64 && m->cfg.head_dim != 128))
     return (int) cudaErrorInvalidValue;
-  hone_k_pdl_hint (m->cfg.n_layers > 0 && !is_f (&m->layers[0].wgu));
+  /* PDL: on for quantized steps, and for one-token steps whose GEMVs are
+   * staged (they issue their weight copies before waiting); off otherwise
+   * for BF16/F16, where it measured slower (RESULTS-cuda.md, session 2) */
+  bool pdl = m->cfg.n_layers > 0 && !is_f (&m->layers[0].wgu);
+  if (!pdl && m->cfg.n_layers > 0 && n_tok == 1)
+    {
+      HoneKGemvOp probe;
+      memset (&probe, 0, sizeof probe);
+      probe.w = &m->layers[0].wgu;
+      probe.n_tok = 1;
+      probe.x = st->h;
+      probe.norm_g = m->layers[0].ffn_norm;
+      probe.y = st->gu;
+      probe.epilogue = HONE_K_EPI_SWIGLU;
+      pdl = hone_k_gemv_staged_takes (&probe);
+    }
+  hone_k_pdl_hint (pdl);
   const int r = n_tok <= HONE_K_MAX_DECODE ? decode_step (m, kv, st, n_tok, n_logits, stream)
                                            : prefill_step (m, kv, st, n_tok, pos_host, n_logits, stream);
   if (r)
@@ -752,5 +975,8 @@ hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_to
   if (sample)
     HONE_K_CHECK ((cudaError_t) hone_k_sample_feed (st->logits, n_logits, m->cfg.vocab, temperature, seed, st->step,
                                                     st->sampled, st->tokens, stream));
-  return hone_k_advance (st->pos, n_tok, st->step, stream);
+  HONE_K_CHECK ((cudaError_t) hone_k_advance (st->pos, n_tok, st->step, stream));
+  if (n_tok > HONE_K_MAX_DECODE)
+    pp_mark (HONE_K_PP_SAMPLE, stream);
+  return 0;
 }

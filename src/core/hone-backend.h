@@ -93,6 +93,11 @@ typedef struct {
   /* Bytes load() would need for @model at @options (weights + KV + workspace). */
   gint64   (*estimate) (HoneBackend *self, HoneModel *model, const HoneBackendOptions *options);
   HoneBackendCaps (*caps) (HoneBackend *self);
+  /* Prompt tokens the engine hands to one forward() during prefill (0: the
+   * engine's default, 256). A GPU wants whole large chunks: its prefill runs
+   * at the GEMMs' rate only when they are wide, and each chunk re-reads the
+   * weights; the engine checks cancellation and memory between chunks. */
+  int      prefill_chunk;
 
   int      (*seq_new) (HoneBackend *self, GError **error);   /* -1 on error */
   void     (*seq_free) (HoneBackend *self, int seq);

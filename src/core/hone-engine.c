@@ -31,8 +31,9 @@
 #include <cuda_runtime_api.h>
 #endif
 
-/* Prompt tokens per forward pass during prefill: progress, cancellation and
- * memory are checked between chunks. */
+/* Prompt tokens per forward pass during prefill, unless the backend asks for
+ * more (HoneBackendClass.prefill_chunk): progress, cancellation and memory
+ * are checked between chunks. */
 #define PREFILL_CHUNK 256
 /* Tokens per window pass when scoring perplexity (logits of all positions). */
 #define PPL_CHUNK 128
@@ -1202,7 +1203,7 @@ run_generate (HoneEngine *self, Job *job)
   g_autofree float *logits = NULL;
   HoneRequestMetrics m = { 0 };
   gint64 start_us, t0, t_first = 0;
-  guint common = 0;
+  guint common = 0, chunk;
   int vocab, max_tokens;
   gint64 peak = 0, used;
   DeviceSampling ds = { 0 };
@@ -1272,9 +1273,10 @@ run_generate (HoneEngine *self, Job *job)
   /* Prefill in chunks; the last one samples the first token when the
    * backend can. */
   t0 = g_get_monotonic_time ();
+  chunk = be->klass->prefill_chunk > 0 ? (guint) be->klass->prefill_chunk : PREFILL_CHUNK;
   for (guint pos = common; pos < prompt->len; )
     {
-      guint n = MIN ((guint) PREFILL_CHUNK, prompt->len - pos);
+      guint n = MIN (chunk, prompt->len - pos);
       HoneBatch batch = { s->seq, &g_array_index (prompt, gint32, pos), (int) n, FALSE, logits };
 
       if (check_cancelled (job, &error))
