@@ -19,7 +19,9 @@
  * a weight (per-load address math, predicates, separate scale/zero loads) and
  * joins scale and zero right after issuing the loads, which waits out a memory
  * round trip per batch — latency-bound more than issue-bound. Variant 2 below (w4v2_gemv_kernel, chosen by
- * hone_k_q4z_set_config or HONE_Q4Z_KERNEL) is the trimmed version. The f32
+ * hone_k_q4z_set_config or HONE_Q4Z_KERNEL) is the trimmed version, and the staged
+ * kernel (w4s_gemv_kernel, one token: one wave, weights through shared memory by
+ * bulk copies issued before the PDL wait) the session-3 experiment. The f32
  * activation rows are staged once per block into shared memory as f16, the
  * RMSNorm applied on the way (Σx² and max|x·g| in one pass), and scaled by
  * 8/max so that a chunk's 16 f16 products per lane half stay far from f16
@@ -34,6 +36,7 @@
  * two issued before the PDL wait.
  */
 #include "hone-k-common.cuh"
+#include "hone-k-stage.cuh"
 #include <string.h>
 #include <stdlib.h>
 
@@ -187,18 +190,21 @@ struct W4Args {
   __half *k_pool, *v_pool;
   const int32_t *block_table;
   HoneKPrefetch pf;           /* the next weights, pulled into L2 once a warp is through */
+  /* staged kernel (w4s_gemv_kernel) only: rows a stage, stages in the ring, bytes of a
+   * ring slot, offsets of its scale and zero regions, bytes of the staged activation */
+  int st_rows, st_n, st_bytes, st_soff, st_zoff, st_xbytes, st_trig_end;
 };
 
+/* RoPE'd store of rows (row, row + 1) of token t at position p, @freq = a.inv_freq[(row % hd) / 2] */
 static __device__ __forceinline__ void
-w4_rope_store (const W4Args &a, int row, int t, float v0, float v1)
+w4_rope_store_at (const W4Args &a, int row, int t, int p, float freq, float v0, float v1)
 {
   const int hd = a.hd;
   const int head = row / hd, d = row - head * hd;
-  const int p = *a.pos + t;
   if (head < a.nq + a.nkv)
     {
       float sn, cs;
-      sincosf ((float) p * a.inv_freq[d >> 1], &sn, &cs);
+      sincosf ((float) p * freq, &sn, &cs);
       const float r0 = v0 * cs - v1 * sn, r1 = v0 * sn + v1 * cs;
       if (head < a.nq)
         {
@@ -216,6 +222,12 @@ w4_rope_store (const W4Args &a, int row, int t, float v0, float v1)
   const int page = a.block_table[p / HONE_K_KV_BLOCK], slot = p % HONE_K_KV_BLOCK;
   __half *dst = (is_k ? a.k_pool : a.v_pool) + (((size_t) page * a.nkv + kvh) * HONE_K_KV_BLOCK + slot) * hd + d;
   *(__half2 *) dst = __floats2half2_rn (v0, v1);
+}
+
+static __device__ __forceinline__ void
+w4_rope_store (const W4Args &a, int row, int t, float v0, float v1)
+{
+  w4_rope_store_at (a, row, t, *a.pos + t, a.inv_freq[(row % a.hd) >> 1], v0, v1);
 }
 
 /* Bias and epilogue of one row pair (row0, row0 + 1) of token tt: the last
@@ -746,6 +758,358 @@ w4v2_gemv_kernel (W4Args a)
   prefetch_slice (a.pf, blockIdx.x * 8 + wib, gridDim.x * 8, lane);
 }
 
+/* ---- decode GEMV, staged (session 3): one wave, weights through shared memory ------
+ * Variant 2 still pays ≈ 5–7 µs a launch above its bytes (RESULTS-cuda.md, "Session
+ * 2b"): thousands of blocks each stage the activation after the PDL wait, the memory
+ * pipe drains between kernels, and the last wave leaves a tail. This kernel, for one
+ * token (the batch-1 decode that matters), is shaped for that instead:
+ *  - the grid is ONE wave: one block of 256 threads per SM (or fewer when the matrix
+ *    has fewer row pairs), each block owning a contiguous, balanced range of row
+ *    pairs; its registers (≤ 128 a thread) and shared memory (≤ 100 KB) leave room
+ *    for the next kernel's block on the same SM;
+ *  - the block streams its rows through a ring of st_n shared-memory slots with the
+ *    bulk-copy engine (hone-k-stage.cuh): a slot holds st_rows whole rows, i.e. one
+ *    contiguous range of the nibbles plus the rows' scales and zero points (3 bulk
+ *    copies, one mbarrier a slot). Thread 0 fills the whole ring at entry, BEFORE the
+ *    PDL wait — the weights do not depend on the previous kernel — and the kernel
+ *    triggers its own dependents at entry, so the next GEMV's block (co-resident) can
+ *    do the same while this one drains: the memory never idles between launches;
+ *  - after the wait, each block (≈ 132, not thousands) stages the activation once:
+ *    RMSNorm fused, f16, scaled by 8/max as variant 2 (same numerics), laid out as
+ *    variant 2's (32 chunks × 4 pieces) so the reads are free of bank conflicts;
+ *  - compute from shared memory: a slot's rows are taken in pairs by 256/(st_rows/2)
+ *    threads each (one to eight warps a pair), each thread a pair's chunks c, c +
+ *    TPP, …; per 32-bit word of 8 weights 1 shift, 4 LOP3 (→ f16 1024+q), 4 HSUB2/HFMA2
+ *    with the group's precomputed (1024+z) constants (→ exact q − z) and 4 HFMA2
+ *    against the f16 activation; the f32 scale once per chunk; a pair's partials are
+ *    reduced per slot (one shuffle tree for both rows) and its epilogue (STORE, ADD
+ *    in place, SWIGLU, ROPE_KV, bias) runs as soon as the slot is done, by lanes that
+ *    fetched its residual/bias/frequency before the slot's compute (a global load
+ *    there holds up the next slot's barrier by a memory round trip: the first
+ *    version did that, and `down`, 16 slots a block, was its slowest GEMV).
+ * Two and more tokens keep variant 2 (its HFMA2 dot per token re-reads the weights
+ * from registers; the staged slots would only add a shared-memory pass).
+ * Measured (RESULTS-cuda.md, "AWQ W4A16, session 3 (staged)"): exact to the same
+ * bounds as variant 2, memcheck/racecheck clean; the fixed cost a launch drops from
+ * 4.7 to 3.8 µs and `o` gains 1.27x, but the big matrices stream at only 2.3–2.9 TB/s
+ * (variant 2: 2.9–3.4): the shared-memory loop issues 2.27 SASS instructions a weight
+ * (cuobjdump: 291 per 128 weights a thread) at ~1.5 IPC, load latency unhidden (the
+ * loads of a chunk are consumed right away; variant 2 keeps a batch in registers one
+ * step ahead), and with 256 threads the next kernel's co-resident block makes the
+ * whole step slower (its ring fill queues before this kernel's refills, presumably
+ * on the SM's one bulk-copy unit). Not the default: hone_k_q4z_set_config 3 / 5. */
+#define W4S_MAXST 8                   /* ring slots at most */
+/* Two shapes (hone_k_q4z_set_config): 256 threads, ≤ 100 KB of shared memory and
+ * 16 KB slots, so that the next kernel's block fits beside this one (config 3); or
+ * 512 threads, ≤ 200 KB and 32 KB slots, the SM to itself (config 5: twice the warps
+ * to hide the latency of the shared-memory reads and the HFMA2 chains, deeper ring). */
+#define W4S_SMEM_MAX(nt) ((nt) == 512 ? 200 * 1024 : 100 * 1024)
+#define W4S_STAGE_TARGET(nt) ((nt) == 512 ? 32 * 1024 : 16 * 1024)
+#define W4S_XR 4                      /* activation loads a thread keeps in registers */
+
+/* Sum of @v0 over the warp into lane 0 and of @v1 into lane 16 (5 shuffles, not 10). */
+static __device__ __forceinline__ float
+w4s_pair_sum (float v0, float v1, int lane)
+{
+  const bool hi = lane & 16;
+  float v = hi ? v1 : v0;
+  v += __shfl_xor_sync (0xffffffffu, hi ? v0 : v1, 16);
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1)
+    v += __shfl_xor_sync (0xffffffffu, v, o);
+  return v;
+}
+
+/* w4_zero's constants by one multiply-add each (z ≤ 15: no carries between the halves) */
+static __device__ __forceinline__ void
+w4s_zero (uint32_t z, __half2 &zc0, __half2 &nzc1)
+{
+  zc0 = as_h2 (z * 0x00010001u + 0x64006400u);
+  nzc1 = as_h2 (z * 0x00100010u + 0xD400D400u);
+}
+
+template <bool NORM, int PS, int W4S_NT>
+__global__ void __launch_bounds__ (W4S_NT, 512 / W4S_NT)
+w4s_gemv_kernel (W4Args a)
+{
+  constexpr int TPP = W4S_NT / PS;      /* threads a row pair of a slot */
+  constexpr int WPP = TPP / 32;         /* warps a row pair */
+  extern __shared__ __align__ (128) uint8_t w4s_smem[];   /* [activation][ring slots] */
+  __shared__ uint64_t bar[W4S_MAXST];
+  __shared__ float2 red[2][W4S_NT / 32];
+  __shared__ float part_ss[W4S_NT / 32], part_mx[W4S_NT / 32];
+  const int tid = threadIdx.x, lane = tid & 31, wib = tid >> 5;
+
+  /* the next kernel may become resident and start its own weight copies now
+   * (st_trig_end: only once this one is done, as variant 2 does) */
+  if (!a.st_trig_end)
+    pdl_trigger ();
+
+  const int npair = (a.rows + 1) >> 1;
+  const int p0 = (int) ((long long) blockIdx.x * npair / gridDim.x);
+  const int p1 = (int) ((long long) (blockIdx.x + 1) * npair / gridDim.x);
+  const int r0 = 2 * p0, r1 = min (2 * p1, a.rows);
+  const int rs = a.st_rows, S = a.st_n;
+  const int nstage = (r1 - r0 + rs - 1) / rs;
+  const unsigned rowq = (unsigned) a.cols >> 1;                      /* nibble bytes a row */
+  const size_t zbase = (size_t) a.rows * a.ng * 2;                  /* zeros, from a.s */
+  uint8_t *const ring = w4s_smem + a.st_xbytes;
+
+  /* Slot k % S ← rows [r0 + k·rs, +nr): the nibbles (16-byte multiples, aligned), then
+   * the scales and zeros rounded out to 16-byte bounds (the buffer is readable up to
+   * the next 16-byte bound: hone-kernels.h); the compute side finds the rows at the
+   * same rounding offsets. */
+  auto issue = [&] (int k, uint64_t pol) {
+    const int rb = r0 + k * rs, nr = min (rs, r1 - rb);
+    uint8_t *dst = ring + (size_t) (k % S) * a.st_bytes;
+    uint64_t *b = &bar[k % S];
+    const uint32_t qn = (uint32_t) nr * rowq;
+    const size_t sa = (size_t) rb * a.ng * 2, se = sa + (size_t) nr * a.ng * 2;
+    const size_t za = zbase + (size_t) rb * a.ng, ze = za + (size_t) nr * a.ng;
+    const size_t s0 = sa & ~(size_t) 15, s1 = (se + 15) & ~(size_t) 15;
+    const size_t z0 = za & ~(size_t) 15, z1 = (ze + 15) & ~(size_t) 15;
+    stage_bar_expect (b, qn + (uint32_t) (s1 - s0) + (uint32_t) (z1 - z0));
+    stage_copy (dst, (const uint8_t *) a.q + (size_t) rb * rowq, qn, b, pol);
+    stage_copy (dst + a.st_soff, (const uint8_t *) a.s + s0, (uint32_t) (s1 - s0), b, pol);
+    stage_copy (dst + a.st_zoff, (const uint8_t *) a.s + z0, (uint32_t) (z1 - z0), b, pol);
+  };
+  if (tid == 0)
+    {
+      for (int i = 0; i < S; i++)
+        stage_bar_init (&bar[i]);
+      stage_bar_fence_init ();
+      const uint64_t pol = stage_policy_evict_first ();
+      for (int k = 0; k < S && k < nstage; k++)
+        issue (k, pol);
+    }
+
+  /* the norm weights do not depend on the previous kernel either */
+  const int n8 = a.cols >> 3;
+  const float4 *xp = (const float4 *) a.x;
+  float4 gc[W4S_XR][2];
+#pragma unroll
+  for (int j = 0; j < W4S_XR; j++)
+    {
+      const int i = tid + j * W4S_NT;
+      if (NORM && i < n8)
+        {
+          gc[j][0] = __ldg ((const float4 *) a.norm_g + 2 * i);
+          gc[j][1] = __ldg ((const float4 *) a.norm_g + 2 * i + 1);
+        }
+      else
+        gc[j][0] = gc[j][1] = make_float4 (1.f, 1.f, 1.f, 1.f);
+    }
+  pdl_wait ();
+  const int pos = a.epi == HONE_K_EPI_ROPE_KV ? *a.pos : 0;
+
+  /* Stage the activation: Σx² and max|x·g| (pass 1, the first W4S_XR loads kept in
+   * registers), then f16 x·g·(8/max) in variant 2's layout (pass 2), padded with 0. */
+  float ss = 0.f, mx = 0.f;
+  float4 xc[W4S_XR][2];
+  auto scan = [&] (float4 &v0, float4 &v1, const float4 &g0, const float4 &g1) {
+    ss += v0.x * v0.x + v0.y * v0.y + v0.z * v0.z + v0.w * v0.w + v1.x * v1.x + v1.y * v1.y + v1.z * v1.z
+          + v1.w * v1.w;
+    if (NORM)
+      {
+        v0.x *= g0.x; v0.y *= g0.y; v0.z *= g0.z; v0.w *= g0.w;
+        v1.x *= g1.x; v1.y *= g1.y; v1.z *= g1.z; v1.w *= g1.w;
+      }
+    mx = fmaxf (mx, fmaxf (fmaxf (fmaxf (fabsf (v0.x), fabsf (v0.y)), fmaxf (fabsf (v0.z), fabsf (v0.w))),
+                           fmaxf (fmaxf (fabsf (v1.x), fabsf (v1.y)), fmaxf (fabsf (v1.z), fabsf (v1.w)))));
+  };
+#pragma unroll
+  for (int j = 0; j < W4S_XR; j++)
+    {
+      const int i = tid + j * W4S_NT;
+      if (i < n8)
+        {
+          xc[j][0] = xp[2 * i];
+          xc[j][1] = xp[2 * i + 1];
+        }
+    }
+#pragma unroll
+  for (int j = 0; j < W4S_XR; j++)
+    if (tid + j * W4S_NT < n8)
+      scan (xc[j][0], xc[j][1], gc[j][0], gc[j][1]);   /* xc now holds x·g */
+  for (int i = tid + W4S_XR * W4S_NT; i < n8; i += W4S_NT)
+    {
+      float4 v0 = xp[2 * i], v1 = xp[2 * i + 1];
+      float4 g0 = make_float4 (1.f, 1.f, 1.f, 1.f), g1 = g0;
+      if (NORM)
+        {
+          g0 = __ldg ((const float4 *) a.norm_g + 2 * i);
+          g1 = __ldg ((const float4 *) a.norm_g + 2 * i + 1);
+        }
+      scan (v0, v1, g0, g1);
+    }
+  ss = warp_sum (ss);
+  mx = warp_max (mx);
+  if (lane == 0)
+    {
+      part_ss[wib] = ss;
+      part_mx[wib] = mx;
+    }
+  __syncthreads ();
+  ss = 0.f;
+  mx = 0.f;
+#pragma unroll
+  for (int i = 0; i < W4S_NT / 32; i++)
+    {
+      ss += part_ss[i];
+      mx = fmaxf (mx, part_mx[i]);
+    }
+  const float alpha = mx * 0.125f * (NORM ? rsqrtf (ss / (float) a.cols + a.eps) : 1.f);
+  const float sc = mx > 0.f ? 8.f / mx : 0.f;
+  uint4 *const xs = (uint4 *) w4s_smem;   /* [chunks/32][4 pieces][32 chunks] */
+  auto put = [&] (int i, float4 v0, float4 v1) {
+    uint4 pk;
+    pk.x = h2_bits (__floats2half2_rn (v0.x * sc, v0.y * sc));
+    pk.y = h2_bits (__floats2half2_rn (v0.z * sc, v0.w * sc));
+    pk.z = h2_bits (__floats2half2_rn (v1.x * sc, v1.y * sc));
+    pk.w = h2_bits (__floats2half2_rn (v1.z * sc, v1.w * sc));
+    const int c = i >> 2;
+    xs[(((c >> 5) * 4 + (i & 3)) << 5) + (c & 31)] = pk;
+  };
+  const int npiece = a.st_xbytes >> 4;   /* 8-element pieces of the padded row */
+  auto zero = [&] (int i) {
+    const int c = i >> 2;
+    xs[(((c >> 5) * 4 + (i & 3)) << 5) + (c & 31)] = make_uint4 (0, 0, 0, 0);
+  };
+#pragma unroll
+  for (int j = 0; j < W4S_XR; j++)
+    {
+      const int i = tid + j * W4S_NT;
+      if (i < n8)
+        put (i, xc[j][0], xc[j][1]);
+      else if (i < npiece)
+        zero (i);
+    }
+  for (int i = tid + W4S_XR * W4S_NT; i < npiece; i += W4S_NT)
+    if (i < n8)
+      {
+        float4 v0 = xp[2 * i], v1 = xp[2 * i + 1];
+        if (NORM)
+          {
+            const float4 g0 = __ldg ((const float4 *) a.norm_g + 2 * i);
+            const float4 g1 = __ldg ((const float4 *) a.norm_g + 2 * i + 1);
+            v0.x *= g0.x; v0.y *= g0.y; v0.z *= g0.z; v0.w *= g0.w;
+            v1.x *= g1.x; v1.y *= g1.y; v1.z *= g1.z; v1.w *= g1.w;
+          }
+        put (i, v0, v1);
+      }
+    else
+      zero (i);
+  __syncthreads ();
+
+  /* Stream the slots. */
+  const int pi = wib / WPP, sub = tid % TPP;
+  const int lr0 = 2 * pi;
+  const int cs = a.cshift, ng = a.ng, nchunk = a.nchunk;
+  for (int k = 0; k < nstage; k++)
+    {
+      const int slot = k % S;
+      const int rb = r0 + k * rs, nr = min (rs, r1 - rb);
+      const uint8_t *st = ring + (size_t) slot * a.st_bytes;
+      /* The epilogue lanes (last warp, one a row pair) fetch what the epilogue adds now,
+       * so that no global load latency sits between this slot's barrier and the next. */
+      const bool epi_lane = wib == W4S_NT / 32 - 1 && lane < PS && 2 * lane < nr;
+      const int erow = rb + 2 * lane;
+      float e0 = 0.f, e1 = 0.f, freq = 0.f;
+      if (epi_lane)
+        {
+          const bool two = erow + 1 < a.rows;
+          if (a.bias)
+            {
+              e0 = a.bias[erow];
+              e1 = two ? a.bias[erow + 1] : 0.f;
+            }
+          if (a.epi == HONE_K_EPI_ADD)
+            {
+              e0 += a.res[erow];
+              e1 += two ? a.res[erow + 1] : 0.f;
+            }
+          if (a.epi == HONE_K_EPI_ROPE_KV)
+            freq = a.inv_freq[(erow % a.hd) >> 1];
+        }
+      stage_bar_wait (&bar[slot], (uint32_t) (k / S) & 1u);
+      float acc0 = 0.f, acc1 = 0.f;
+      if (lr0 < nr)   /* uniform in a warp */
+        {
+          const int lr1 = min (lr0 + 1, nr - 1);   /* a lone last row computes twice, stores once */
+          const uint4 *w0p = (const uint4 *) st + lr0 * nchunk, *w1p = (const uint4 *) st + lr1 * nchunk;
+          const int shead = (int) (((size_t) rb * ng * 2) & 15), zhead = (int) ((zbase + (size_t) rb * ng) & 15);
+          const uint16_t *s0p = (const uint16_t *) (st + a.st_soff + shead) + lr0 * ng;
+          const uint16_t *s1p = (const uint16_t *) (st + a.st_soff + shead) + lr1 * ng;
+          const uint8_t *z0p = st + a.st_zoff + zhead + lr0 * ng, *z1p = st + a.st_zoff + zhead + lr1 * ng;
+#pragma unroll 2
+          for (int c = sub; c < nchunk; c += TPP)
+            {
+              const uint4 w0 = w0p[c], w1 = w1p[c];
+              const int g = c >> cs;
+              __half2 zc0[2], nzc1[2];
+              w4s_zero (z0p[g], zc0[0], nzc1[0]);
+              w4s_zero (z1p[g], zc0[1], nzc1[1]);
+              const float sf0 = f16_bits_to_f32 (s0p[g]), sf1 = f16_bits_to_f32 (s1p[g]);
+              const uint4 *xq = xs + ((c >> 5) << 7) + (c & 31);
+              const uint32_t wv[2][4] = { { w0.x, w0.y, w0.z, w0.w }, { w1.x, w1.y, w1.z, w1.w } };
+              __half2 h[2][2];
+              h[0][0] = h[0][1] = h[1][0] = h[1][1] = __float2half2_rn (0.f);
+#pragma unroll
+              for (int p = 0; p < 4; p++)
+                {
+                  const uint4 xv = xq[32 * p];   /* elements 8p..8p+7 of the chunk = word p's weights */
+#pragma unroll
+                  for (int r = 0; r < 2; r++)
+                    {
+                      __half2 o[4];
+                      w4_word (wv[r][p], zc0[r], nzc1[r], o);
+                      h[r][p & 1] = __hfma2 (o[0], as_h2 (xv.x), h[r][p & 1]);
+                      h[r][p & 1] = __hfma2 (o[1], as_h2 (xv.y), h[r][p & 1]);
+                      h[r][p & 1] = __hfma2 (o[2], as_h2 (xv.z), h[r][p & 1]);
+                      h[r][p & 1] = __hfma2 (o[3], as_h2 (xv.w), h[r][p & 1]);
+                    }
+                }
+              const __half2 t0 = __hadd2 (h[0][0], h[0][1]), t1 = __hadd2 (h[1][0], h[1][1]);
+              acc0 = fmaf (sf0, __low2float (t0) + __high2float (t0), acc0);
+              acc1 = fmaf (sf1, __low2float (t1) + __high2float (t1), acc1);
+            }
+        }
+      const float v = w4s_pair_sum (acc0, acc1, lane);
+      if (lane == 0)
+        red[k & 1][wib].x = v;
+      if (lane == 16)
+        red[k & 1][wib].y = v;
+      __syncthreads ();   /* every read of the slot and every partial are done */
+      if (tid == 0 && k + S < nstage)
+        issue (k + S, stage_policy_evict_first ());
+      if (epi_lane)
+        {
+          float v0 = 0.f, v1 = 0.f;
+#pragma unroll
+          for (int j = 0; j < WPP; j++)
+            {
+              v0 += red[k & 1][lane * WPP + j].x;
+              v1 += red[k & 1][lane * WPP + j].y;
+            }
+          v0 = v0 * alpha + e0;   /* w4_store_pair's bias and residual, fetched above */
+          v1 = v1 * alpha + e1;
+          if (a.epi == HONE_K_EPI_SWIGLU)
+            a.y[erow >> 1] = silu (v0) * v1;
+          else if (a.epi == HONE_K_EPI_ROPE_KV)
+            w4_rope_store_at (a, erow, 0, pos, freq, v0, v1);
+          else
+            {
+              a.y[erow] = v0;
+              if (erow + 1 < a.rows)
+                a.y[erow + 1] = v1;
+            }
+        }
+    }
+  if (a.st_trig_end)
+    pdl_trigger ();
+  prefetch_slice (a.pf, blockIdx.x * (W4S_NT / 32) + wib, gridDim.x * (W4S_NT / 32), lane);
+}
+
 static int sm_count = 0;
 
 /* per kernel instance: the opt-in to large shared memory, and blocks per SM by staging size */
@@ -822,12 +1186,25 @@ w4v2_launch_t (const W4Args &a, size_t smem, cudaStream_t stream)
 
 /* Kernel choice and tuning hook (hone_k_q4z_set_config): 0 automatic, 1 the
  * first kernel, 4 the first kernel with 4 chunk loads a lane per batch, 2
- * variant 2. Automatic: HONE_Q4Z_KERNEL=old|new in the environment, else
- * W4_DEFAULT_V2: variant 2 since it passed the GPU checks (82/82, memcheck clean,
- * 2026-11-29 13:40 UTC) and measured 1.05x on the whole 8B step (RESULTS-cuda.md). */
-#define W4_DEFAULT_V2 1
+ * variant 2, 3 the staged kernel for one token (variant 2 for more, and where
+ * the staged kernel does not apply: before sm_90, unaligned buffers, rows too
+ * long for its shared memory) with 256 threads, 5 the same with 512 threads and
+ * the SM's shared memory to itself, 6 / 7 = 5 / 3 with the dependents triggered
+ * at the end instead of at entry. Automatic: HONE_Q4Z_KERNEL=old|new|staged|staged512
+ * in the environment, else W4_DEFAULT: variant 2 since it passed the GPU checks (82/82,
+ * memcheck clean, 2026-11-29 13:40 UTC) and measured 1.05x on the whole 8B step
+ * (RESULTS-cuda.md); the staged kernels measured 0.96x (512 threads) and 0.71x (256)
+ * on that step (2026-11-29 15:28 UTC), so variant 2 stays. */
+#define W4_DEFAULT 2
 static int w4_config = 0;
-static int w4_env = -1;   /* HONE_Q4Z_KERNEL read once: 0 old, 1 new, 2 unset */
+static int w4_env = -1;   /* HONE_Q4Z_KERNEL read once: the kernel it names, 0 unset */
+static int w4_last = 0;   /* hone_k_q4z_last_kernel */
+
+extern "C" int
+hone_k_q4z_last_kernel (void)
+{
+  return w4_last;
+}
 
 extern "C" void
 hone_k_q4z_set_config (int config)
@@ -835,19 +1212,101 @@ hone_k_q4z_set_config (int config)
   w4_config = config;
 }
 
-static bool
-w4_use_v2 (void)
+/* 1 the first kernel (configs 1 and 4), 2 variant 2, 3 staged */
+static int
+w4_kind (void)
 {
-  if (w4_config == 2)
-    return true;
+  if (w4_config == 2 || w4_config == 3)
+    return w4_config;
+  if (w4_config >= 5 && w4_config <= 7)
+    return 3;
   if (w4_config != 0)
-    return false;
+    return 1;   /* 1 and 4 */
   if (w4_env < 0)
     {
       const char *e = getenv ("HONE_Q4Z_KERNEL");
-      w4_env = e && !strcmp (e, "new") ? 1 : e && !strcmp (e, "old") ? 0 : 2;
+      w4_env = !e ? 0 : !strcmp (e, "old") ? 1 : !strcmp (e, "new") ? 2 : !strcmp (e, "staged") ? 3
+               : !strcmp (e, "staged512") ? 5 : 0;
     }
-  return w4_env == 2 ? W4_DEFAULT_V2 : w4_env == 1;
+  const int k = w4_env ? w4_env : W4_DEFAULT;
+  return k >= 5 ? 3 : k;
+}
+
+/* The staged kernel's slot plan for a.cols with @nt threads (false: it does not fit, use variant 2). */
+static bool
+w4s_plan (W4Args &a, int nt)
+{
+  const int rowq = a.cols / 2;
+  const int ncp = (a.nchunk + 31) / 32 * 32;
+  a.st_xbytes = ncp * 64;
+  int rs = 2 * (nt / 32);   /* at most one warp a row pair */
+  while (rs > 2 && rs * rowq > W4S_STAGE_TARGET (nt))
+    rs >>= 1;
+  const int sreg = (rs * a.ng * 2 + 32 + 15) & ~15, zreg = (rs * a.ng + 32 + 15) & ~15;
+  a.st_rows = rs;
+  a.st_soff = rs * rowq;
+  a.st_zoff = a.st_soff + sreg;
+  a.st_bytes = (a.st_zoff + zreg + 127) & ~127;
+  const int n = (W4S_SMEM_MAX (nt) - a.st_xbytes) / a.st_bytes;
+  a.st_n = n < W4S_MAXST ? n : W4S_MAXST;
+  return a.st_xbytes < W4S_SMEM_MAX (nt) && a.st_n >= 2;
+}
+
+template <bool NORM, int PS, int NT>
+static int
+w4s_launch (const W4Args &a, size_t smem, cudaStream_t stream)
+{
+  static bool attr_set = false;
+  if (!attr_set)
+    {
+      HONE_K_CHECK (cudaFuncSetAttribute (w4s_gemv_kernel<NORM, PS, NT>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, W4S_SMEM_MAX (NT)));
+      /* all of the SM's shared memory for blocks, so the next kernel's block fits beside this one */
+      HONE_K_CHECK (cudaFuncSetAttribute (w4s_gemv_kernel<NORM, PS, NT>,
+                                          cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          (int) cudaSharedmemCarveoutMaxShared));
+      attr_set = true;
+    }
+  if (!sm_count)
+    {
+      int dev = 0;
+      HONE_K_CHECK (cudaGetDevice (&dev));
+      HONE_K_CHECK (cudaDeviceGetAttribute (&sm_count, cudaDevAttrMultiProcessorCount, dev));
+    }
+  const int npair = (a.rows + 1) / 2;
+  const int grid = npair < sm_count ? npair : sm_count;
+  return hone_k_launch (w4s_gemv_kernel<NORM, PS, NT>, dim3 ((unsigned) grid), dim3 (NT), smem, stream, a);
+}
+
+template <bool NORM, int NT>
+static int
+w4s_launch_ps (const W4Args &a, size_t smem, cudaStream_t stream)
+{
+  switch (a.st_rows)
+    {
+    case 2:  return w4s_launch<NORM, 1, NT> (a, smem, stream);
+    case 4:  return w4s_launch<NORM, 2, NT> (a, smem, stream);
+    case 8:  return w4s_launch<NORM, 4, NT> (a, smem, stream);
+    case 16: return w4s_launch<NORM, 8, NT> (a, smem, stream);
+    default: return w4s_launch<NORM, NT == 512 ? 16 : 8, NT> (a, smem, stream);
+    }
+}
+
+/* One token through the staged kernel (@nt threads, the dependents triggered at
+ * entry or, @trig_end, at the end); -1 when it does not apply (the caller runs variant 2). */
+static int
+w4s_try (W4Args a, int nt, int trig_end, cudaStream_t stream)
+{
+  if (a.n_tok != 1 || !hone_k_stage_supported () || ((uintptr_t) a.q & 15) || ((uintptr_t) a.s & 15)
+      || ((uintptr_t) a.x & 15) || (a.norm_g && ((uintptr_t) a.norm_g & 15)) || !w4s_plan (a, nt))
+    return -1;
+  a.tok0 = 0;
+  a.st_trig_end = trig_end;
+  const size_t smem = (size_t) a.st_xbytes + (size_t) a.st_n * a.st_bytes;
+  const bool norm = a.norm_g != NULL;
+  if (nt == 512)
+    return norm ? w4s_launch_ps<true, 512> (a, smem, stream) : w4s_launch_ps<false, 512> (a, smem, stream);
+  return norm ? w4s_launch_ps<true, 256> (a, smem, stream) : w4s_launch_ps<false, 256> (a, smem, stream);
 }
 
 template <bool NORM, int U>
@@ -917,7 +1376,23 @@ hone_k_q4z_gemv (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t st
   /* Tokens whose f16 rows fit the shared budget go in one launch; more take
    * several launches over the same weights (long rows at several tokens).
    * Variant 2 stages rows padded to whole items of W4V2_SPAN chunks. */
-  const bool v2 = w4_use_v2 ();
+  const int kind = w4_kind ();
+  if (kind == 3 && op->n_tok == 1)
+    {
+      if (pf)
+        a.pf = *pf;
+      a.n_tok = 1;
+      const int c = w4_config ? w4_config : w4_env > 0 ? w4_env : W4_DEFAULT;
+      const int r = w4s_try (a, c == 5 || c == 6 ? 512 : 256, c == 6 || c == 7, stream);
+      if (r != -1)
+        {
+          w4_last = 3;
+          return r;
+        }
+      memset (&a.pf, 0, sizeof a.pf);
+    }
+  const bool v2 = kind >= 2;
+  w4_last = v2 ? 2 : 1;
   const int ncp = (a.nchunk + W4V2_SPAN - 1) / W4V2_SPAN * W4V2_SPAN;
   const size_t row16 = v2 ? (size_t) ncp * 64 : (size_t) w->cols * 2;
   int per = (int) (W4_SMEM / row16);

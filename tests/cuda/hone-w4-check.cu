@@ -14,9 +14,12 @@
  * GEMVs and the prefill GEMM path) against the same model with the weights
  * given as F16 (whose path hone-cuda-check verifies against float64).
  * Every GEMV check runs with each Q4Z GEMV kernel (hone_k_q4z_set_config:
- * 1 the first kernel, 4 the same with 4 loads a lane, 2 variant 2).
+ * 1 the first kernel, 4 the same with 4 loads a lane, 2 variant 2, 3 / 5 the
+ * staged one-token kernel with 256 / 512 threads), plus one-token shapes that
+ * walk the staged kernel's slot plans; --staged runs those for configs 3 and 5
+ * (compute-sanitizer memcheck), --staged-small the small ones (racecheck).
  * Benchmarks: per-GEMV at Llama-3-8B shapes (Q4Z g128, first kernel "v1" and
- * variant 2 "v2" side by side, next to the dp4a Q4_0 kernel), the
+ * variant 2 "v2" and the staged kernels side by side, next to the dp4a Q4_0 kernel), the
  * dequantization, the whole decode step of a random AWQ g128 Llama-3-8B (f16
  * embeddings and lm_head) at ctx 128/4k with v1 and v2, and prefill (16..2048
  * tokens) against the BF16 model.
@@ -244,8 +247,10 @@ check_gemv (int rows, int cols, int g, int n_tok, int epi, bool norm, bool bias_
   const std::vector<float> y = dev_download<float> (dy, (size_t) n_tok * out_cols);
 
   char what[200];
-  snprintf (what, sizeof what, "q4z gemv %dx%d g%d tok=%d epi=%d%s%s%s%s", rows, cols, g, n_tok, epi, norm ? " +norm" : "",
-            bias_on ? " +bias" : "", outliers ? " outliers" : "", interleave ? " step2" : "");
+  const int kern = hone_k_q4z_last_kernel ();
+  snprintf (what, sizeof what, "q4z gemv %dx%d g%d tok=%d epi=%d%s%s%s%s [%s]", rows, cols, g, n_tok, epi,
+            norm ? " +norm" : "", bias_on ? " +bias" : "", outliers ? " outliers" : "", interleave ? " step2" : "",
+            kern == 3 ? "staged" : kern == 2 ? "v2" : "v1");
   std::vector<double> ref ((size_t) n_tok * out_cols);
   std::vector<double> kref, vref;
   std::vector<size_t> kvidx;
@@ -323,6 +328,31 @@ check_gemv (int rows, int cols, int g, int n_tok, int epi, bool norm, bool bias_
   matrix_free (&m);
   cudaFree (dx); cudaFree (dres); cudaFree (dbias); cudaFree (dg); cudaFree (dy);
   cudaFree (kp); cudaFree (vp); cudaFree (dtable); cudaFree (dpos); cudaFree (dinv);
+}
+
+/* One-token shapes that walk the staged kernel's plans (hone-k-gemv-w4.cu,
+ * w4s_plan): 16, 8, 4 and 2 rows a ring slot, more slots than the ring holds
+ * (slots reused, mbarrier parities flipping), fewer row pairs than SMs, odd
+ * rows, scale/zero ranges that start and end off 16-byte bounds (3 groups a
+ * row), every epilogue; with the other configs they check the same shapes. */
+static int only_staged = 0;   /* --staged: just these, config 3 (memcheck); --staged-small: the small ones (racecheck) */
+
+static void
+check_gemv_one_token (void)
+{
+  check_gemv (263, 384, 128, 1, HONE_K_EPI_STORE, false, true);                    /* odd, unaligned groups */
+  check_gemv (97, 96, 32, 1, HONE_K_EPI_STORE, true, true);                        /* 3 chunks a row */
+  check_gemv (4 * 4 * 64, 512, 64, 1, HONE_K_EPI_ROPE_KV, true, true);             /* 16 rows a slot */
+  check_gemv (300, 1024, 32, 1, HONE_K_EPI_SWIGLU, true, false, false, true);      /* 16 rows, fewer pairs than SMs */
+  if (only_staged == 2)
+    return;
+  check_gemv (2048, 1024, 128, 1, HONE_K_EPI_ROPE_KV, true, true);                 /* 16 rows a slot, 8 slots */
+  check_gemv (8192, 4096, 64, 1, HONE_K_EPI_SWIGLU, true, false, false, true);     /* 8 rows, 8 slots a block */
+  check_gemv (1000, 8192, 32, 1, HONE_K_EPI_ADD, false, true);                     /* 4 rows */
+  check_gemv (64, 14336, 128, 1, HONE_K_EPI_ADD, false, false, true);              /* 2 rows, 32 blocks */
+  check_gemv (6144, 4096, 128, 1, HONE_K_EPI_STORE, true, false, true);            /* qkv-like, outliers */
+  if (!only_staged)
+    check_gemv (20000, 4096, 128, 1, HONE_K_EPI_ADD, false, false);                /* 152 rows a block */
 }
 
 /* Dequantization: f16 must be exactly round(s·(q − z)) and bf16 likewise (one rounding of an exact product). */
@@ -638,7 +668,8 @@ bench_gemvs (void)
   };
   report ("\n== GEMV at Llama-3-8B shapes (weights rotated over >= 400 MB, median of 5x20) ==\n");
   report ("Q4Z: f32 input (norm fused where marked), W4A16 HFMA2; Q4_0: int8 input already quantized, dp4a\n");
-  report ("Q4Z: v1 = the first kernel (config 1), v2 = variant 2 (config 2), same call, same weights\n");
+  report ("Q4Z: v1 = the first kernel (config 1), v2 = variant 2 (config 2), staged (config 3, one token), same call, "
+          "same weights\n");
   report ("%-34s %-8s %4s %9s %9s %7s\n", "matrix", "type", "tok", "us", "GB/s", "%read");
   float *x, *y, *res, *g;
   CK (cudaMalloc (&x, 8 * 14336 * 4));
@@ -676,20 +707,27 @@ bench_gemvs (void)
             const double act = (ty.type == HONE_K_Q4Z ? 4.0 : 1.0 + 8.0 / 32) * sh.cols * n_tok
                                + 4.0 * n_tok * (sh.epi == HONE_K_EPI_SWIGLU ? sh.rows / 2 : sh.rows)
                                      * (sh.epi == HONE_K_EPI_ADD ? 2 : 1);
-            double us[2] = { 0, 0 };
-            for (int k = 0; k < (ty.type == HONE_K_Q4Z ? 2 : 1); k++)
+            double us[5] = { 0, 0, 0, 0, 0 };
+            static const int kcfg[5] = { 1, 2, 3, 5, 6 };
+            static const char *kname[5] = { " v1", " v2", " staged256", " staged512", " staged512 trig-end" };
+            for (int k = 0; k < (ty.type != HONE_K_Q4Z ? 1 : n_tok == 1 ? 5 : 2); k++)
               {
-                hone_k_q4z_set_config (k == 0 ? 1 : 2);
+                hone_k_q4z_set_config (kcfg[k]);
                 const double ms = bench_ms (0, 20, gemv_bench_fn, &b);
                 const double gbs = (one + act) / (ms * 1e-3) / 1e9;
                 us[k] = ms * 1e3;
                 report ("%-34s %-8s %4d %9.2f %9.0f %6.1f%%  (%.4f B/weight)%s\n", sh.name, ty.name, n_tok, ms * 1e3,
                         gbs, 100 * gbs * 1e9 / READ_CEIL, (double) one / ((double) sh.rows * sh.cols),
-                        ty.type != HONE_K_Q4Z ? "" : k == 0 ? " v1" : " v2");
+                        ty.type != HONE_K_Q4Z ? "" : k < 2 || hone_k_q4z_last_kernel () == 3 ? kname[k]
+                        : " staged (fell back to v2!)");
               }
             if (ty.type == HONE_K_Q4Z)
               report ("%-34s %-8s %4d   v1 %.2f us -> v2 %.2f us: %.2fx\n", sh.name, ty.name, n_tok, us[0], us[1],
                       us[0] / us[1]);
+            if (ty.type == HONE_K_Q4Z && n_tok == 1)
+              report ("%-34s %-8s %4d   v2 %.2f us -> staged256 %.2f (%.2fx), staged512 %.2f (%.2fx), trig-end %.2f "
+                      "(bytes at 4.52 TB/s: %.2f us)\n", sh.name, ty.name, n_tok, us[1], us[2], us[1] / us[2], us[3],
+                      us[1] / us[3], us[4], (one + act) / READ_CEIL * 1e6);
           }
         hone_k_q4z_set_config (0);
         for (auto &m : b.ms) matrix_free (&m);
@@ -834,17 +872,23 @@ bench_model (int type, std::vector<double> &prefill_ms)
   CK (hone_k_state_alloc (&st, &b.m, HONE_K_MAX_DECODE, HONE_K_MAX_DECODE));
   const int one_tok = 1;
   CK (cudaMemcpy (st.tokens, &one_tok, 4, cudaMemcpyHostToDevice));
-  /* variants: Q4Z GEMV v1 (config 1), v2 (config 2), v2 with PDL off, then 8 tokens with v1 and v2 */
-  double step_ms[2][2] = { { 0, 0 }, { 0, 0 } };   /* [v1, v2][ctx 128, 4k], one token */
-  for (int variant = 0; variant < 5; variant++)
+  /* variants (one token unless said): Q4Z GEMV v1 (config 1), v2 (config 2), staged with 256 / 512 threads
+   * (configs 3 / 5), each with the dependents triggered at the end (7 / 6) and with PDL off, v2 with PDL off,
+   * 8 tokens (config 3: the staged kernel is one-token only, so this is v2) */
+  static const struct { int cfg, pdl, n_tok; const char *name; } vars[] = {
+    { 1, -1, 1, " v1" }, { 2, -1, 1, " v2" }, { 3, -1, 1, " staged256" }, { 5, -1, 1, " staged512" },
+    { 6, -1, 1, " s512 trig-end" }, { 7, -1, 1, " s256 trig-end" }, { 5, 0, 1, " s512 pdl-off" },
+    { 3, 0, 1, " s256 pdl-off" }, { 2, 0, 1, " v2 pdl-off" }, { 3, -1, 8, " (v2)" } };
+  const int nvars = (int) (sizeof vars / sizeof vars[0]);
+  std::vector<std::vector<double>> step_ms (nvars, std::vector<double> (2, 0.0));   /* [variant][ctx 128, 4k] */
+  for (int variant = 0; variant < nvars; variant++)
     {
-      const int n_tok = variant >= 3 ? 8 : 1;
+      const int n_tok = vars[variant].n_tok;
       if (type != HONE_K_Q4Z && variant != 0)
         continue;
-      const bool v2 = variant == 1 || variant == 2 || variant == 4;
-      hone_k_q4z_set_config (v2 ? 2 : 1);
-      hone_k_set_pdl (variant == 2 ? 0 : -1);
-      const char *vname = type != HONE_K_Q4Z ? "" : variant == 2 ? " v2 pdl-off" : v2 ? " v2" : " v1";
+      hone_k_q4z_set_config (vars[variant].cfg);
+      hone_k_set_pdl (vars[variant].pdl);
+      const char *vname = type != HONE_K_Q4Z ? "" : vars[variant].name;
       cudaGraph_t g;
       cudaGraphExec_t ge;
       CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
@@ -874,12 +918,11 @@ bench_model (int type, std::vector<double> &prefill_ms)
             }
           std::sort (ts.begin (), ts.end ());
           const double ms = ts[1];
-          if (variant < 2)
-            step_ms[variant][ctx == 128 ? 0 : 1] = ms;
+          step_ms[variant][ctx == 128 ? 0 : 1] = ms;
           const double kvbytes = 2.0 * 32 * (ctx + reps / 2 * n_tok) * 8 * 128 * 2;
           const double bytes = b.weight_bytes + kvbytes;
           const double gbs = bytes / (ms * 1e-3) / 1e9;
-          report ("decode step %-8s tok %d ctx %5d%-8s: %7.3f ms  %7.1f tok/s  %6.0f GB/s  %5.1f%% of 4.52 TB/s "
+          report ("decode step %-8s tok %d ctx %5d%-15s: %7.3f ms  %7.1f tok/s  %6.0f GB/s  %5.1f%% of 4.52 TB/s "
                   "(weights %.3f GB, KV %.2f GB)\n", name, n_tok, ctx, vname, ms, n_tok * 1e3 / ms, gbs,
                   100 * gbs * 1e9 / READ_CEIL, b.weight_bytes / 1e9, kvbytes / 1e9);
           cudaEventDestroy (e0);
@@ -897,6 +940,13 @@ bench_model (int type, std::vector<double> &prefill_ms)
               "4.52 TB/s): %.2fx\n", c ? "4096" : " 128", step_ms[0][c], 1e3 / step_ms[0][c], step_ms[1][c],
               1e3 / step_ms[1][c], 100 * (b.weight_bytes + 2.0 * 32 * ((c ? 4096 : 128) + 25) * 8 * 128 * 2)
               / (step_ms[1][c] * 1e-3) / READ_CEIL, step_ms[0][c] / step_ms[1][c]);
+  if (type == HONE_K_Q4Z)
+    for (int v = 2; v < nvars - 1; v++)
+      for (int c = 0; c < 2; c++)
+        report ("decode step AWQ-g128 tok 1 ctx %s: v2 %.3f ms (%.1f tok/s) -> %-15s %.3f ms (%.1f tok/s, %.1f%% of "
+                "4.52 TB/s): %.2fx\n", c ? "4096" : " 128", step_ms[1][c], 1e3 / step_ms[1][c], vars[v].name,
+                step_ms[v][c], 1e3 / step_ms[v][c], 100 * (b.weight_bytes + 2.0 * 32 * ((c ? 4096 : 128) + 25) * 8
+                * 128 * 2) / (step_ms[v][c] * 1e-3) / READ_CEIL, step_ms[1][c] / step_ms[v][c]);
   hone_k_q4z_set_config (0);
   hone_k_set_pdl (-1);
   hone_k_state_free (&st);
@@ -923,6 +973,8 @@ main (int argc, char **argv)
     {
       if (!strcmp (argv[i], "--check")) do_bench = false;
       else if (!strcmp (argv[i], "--bench")) do_check = false;
+      else if (!strcmp (argv[i], "--staged")) do_bench = false, only_staged = 1;
+      else if (!strcmp (argv[i], "--staged-small")) do_bench = false, only_staged = 2;
     }
   const char *out = getenv ("OUT");
   if (out && *out)
@@ -942,10 +994,17 @@ main (int argc, char **argv)
     {
       report ("== W4A16 checks ==\n");
       /* every GEMV check with each kernel: 1 the first, 4 the first with 4 loads a lane, 2 variant 2 */
-      for (int cfg : { 1, 4, 2 })
+      for (int cfg : { 1, 4, 2, 3, 5 })
       {
+      if (only_staged && cfg != 3 && cfg != 5)
+        continue;
       hone_k_q4z_set_config (cfg);
-      report ("-- GEMV kernel %s (config %d) --\n", cfg == 2 ? "v2" : cfg == 4 ? "v1, 4 loads a lane" : "v1", cfg);
+      report ("-- GEMV kernel %s (config %d) --\n", cfg == 3 ? "staged, 256 threads (1 token; v2 for more)"
+              : cfg == 5 ? "staged, 512 threads (1 token; v2 for more)" : cfg == 2 ? "v2"
+              : cfg == 4 ? "v1, 4 loads a lane" : "v1", cfg);
+      check_gemv_one_token ();
+      if (only_staged)
+        continue;
       for (int g : { 32, 64, 128 })
         {
           check_gemv (262, 256, g, 1, HONE_K_EPI_STORE, false, false);
