@@ -50,12 +50,66 @@ rmsnorm_kernel (const float *x, const float *g, int n, float eps, float *y, int8
     }
 }
 
+/* grid (tokens): one block a row — for many tokens, where the form above
+ * would read every row (n/256) times over (16 KB × 16 a row at hidden 4096:
+ * a 2,048-token prefill's norm ran at ~0.75 TB/s). The second pass re-reads
+ * the row from L1. */
+__global__ void __launch_bounds__ (256)
+rmsnorm_row_kernel (const float *x, const float *g, int n, float eps, float *y, int8_t *yq, float2 *yds,
+                    void *y16, int y16_is_f16)
+{
+  __shared__ float part[8];
+  const int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const float *xr = x + (size_t) t * n;
+  pdl_trigger ();
+  pdl_wait ();
+  float ss = 0.f;
+  if ((n & 3) == 0)
+    for (int i = threadIdx.x; i < (n >> 2); i += 256)
+      {
+        const float4 v = ((const float4 *) xr)[i];
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      }
+  else
+    for (int i = threadIdx.x; i < n; i += 256)
+      ss += xr[i] * xr[i];
+  ss = warp_sum (ss);
+  if (lane == 0)
+    part[warp] = ss;
+  __syncthreads ();
+  ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    ss += part[i];
+  const float scale = rsqrtf (ss / (float) n + eps);
+  /* n % 32 == 0 when yq is set: a warp covers whole 32-blocks */
+  for (int i = threadIdx.x; i < n; i += 256)
+    {
+      const float v = xr[i] * scale * g[i];
+      const size_t o = (size_t) t * n + i;
+      if (y)
+        y[o] = v;
+      if (y16)
+        store16 (y16, y16_is_f16, o, v);
+      if (yq)
+        quant32_store (v, yq + (size_t) t * n + (i & ~31), yds + (size_t) t * (n >> 5) + (i >> 5), lane);
+    }
+}
+
+/* Tokens from which the one-block-a-row form is used (decode keeps the
+ * parallel form: its few rows want every SM, not one block each). */
+#define RMSNORM_ROW_MIN_TOKENS 16
+
 extern "C" int
 hone_k_rmsnorm (const float *x, const float *g, int n_tok, int n, float eps,
                 float *y, HoneKActQ8 *yq, void *y16, int y16_is_f16, cudaStream_t stream)
 {
   if (n_tok < 1 || n < 1 || (yq && (n & 31)) || n_tok > 65535)
     return (int) cudaErrorInvalidValue;
+  if (n_tok >= RMSNORM_ROW_MIN_TOKENS && ((uintptr_t) x & 15) == 0)
+    return hone_k_launch (rmsnorm_row_kernel, dim3 (n_tok), dim3 (256), 0, stream,
+                          x, g, n, eps, y, yq ? yq->q : (int8_t *) NULL, yq ? yq->ds : (float2 *) NULL,
+                          y16, y16_is_f16);
   return hone_k_launch (rmsnorm_kernel, dim3 ((n + 255) / 256, n_tok), dim3 (256), 0, stream,
                         x, g, n, eps, y, yq ? yq->q : (int8_t *) NULL, yq ? yq->ds : (float2 *) NULL,
                         y16, y16_is_f16);
@@ -158,6 +212,7 @@ embed_kernel (HoneKMatrix w, const int32_t *tokens, float *h)
 extern "C" int
 hone_k_embed (const HoneKMatrix *embd, const int32_t *tokens, int n_tok, float *h, cudaStream_t stream)
 {
+  if (embd->type == HONE_K_Q4_K || embd->type == HONE_K_Q6_K) return hone_k_kquant_embed (embd, tokens, n_tok, h, stream);
   if (n_tok < 1 || n_tok > 65535)
     return (int) cudaErrorInvalidValue;
   return hone_k_launch (embed_kernel, dim3 ((embd->cols + 255) / 256, n_tok), dim3 (256), 0, stream,
@@ -187,6 +242,7 @@ hone_k_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream
   const size_t total = (size_t) w->rows * w->cols;
   if (w->type == HONE_K_Q4Z)
     return hone_k_q4z_dequant (w, dst, to_f16, stream);
+  if (w->type == HONE_K_Q4_K || w->type == HONE_K_Q6_K) return hone_k_kquant_dequant (w, dst, to_f16, stream);
   if (w->cols & 1)
     return (int) cudaErrorInvalidValue;
   dequant_kernel<<<(unsigned) ((total / 2 + 255) / 256), 256, 0, stream>>> (*w, dst, to_f16);

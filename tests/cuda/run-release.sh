@@ -1,0 +1,87 @@
+#!/bin/bash
+# tests/cuda/run-release.sh — one GPU-machine call that checks everything the
+# CUDA side has and measures the headline figures, building nothing there:
+#   1. the `cuda` suite (test-cuda-backend: the default model's cut and tiny
+#      models of every weight type, CPU vs CUDA);
+#   2. each kernel harness's checks (f64 references, outputs poisoned):
+#      hone-cuda-check, hone-attn-check, hone-kquant-check, hone-prefill-check,
+#      hone-w4-check; compute-sanitizer memcheck + racecheck on small shapes;
+#   3. benchmarks: decode attention old vs new, prefill (2,048 tokens, per-op
+#      profile), the whole decode step of the 8B shape for BF16/Q8_0/Q4_0/Q4_1
+#      at ctx 128/4k/16k (CUDA graph, default kernels), then the engine end to
+#      end on generated 8B models (`hone bench`: decode and 2,048-token TTFT).
+# Built on the developer machine and carried in one folder C (default
+# .carry-release): C/bundle.tar.xz from tests/cuda/make-bundle-shared.sh
+# (bin/: hone, test-cuda-backend, test-cuda-awq and the nvcc-built harnesses
+# linked against lib/libhoneall.so) and C/model/*.gguf (a cut of the default
+# model: tests/cuda/shrink-gguf.py). Every step runs under a timeout and in its
+# own process; logs go to $OUT, a summary to $OUT/summary.txt.
+#   usage (device tool, carry C): tests/cuda/run-release.sh [steps…]
+#   steps: suite checks sanitize attn prefill decode engine (default: all, in this order)
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/hone-release-out}
+mkdir -p "$OUT"
+C=${HONE_RELEASE_CARRY:-.carry-release}
+case $C in /*) ;; *) C=$PWD/$C ;; esac
+tar xJf $C/bundle.tar.xz -C $C || exit 1
+export LD_LIBRARY_PATH=$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export GSETTINGS_BACKEND=memory
+export XDG_CACHE_HOME=${XDG_CACHE_HOME:-/tmp/hone-release-cache}
+B=$C/bin
+S=$OUT/summary.txt
+MODEL=$(ls $C/model/*.gguf 2>/dev/null | head -1)
+steps=${*:-suite checks sanitize attn prefill decode engine}
+T0=$(date +%s)
+note () { echo "$(( $(date +%s) - T0 ))s $*" | tee -a "$S"; }
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv
+} > "$OUT/env.txt" 2>&1
+
+for s in $steps; do
+  case $s in
+    suite)
+      HONE_DEFAULT_MODEL=$MODEL G_DEBUG=gc-friendly timeout 200 $B/test-cuda-backend --verbose > "$OUT/suite.txt" 2>&1
+      note "test-cuda-backend rc $?: $(grep -c '^ok' "$OUT/suite.txt") ok, $(grep -c '^not ok' "$OUT/suite.txt") not ok"
+      grep -E "^not ok|ERROR|FAIL" "$OUT/suite.txt" | head -10 ;;
+    checks)
+      for h in "hone-cuda-check --check" "hone-cuda-check --check-prefill" "hone-attn-check --check" \
+               "hone-kquant-check --check" "hone-prefill-check --check-quick" "hone-w4-check --check"; do
+        set -- $h
+        log="$OUT/check-${1#hone-}${2#--check}.txt"
+        OUT= timeout 120 $B/$1 $2 > "$log" 2>&1
+        note "$h rc $?: $(grep -ciE '^(PASS|ok)' "$log") pass lines; $(grep -E 'checks?:|passed' "$log" | tail -1)"
+        grep -E "^FAIL" "$log" | head -5
+      done ;;
+    sanitize)
+      OUT= timeout 60 compute-sanitizer --tool memcheck --print-limit 10 $B/hone-attn-check --small > "$OUT/san-attn-mem.txt" 2>&1
+      note "memcheck attn: $(tail -1 "$OUT/san-attn-mem.txt")"
+      OUT= timeout 60 compute-sanitizer --tool racecheck --print-limit 10 $B/hone-attn-check --small > "$OUT/san-attn-race.txt" 2>&1
+      note "racecheck attn: $(tail -1 "$OUT/san-attn-race.txt")"
+      OUT= HONE_CHECK_NO_TINY=1 timeout 90 compute-sanitizer --tool memcheck --print-limit 10 $B/hone-cuda-check --check-prefill > "$OUT/san-prefill-mem.txt" 2>&1
+      note "memcheck prefill kernels: $(tail -1 "$OUT/san-prefill-mem.txt")" ;;
+    attn)
+      OUT=$OUT timeout 60 $B/hone-attn-check --bench > "$OUT/attn-bench.txt" 2>&1
+      note "attention bench rc $?"; grep -iE "ctx|old|v3" "$OUT/attn-bench.txt" | head -30 ;;
+    prefill)
+      OUT=$OUT timeout 90 $B/hone-prefill-check --bench > "$OUT/prefill-bench.txt" 2>&1
+      note "prefill bench rc $?"; tail -40 "$OUT/prefill-bench.txt" ;;
+    decode)
+      OUT=$OUT HONE_DECODE_DEFAULT_ONLY=1 timeout 150 $B/hone-cuda-check --decode > "$OUT/decode.txt" 2>&1
+      note "decode step rc $?"; grep -E "^decode3" "$OUT/decode.txt" | cut -c1-130 ;;
+    engine)
+      M=/dev/shm/hone-models; mkdir -p $M
+      for t in bf16 q4_0; do
+        timeout 120 $B/hone gen-model --shape llama3-8b --type $t -o $M/8b-$t.gguf > "$OUT/gen-$t.txt" 2>&1
+        note "gen-model $t rc $?"
+        timeout 90 $B/hone bench -m $M/8b-$t.gguf --device cuda:0 -p 64 -n 128 -r 3 -w 1 > "$OUT/bench-$t-decode.txt" 2>&1
+        note "hone bench $t -p 64 -n 128 rc $?"; tail -8 "$OUT/bench-$t-decode.txt"
+        timeout 90 $B/hone bench -m $M/8b-$t.gguf --device cuda:0 -p 2048 -n 16 -r 3 -w 1 > "$OUT/bench-$t-ttft.txt" 2>&1
+        note "hone bench $t -p 2048 -n 16 rc $?"; tail -8 "$OUT/bench-$t-ttft.txt"
+        rm -f $M/8b-$t.gguf
+      done ;;
+  esac
+done
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >> "$OUT/env.txt" 2>&1
+note "done"
