@@ -664,9 +664,11 @@ load_impl (HoneBackend *self, HoneModel *model, const HoneBackendOptions *option
     cudaMemGetInfo (&f1, &t);
     if (f0 > f1)
       b->other_bytes += (gint64) (f0 - f1);
-    if (r != 0 || g_getenv ("HONE_PREFILL_WARM_VERBOSE"))
-      g_printerr ("hone-cuda: prefill warm-up %.1f ms (host clock)%s%s\n", (g_get_monotonic_time () - t0) / 1e3,
-                  r ? ": " : "", r ? cudaGetErrorString ((cudaError_t) r) : "");
+    if (r != 0)
+      g_printerr (_("hone: the GPU warm-up after loading failed (%s); the first prompt will be slower\n"),
+                  cudaGetErrorString ((cudaError_t) r));
+    else if (g_getenv ("HONE_PREFILL_WARM_VERBOSE"))
+      g_printerr ("hone-cuda: prefill warm-up %.1f ms (host clock)\n", (g_get_monotonic_time () - t0) / 1e3);
     (void) cudaGetLastError ();
     mem_trace ("prefill warm-up");
   }
