@@ -13,58 +13,16 @@ store16 (void *y16, int is_f16, size_t i, float v)
     ((__nv_bfloat16 *) y16)[i] = __float2bfloat16_rn (v);
 }
 
-/* grid (chunks of 256 values, tokens). Every block sums the whole row. */
-__global__ void __launch_bounds__ (256)
-rmsnorm_kernel (const float *x, const float *g, int n, float eps, float *y, int8_t *yq, float2 *yds,
-                void *y16, int y16_is_f16)
+/* rsqrt(mean(x²) + eps) of one row, summed by a block of 256 threads (VEC:
+ * float4 loads; x 16-byte aligned, n % 4 == 0). */
+template <bool VEC>
+static __device__ __forceinline__ float
+row_rms_scale (const float *xr, int n, float eps)
 {
   __shared__ float part[8];
-  const int t = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const float *xr = x + (size_t) t * n;
-  pdl_trigger ();
-  pdl_wait ();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float ss = 0.f;
-  for (int i = threadIdx.x; i < n; i += 256)
-    ss += xr[i] * xr[i];
-  ss = warp_sum (ss);
-  if (lane == 0)
-    part[warp] = ss;
-  __syncthreads ();
-  ss = 0.f;
-#pragma unroll
-  for (int i = 0; i < 8; i++)
-    ss += part[i];
-  const float scale = rsqrtf (ss / (float) n + eps);
-  const int i = blockIdx.x * 256 + threadIdx.x;
-  /* n % 32 == 0 when yq is set, so whole warps are in or out. */
-  if (i < n)
-    {
-      const float v = xr[i] * scale * g[i];
-      const size_t o = (size_t) t * n + i;
-      if (y)
-        y[o] = v;
-      if (y16)
-        store16 (y16, y16_is_f16, o, v);
-      if (yq)
-        quant32_store (v, yq + (size_t) t * n + (i & ~31), yds + (size_t) t * (n >> 5) + (i >> 5), lane);
-    }
-}
-
-/* grid (tokens): one block a row — for many tokens, where the form above
- * would read every row (n/256) times over (16 KB × 16 a row at hidden 4096:
- * a 2,048-token prefill's norm ran at ~0.75 TB/s). The second pass re-reads
- * the row from L1. */
-__global__ void __launch_bounds__ (256)
-rmsnorm_row_kernel (const float *x, const float *g, int n, float eps, float *y, int8_t *yq, float2 *yds,
-                    void *y16, int y16_is_f16)
-{
-  __shared__ float part[8];
-  const int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const float *xr = x + (size_t) t * n;
-  pdl_trigger ();
-  pdl_wait ();
-  float ss = 0.f;
-  if ((n & 3) == 0)
+  if (VEC)
     for (int i = threadIdx.x; i < (n >> 2); i += 256)
       {
         const float4 v = ((const float4 *) xr)[i];
@@ -81,19 +39,56 @@ rmsnorm_row_kernel (const float *x, const float *g, int n, float eps, float *y, 
 #pragma unroll
   for (int i = 0; i < 8; i++)
     ss += part[i];
-  const float scale = rsqrtf (ss / (float) n + eps);
-  /* n % 32 == 0 when yq is set: a warp covers whole 32-blocks */
+  return rsqrtf (ss / (float) n + eps);
+}
+
+/* Element i of row t, normalized, into whichever outputs are set (yq: a warp
+ * covers whole 32-blocks, n % 32 == 0). */
+static __device__ __forceinline__ void
+norm_store (const float *xr, const float *g, int n, int t, int i, float scale, float *y, int8_t *yq, float2 *yds,
+            void *y16, int y16_is_f16)
+{
+  const float v = xr[i] * scale * g[i];
+  const size_t o = (size_t) t * n + i;
+  if (y)
+    y[o] = v;
+  if (y16)
+    store16 (y16, y16_is_f16, o, v);
+  if (yq)
+    quant32_store (v, yq + (size_t) t * n + (i & ~31), yds + (size_t) t * (n >> 5) + (i >> 5), threadIdx.x & 31);
+}
+
+/* grid (chunks of 256 values, tokens): for a few tokens (decode), every
+ * block sums the whole row (a few KB from L2) and writes its chunk. */
+__global__ void __launch_bounds__ (256)
+rmsnorm_kernel (const float *x, const float *g, int n, float eps, float *y, int8_t *yq, float2 *yds,
+                void *y16, int y16_is_f16)
+{
+  const int t = blockIdx.y;
+  const float *xr = x + (size_t) t * n;
+  pdl_trigger ();
+  pdl_wait ();
+  const float scale = row_rms_scale<false> (xr, n, eps);
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i < n)
+    norm_store (xr, g, n, t, i, scale, y, yq, yds, y16, y16_is_f16);
+}
+
+/* grid (tokens): one block a row — for many tokens, where the form above
+ * would read every row (n/256) times over (16 KB × 16 a row at hidden 4096:
+ * a 2,048-token prefill's norm ran at ~0.75 TB/s). The second pass re-reads
+ * the row from L1. */
+__global__ void __launch_bounds__ (256)
+rmsnorm_row_kernel (const float *x, const float *g, int n, float eps, float *y, int8_t *yq, float2 *yds,
+                    void *y16, int y16_is_f16)
+{
+  const int t = blockIdx.x;
+  const float *xr = x + (size_t) t * n;
+  pdl_trigger ();
+  pdl_wait ();
+  const float scale = (n & 3) ? row_rms_scale<false> (xr, n, eps) : row_rms_scale<true> (xr, n, eps);
   for (int i = threadIdx.x; i < n; i += 256)
-    {
-      const float v = xr[i] * scale * g[i];
-      const size_t o = (size_t) t * n + i;
-      if (y)
-        y[o] = v;
-      if (y16)
-        store16 (y16, y16_is_f16, o, v);
-      if (yq)
-        quant32_store (v, yq + (size_t) t * n + (i & ~31), yds + (size_t) t * (n >> 5) + (i >> 5), lane);
-    }
+    norm_store (xr, g, n, t, i, scale, y, yq, yds, y16, y16_is_f16);
 }
 
 /* Tokens from which the one-block-a-row form is used (decode keeps the

@@ -158,22 +158,6 @@ matrix_from_gguf (int type, const std::vector<uint8_t> &bytes, int rows, int col
   return m;
 }
 
-/* The activation quantization the quantized GEMVs see (d = absmax/127, round half even). */
-static std::vector<double>
-act_q8_roundtrip (const std::vector<double> &x)
-{
-  std::vector<double> y (x.size ());
-  for (size_t b = 0; b < x.size (); b += 32)
-    {
-      float amax = 0;
-      for (int i = 0; i < 32; i++) amax = fmaxf (amax, fabsf ((float) x[b + i]));
-      const float d = amax / 127.f;
-      for (int i = 0; i < 32; i++)
-        y[b + i] = d > 0 ? (double) rintf ((float) x[b + i] / d) * d : 0.0;
-    }
-  return y;
-}
-
 /* ---- checks ----------------------------------------------------------------- */
 
 /* what check labels call a staged run: the loader under test */

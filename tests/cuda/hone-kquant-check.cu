@@ -201,22 +201,6 @@ kmatrix_from_gguf (int type, const std::vector<uint8_t> &bytes, int rows, int co
   return m;
 }
 
-/* The activation as the quantized GEMV sees it: int8 per 32, d = absmax/127. */
-static std::vector<double>
-act_q8 (const std::vector<double> &x)
-{
-  std::vector<double> y (x.size ());
-  for (size_t b = 0; b < x.size (); b += 32)
-    {
-      float amax = 0;
-      for (int i = 0; i < 32; i++) amax = fmaxf (amax, fabsf ((float) x[b + i]));
-      const float d = amax / 127.f;
-      for (int i = 0; i < 32; i++)
-        y[b + i] = d > 0 ? (double) rintf ((float) x[b + i] / d) * d : 0.0;
-    }
-  return y;
-}
-
 static bool
 guard_intact (const void *dev_end, size_t n)
 {
@@ -374,7 +358,7 @@ check_gemv (int type, int rows, int cols, int n_tok, int epi, bool with_norm, in
       for (int k = 0; k < cols; k++)
         xin[(size_t) t * cols + k] = x[(size_t) t * cols + k] * sc * (with_norm ? g[k] : 1.0);
     }
-  const std::vector<double> xq_ref = act_q8 (xin);
+  const std::vector<double> xq_ref = act_q8_roundtrip (xin);
 
   float *dx = dev_upload (x), *dres = dev_upload (res), *dbias = dev_upload (bias), *dg = dev_upload (g);
   const int out_cols = epi == HONE_K_EPI_SWIGLU ? rows / 2 : rows;
@@ -467,7 +451,7 @@ check_rope (int type, int n_tok, int pos, int cfg = -1)
   const std::vector<uint8_t> bytes = make_gguf (type, W, cols, wd);
   HoneKMatrix m = kmatrix_from_gguf (type, bytes, W, cols);
   std::vector<double> xin (x.begin (), x.end ());
-  const std::vector<double> xs = act_q8 (xin);
+  const std::vector<double> xs = act_q8_roundtrip (xin);
   const std::vector<float> inv = make_inv_freq (hd, 500000.0);
 
   /* pages: a shuffled table over a pool with spare pages, everything poisoned */

@@ -1,6 +1,6 @@
 /* hone-prefill-check.cu — the prefill session 3 harness: checks and
  * measurements of what session 3 added to the prefill path (the load-time
- * warm-up, the per-op profile, attention version 3), on the GPU.
+ * warm-up, the per-op profile, attention version 2's 8- and 4-warp forms), on the GPU.
  *
  * Plain CUDA C++ like tests/cuda/hone-cuda-check.cu (which keeps the prefill
  * checks and benchmarks of sessions 1–2); built on the developer machine:
@@ -10,7 +10,7 @@
  * Usage:
  *   --check        the warm-up leaves the logits of a later prefill bit-identical
  *                  to an unwarmed state's and writes no KV page but page 0;
- *                  attention version 3 against a float64 reference (outputs
+ *                  attention version 2 (8 and 4 warps) against a float64 reference (outputs
  *                  poisoned first). --check-quick: the warm-up checks and three
  *                  attention cases, for compute-sanitizer.
  *   --first [L]    time a fresh process's first prefill (2,048 and 1,000
@@ -18,8 +18,8 @@
  *                  steady one; with HONE_PREFILL_WARM=0 the warm-up is off.
  *                  Run it once per process: what it measures is per process.
  *   --bench        whole 2,048-token prefill of the 32-layer BF16 shape, the
- *                  variants round robin (attention v2 / v3), then the per-op
- *                  profile, then attention alone v2 vs v3.
+ *                  variants round robin (attention v2 with 8 / 4 warps), then the
+ *                  per-op profile, then attention alone, both forms.
  * Exit status 1 if a check fails.
  */
 #include <cuda_runtime.h>
@@ -341,13 +341,13 @@ run_checks (bool quick)
   check_warm_invariance ();
   if (quick)
     {
-      check_attn (4, 128, 8, 2, 70, 150, HONE_K_F32);
-      check_attn (4, 64, 4, 2, 63, 70, HONE_K_BF16);
-      check_attn (4, 128, 4, 4, 0, 1, HONE_K_F16);
+      check_attn (2, 128, 8, 2, 70, 150, HONE_K_F32);
+      check_attn (2, 64, 4, 2, 63, 70, HONE_K_BF16);
+      check_attn (2, 128, 4, 4, 0, 1, HONE_K_F16);
       report ("checks: %d passed, %d failed\n", n_pass, n_fail);
       return;
     }
-  for (int ver : { 4, 2 })
+  for (int ver : { 2, 3 })
     {
       check_attn (ver, 128, 8, 2, 0, 200, HONE_K_F32);
       check_attn (ver, 128, 8, 8, 130, 300, HONE_K_F32);
@@ -358,7 +358,7 @@ run_checks (bool quick)
       check_attn (ver, 128, 32, 8, 0, 64, HONE_K_BF16);
       check_attn (ver, 128, 8, 2, 70, 150, HONE_K_F16);
       check_attn (ver, 64, 9, 3, 77, 100, HONE_K_F32);
-      if (ver == 4)
+      if (ver == 2)
         {
           check_attn (ver, 128, 4, 4, 0, 1, HONE_K_F32);
           check_attn (ver, 64, 4, 2, 63, 2, HONE_K_F32);
@@ -434,7 +434,7 @@ run_bench (void)
   const double params = (double) L * (6144.0 * 4096 + 4096.0 * 4096 + 28672.0 * 4096 + 4096.0 * 14336);
   const double gemm_flop = 2.0 * params * n + 2.0 * 128256 * 4096;
   const double attn_flop = (double) L * nq * 2 * 2.0 * n * (n + 1) / 2 * 128;
-  const Variant vars[] = { { "attention v2 (session 2)", "2" }, { "attention v3 (S of the next tile early)", "4" } };
+  const Variant vars[] = { { "attention v2 (session 2)", "2" }, { "attention v2, 4 warps", "3" } };
   const int nv = 2;
   HoneKState st;
   CK (hone_k_state_alloc (&st, &b.m, n, HONE_K_MAX_DECODE));
@@ -469,7 +469,7 @@ run_bench (void)
               100 * (gemm_flop + attn_flop) / (ms * 1e-3) / GEMM_CEIL);
     }
 
-  /* per-op profile: events between the ops, 5 prefills after one, v2 and v3 */
+  /* per-op profile: events between the ops, 5 prefills after one, each variant */
   for (int v = 0; v < nv; v++)
     {
       setenv ("HONE_ATTN_PREFILL", vars[v].attn, 1);
@@ -497,7 +497,7 @@ run_bench (void)
     }
   unsetenv ("HONE_ATTN_PREFILL");
 
-  /* attention alone (layer 0's pages, the last prefill's q), v2 vs v3, interleaved */
+  /* attention alone (layer 0's pages, the last prefill's q), both variants, interleaved */
   for (int hd : { 128, 64 })
     for (int pos : { 0, 1024 })
       {
