@@ -462,30 +462,7 @@ kq_gemv_kernel (KqArgs ka)
     }
 
   /* each (row, token) result is written by one lane */
-  if (a.epi == HONE_K_EPI_ROPE_KV || a.epi == HONE_K_EPI_SWIGLU)
-    {
-#pragma unroll
-      for (int r = 0; r < R; r += 2)
-#pragma unroll
-        for (int t = 0; t < MAXT; t++)
-          {
-            const int row = row0 + r;
-            if (t < a.n_tok && row + 1 < a.rows && lane == ((r * MAXT + t) & 31))
-              epi_pair (a, row, t, acc[r][t], acc[r + 1][t]);
-          }
-    }
-  else
-    {
-#pragma unroll
-      for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int t = 0; t < MAXT; t++)
-          {
-            const int row = row0 + r;
-            if (t < a.n_tok && row < a.rows && lane == ((r * MAXT + t) & 31))
-              epi_store (a, row, t, acc[r][t]);
-          }
-    }
+  epi_rows<R, MAXT> (a, row0, lane, acc);
 }
 
 template <int WT, int R, int U, int KS, int P = 1>

@@ -260,6 +260,62 @@ w4_store_pair (const W4Args &a, int row0, int tt, float v0, float v1)
     }
 }
 
+/* Activation staging of the first kernel and variant 2, pass 1: each warp's
+ * Σx² and max|x·g| of token t's row into part_ss/part_mx[warp][t]. */
+template <int MAXT, bool NORM>
+static __device__ __forceinline__ void
+w4_act_stats (const W4Args &a, int n8, float (*part_ss)[MAXT], float (*part_mx)[MAXT], int wib, int lane)
+{
+  for (int t = 0; t < MAXT && t < a.n_tok; t++)
+    {
+      const float4 *xp = (const float4 *) (a.x + (size_t) (a.tok0 + t) * a.cols);
+      float ss = 0.f, mx = 0.f;
+      for (int i = threadIdx.x; i < n8; i += 256)
+        {
+          float4 v0 = xp[2 * i], v1 = xp[2 * i + 1];
+          ss += v0.x * v0.x + v0.y * v0.y + v0.z * v0.z + v0.w * v0.w + v1.x * v1.x + v1.y * v1.y + v1.z * v1.z
+                + v1.w * v1.w;
+          if (NORM)
+            {
+              const float4 g0 = ((const float4 *) a.norm_g)[2 * i], g1 = ((const float4 *) a.norm_g)[2 * i + 1];
+              v0.x *= g0.x; v0.y *= g0.y; v0.z *= g0.z; v0.w *= g0.w;
+              v1.x *= g1.x; v1.y *= g1.y; v1.z *= g1.z; v1.w *= g1.w;
+            }
+          mx = fmaxf (mx, fmaxf (fmaxf (fmaxf (fabsf (v0.x), fabsf (v0.y)), fmaxf (fabsf (v0.z), fabsf (v0.w))),
+                                 fmaxf (fmaxf (fabsf (v1.x), fabsf (v1.y)), fmaxf (fabsf (v1.z), fabsf (v1.w)))));
+        }
+      ss = warp_sum (ss);
+      mx = warp_max (mx);
+      if (lane == 0)
+        {
+          part_ss[wib][t] = ss;
+          part_mx[wib][t] = mx;
+        }
+    }
+}
+
+/* Pass 2: the 8 values i·8… of row xp as f16 x·g·sc, packed. */
+template <bool NORM>
+static __device__ __forceinline__ uint4
+w4_pack8 (const W4Args &a, const float4 *xp, int i, float sc)
+{
+  const float4 v0 = xp[2 * i], v1 = xp[2 * i + 1];
+  float4 g0 = make_float4 (sc, sc, sc, sc), g1 = g0;
+  if (NORM)
+    {
+      g0 = ((const float4 *) a.norm_g)[2 * i];
+      g1 = ((const float4 *) a.norm_g)[2 * i + 1];
+      g0.x *= sc; g0.y *= sc; g0.z *= sc; g0.w *= sc;
+      g1.x *= sc; g1.y *= sc; g1.z *= sc; g1.w *= sc;
+    }
+  uint4 pk;
+  pk.x = h2_bits (__floats2half2_rn (v0.x * g0.x, v0.y * g0.y));
+  pk.y = h2_bits (__floats2half2_rn (v0.z * g0.z, v0.w * g0.w));
+  pk.z = h2_bits (__floats2half2_rn (v1.x * g1.x, v1.y * g1.y));
+  pk.w = h2_bits (__floats2half2_rn (v1.z * g1.z, v1.w * g1.w));
+  return pk;
+}
+
 template <int MAXT, bool NORM, int U>
 __global__ void __launch_bounds__ (256, 2)
 w4_gemv_kernel (W4Args a)
@@ -312,32 +368,7 @@ w4_gemv_kernel (W4Args a)
 
   /* Stage the activation rows: Σx² and max|x·g| per token, then f16 x·g·(8/max). */
   const int n8 = a.cols >> 3;
-  for (int t = 0; t < MAXT && t < a.n_tok; t++)
-    {
-      const float4 *xp = (const float4 *) (a.x + (size_t) (a.tok0 + t) * a.cols);
-      float ss = 0.f, mx = 0.f;
-      for (int i = threadIdx.x; i < n8; i += 256)
-        {
-          float4 v0 = xp[2 * i], v1 = xp[2 * i + 1];
-          ss += v0.x * v0.x + v0.y * v0.y + v0.z * v0.z + v0.w * v0.w + v1.x * v1.x + v1.y * v1.y + v1.z * v1.z
-                + v1.w * v1.w;
-          if (NORM)
-            {
-              const float4 g0 = ((const float4 *) a.norm_g)[2 * i], g1 = ((const float4 *) a.norm_g)[2 * i + 1];
-              v0.x *= g0.x; v0.y *= g0.y; v0.z *= g0.z; v0.w *= g0.w;
-              v1.x *= g1.x; v1.y *= g1.y; v1.z *= g1.z; v1.w *= g1.w;
-            }
-          mx = fmaxf (mx, fmaxf (fmaxf (fmaxf (fabsf (v0.x), fabsf (v0.y)), fmaxf (fabsf (v0.z), fabsf (v0.w))),
-                                 fmaxf (fmaxf (fabsf (v1.x), fabsf (v1.y)), fmaxf (fabsf (v1.z), fabsf (v1.w)))));
-        }
-      ss = warp_sum (ss);
-      mx = warp_max (mx);
-      if (lane == 0)
-        {
-          part_ss[wib][t] = ss;
-          part_mx[wib][t] = mx;
-        }
-    }
+  w4_act_stats<MAXT, NORM> (a, n8, part_ss, part_mx, wib, lane);
   __syncthreads ();
   if ((int) threadIdx.x < MAXT && (int) threadIdx.x < a.n_tok)
     {
@@ -359,20 +390,7 @@ w4_gemv_kernel (W4Args a)
       const float sc = xscale[t];
       for (int i = threadIdx.x; i < n8; i += 256)
         {
-          float4 v0 = xp[2 * i], v1 = xp[2 * i + 1];
-          float4 g0 = make_float4 (sc, sc, sc, sc), g1 = g0;
-          if (NORM)
-            {
-              g0 = ((const float4 *) a.norm_g)[2 * i];
-              g1 = ((const float4 *) a.norm_g)[2 * i + 1];
-              g0.x *= sc; g0.y *= sc; g0.z *= sc; g0.w *= sc;
-              g1.x *= sc; g1.y *= sc; g1.z *= sc; g1.w *= sc;
-            }
-          uint4 pk;
-          pk.x = h2_bits (__floats2half2_rn (v0.x * g0.x, v0.y * g0.y));
-          pk.y = h2_bits (__floats2half2_rn (v0.z * g0.z, v0.w * g0.w));
-          pk.z = h2_bits (__floats2half2_rn (v1.x * g1.x, v1.y * g1.y));
-          pk.w = h2_bits (__floats2half2_rn (v1.z * g1.z, v1.w * g1.w));
+          const uint4 pk = w4_pack8<NORM> (a, xp, i, sc);
           const int c = i >> 2, p = i & 3;
           xs[((size_t) t * a.nchunk + c) * 4 + (p ^ ((c >> 1) & 3))] = pk;
         }
@@ -569,32 +587,7 @@ w4v2_gemv_kernel (W4Args a)
 
   /* Stage: Σx² and max|x·g| per token (pass 1), then f16 x·g·(8/max) (pass 2). */
   const int n8 = a.cols >> 3;
-  for (int t = 0; t < MAXT && t < a.n_tok; t++)
-    {
-      const float4 *xp = (const float4 *) (a.x + (size_t) (a.tok0 + t) * a.cols);
-      float ss = 0.f, mx = 0.f;
-      for (int i = threadIdx.x; i < n8; i += 256)
-        {
-          float4 v0 = xp[2 * i], v1 = xp[2 * i + 1];
-          ss += v0.x * v0.x + v0.y * v0.y + v0.z * v0.z + v0.w * v0.w + v1.x * v1.x + v1.y * v1.y + v1.z * v1.z
-                + v1.w * v1.w;
-          if (NORM)
-            {
-              const float4 g0 = ((const float4 *) a.norm_g)[2 * i], g1 = ((const float4 *) a.norm_g)[2 * i + 1];
-              v0.x *= g0.x; v0.y *= g0.y; v0.z *= g0.z; v0.w *= g0.w;
-              v1.x *= g1.x; v1.y *= g1.y; v1.z *= g1.z; v1.w *= g1.w;
-            }
-          mx = fmaxf (mx, fmaxf (fmaxf (fmaxf (fabsf (v0.x), fabsf (v0.y)), fmaxf (fabsf (v0.z), fabsf (v0.w))),
-                                 fmaxf (fmaxf (fabsf (v1.x), fabsf (v1.y)), fmaxf (fabsf (v1.z), fabsf (v1.w)))));
-        }
-      ss = warp_sum (ss);
-      mx = warp_max (mx);
-      if (lane == 0)
-        {
-          part_ss[wib][t] = ss;
-          part_mx[wib][t] = mx;
-        }
-    }
+  w4_act_stats<MAXT, NORM> (a, n8, part_ss, part_mx, wib, lane);
   __syncthreads ();
   /* lane t keeps token t's output factor max/8 · rsqrt(mean x² + eps) */
   float alpha_l = 0.f;
@@ -624,19 +617,7 @@ w4v2_gemv_kernel (W4Args a)
           uint4 pk = make_uint4 (0, 0, 0, 0);   /* the padding past the row stays 0 */
           if (i < n8)
             {
-              float4 v0 = xp[2 * i], v1 = xp[2 * i + 1];
-              float4 g0 = make_float4 (sc, sc, sc, sc), g1 = g0;
-              if (NORM)
-                {
-                  g0 = ((const float4 *) a.norm_g)[2 * i];
-                  g1 = ((const float4 *) a.norm_g)[2 * i + 1];
-                  g0.x *= sc; g0.y *= sc; g0.z *= sc; g0.w *= sc;
-                  g1.x *= sc; g1.y *= sc; g1.z *= sc; g1.w *= sc;
-                }
-              pk.x = h2_bits (__floats2half2_rn (v0.x * g0.x, v0.y * g0.y));
-              pk.y = h2_bits (__floats2half2_rn (v0.z * g0.z, v0.w * g0.w));
-              pk.z = h2_bits (__floats2half2_rn (v1.x * g1.x, v1.y * g1.y));
-              pk.w = h2_bits (__floats2half2_rn (v1.z * g1.z, v1.w * g1.w));
+              pk = w4_pack8<NORM> (a, xp, i, sc);
             }
           const int c = i >> 2;
           xt[(((c >> 5) * 4 + (i & 3)) << 5) + (c & 31)] = pk;

@@ -247,30 +247,7 @@ gemv_kernel (GemvArgs a)
           acc[r][t] *= sc;
       }
 
-  if (a.epi == HONE_K_EPI_ROPE_KV || a.epi == HONE_K_EPI_SWIGLU)
-    {
-#pragma unroll
-      for (int r = 0; r < R; r += 2)
-#pragma unroll
-        for (int t = 0; t < MAXT; t++)
-          {
-            const int row = row0 + r;
-            if (t < a.n_tok && row + 1 < a.rows && lane == ((r * MAXT + t) & 31))
-              epi_pair (a, row, t, acc[r][t], acc[r + 1][t]);
-          }
-    }
-  else
-    {
-#pragma unroll
-      for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int t = 0; t < MAXT; t++)
-          {
-            const int row = row0 + r;
-            if (t < a.n_tok && row < a.rows && lane == ((r * MAXT + t) & 31))
-              epi_store (a, row, t, acc[r][t]);
-          }
-    }
+  epi_rows<R, MAXT> (a, row0, lane, acc);
 }
 
 /* RMSNorm of BF16/F16 GEMVs applied at the end (NORM 2) or by a prologue

@@ -161,6 +161,38 @@ epi_pair (const GemvArgs &a, int row, int t, float v0, float v1)
     a.y[(size_t) t * (a.rows >> 1) + (row >> 1)] = silu (v0) * v1;
 }
 
+/* A warp's finished sums acc[r][t] of rows row0 + r through the epilogue,
+ * each (row, token) written by one lane: lane (r·MAXT + t) mod 32. */
+template <int R, int MAXT>
+static __device__ __forceinline__ void
+epi_rows (const GemvArgs &a, int row0, int lane, const float (&acc)[R][MAXT])
+{
+  if (a.epi == HONE_K_EPI_ROPE_KV || a.epi == HONE_K_EPI_SWIGLU)
+    {
+#pragma unroll
+      for (int r = 0; r < R; r += 2)
+#pragma unroll
+        for (int t = 0; t < MAXT; t++)
+          {
+            const int row = row0 + r;
+            if (t < a.n_tok && row + 1 < a.rows && lane == ((r * MAXT + t) & 31))
+              epi_pair (a, row, t, acc[r][t], acc[r + 1][t]);
+          }
+    }
+  else
+    {
+#pragma unroll
+      for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < MAXT; t++)
+          {
+            const int row = row0 + r;
+            if (t < a.n_tok && row < a.rows && lane == ((r * MAXT + t) & 31))
+              epi_store (a, row, t, acc[r][t]);
+          }
+    }
+}
+
 /* ---- the staged GEMV (hone-k-gemv-staged.cu) ------------------------------- */
 
 /* Whether hone_k_gemv_staged() takes op (sm_90, one token, a shape and types
