@@ -4,7 +4,9 @@
  * splits (no second launch).
  *
  * Two kernels: version 3 (session 3, the default; see its comment below:
- * tensor cores, a cp.async ring a warp, no barrier in the main loop) and
+ * tensor cores, a cp.async ring a warp, no barrier in the main loop), with
+ * session 4's switches (pos read before the PDL wait, thread block clusters
+ * combining in distributed shared memory: "Version 4 additions" below), and
  * session 2's, kept selectable with HONE_ATTN_DECODE=old for comparison.
  * Both take the same scratch, write the same outputs, and hold the combine's
  * int8 output and prefetch features described here.
@@ -28,6 +30,9 @@
 #include "hone-k-common.cuh"
 #include <string.h>
 #include <stdlib.h>
+#include <cooperative_groups.h>
+
+namespace cg = cooperative_groups;
 
 #define TILE 64
 #define NT 128
@@ -355,9 +360,13 @@ attn_decode_kernel (AttnArgs a)
  * groups of 8 (each re-reads K/V, mostly from L2).
  * Measured (RESULTS-cuda.md, "Decode attention, session 3"): 1.3–1.7× session
  * 2's kernel from 1k keys up, but still ~2.3 TB/s at 32k: not the copies
- * (coalescing and ring depth changed nothing) — every block's partial pays
- * an all-thread __threadfence (MEMBAR.SC.GPU) before the split counter, the
- * lead for the next step. */
+ * (coalescing and ring depth changed nothing), not the fence (session 3's
+ * release call). Session 4's counters (ncu, 4k and 16k): 0.3 instructions
+ * issued a cycle a scheduler with 3.7 warps resident and 0.5 eligible, the
+ * stalls short scoreboard and MIO throttle first (LDGSTS, LDS, MOVM and SHFL
+ * share the MIO queue: ~80 of them a warp a 16-key step) then long
+ * scoreboard; SMs idle 31–41 % of the launch (start, imbalance, the last
+ * block's combine): latency-bound, DRAM at 19 % (4k) and 40 % (16k). */
 #define V3_QG 8                 /* queries a block (the MMA's N) */
 
 static __device__ __forceinline__ void
@@ -449,12 +458,29 @@ v3_store (const AttnArgs &a, const float *fin, int kvh, int z, int qn, int tid)
     }
 }
 
+/* Version 4 additions (session 4), template switches of the same kernel:
+ * EARLY: pos and the split's page list are read before pdl_wait (they are
+ *   written by the host or by the previous step, not by the kernels just
+ *   before this one), so at short context the chain after the wait is K/V →
+ *   merge → store. Both are read again after the wait, in the same round as
+ *   the first K/V copies; if either changed (a predecessor in the PDL chain
+ *   did write them after all) the block drains its copies and starts over
+ *   from the fresh values, so the result never depends on the guess.
+ * CL > 1: the blocks are launched in clusters of CL splits (thread block
+ *   clusters, sm_90) and combine through distributed shared memory: no
+ *   global partials, no atomic, no second round trip when ctx <= CL·128
+ *   (one cluster, CL splits of <= 128 keys); longer contexts combine within
+ *   each cluster first (TWO), then the last cluster's first block combines
+ *   the <= 8 cluster results (one round of loads instead of four for 64
+ *   splits); without TWO they combine as session 3's kernel does. */
+#define V3_SHORT 128            /* keys a block at most on the one-cluster path */
+
 /* NW warps a block, RING bytes of cp.async ring a warp; COAL: the copies
  * are whole 512-byte runs a warp instruction (lane = 16-byte chunk of the
  * rows) stored where the lane that reads the fragment expects them (XOR
  * swizzle: no bank conflicts either way), so a __syncwarp orders the ring;
  * else every lane copies the pieces it reads (4 lanes a 64-byte run). */
-template <int HD, int NW, int RING, bool COAL>
+template <int HD, int NW, int RING, bool COAL, bool EARLY, int CL, bool TWO>
 __global__ void __launch_bounds__ (NW * 32, 16 / NW)
 attn3_kernel (AttnArgs a)
 {
@@ -466,6 +492,7 @@ attn3_kernel (AttnArgs a)
   extern __shared__ __align__ (16) unsigned char sm3[];
   __shared__ float wm[NW][V3_QG], wl[NW][V3_QG];
   __shared__ float wts[V3_QG][HONE_K_ATTN_MAX_SPLITS];
+  __shared__ float bm[V3_QG], bl[V3_QG];      /* CL: this block's merged (m, l) a query, read by the cluster */
   __shared__ int last;
 
   const int kvh = blockIdx.x, split = blockIdx.y, z = blockIdx.z;
@@ -474,25 +501,75 @@ attn3_kernel (AttnArgs a)
   if (warp == 0)
     prefetch_slice (a.pf, (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x,
                     gridDim.x * gridDim.y * gridDim.z, lane);
-  pdl_wait ();
-  const int pos = *a.pos;
-  const int ctx = pos + a.n_tok;
-  /* splits of at least min_chunk keys (at most MAX_SPLITS), multiples of 16;
+  /* The split plan from pos: keys k0..k1 of this block, nsplit splits, ncl
+   * clusters (CL > 1; a block of an active cluster with no keys still takes
+   * part in the cluster's combine). Returns whether this block runs.
+   * Splits of at least min_chunk keys (at most MAX_SPLITS), multiples of 16;
    * min_chunk 0: 64 keys under 256, else 32 (the fastest measured for the
-   * default shape: RESULTS-cuda.md, "Decode attention, session 3") */
-  const int mc = a.min_chunk > 0 ? a.min_chunk : ctx < 256 ? 64 : 32;
-  int nsplit = ctx / mc;
-  nsplit = nsplit < 1 ? 1 : nsplit > HONE_K_ATTN_MAX_SPLITS ? HONE_K_ATTN_MAX_SPLITS : nsplit;
-  int chunk = (ctx + nsplit - 1) / nsplit;
-  chunk = (chunk + 15) & ~15;
-  nsplit = (ctx + chunk - 1) / chunk;
-  if (split >= nsplit)
-    return;
-  const int k0 = split * chunk, k1 = min (ctx, k0 + chunk);
+   * default shape: RESULTS-cuda.md, "Decode attention, session 3"); CL > 1
+   * with min_chunk 0 and ctx <= CL·V3_SHORT: one cluster of CL splits. */
+  int nsplit = 1, ncl = 1, k0 = 0, k1 = 0;
+  bool ccomb = false;                         /* the cluster combines (else session 3's way) */
+  auto plan = [&] (int pos_) -> bool {
+    const int ctx = pos_ + a.n_tok;
+    int chunk;
+    const bool one_cluster = CL > 1 && a.min_chunk <= 0 && ctx <= CL * V3_SHORT;
+    ccomb = one_cluster || (CL > 1 && TWO);
+    if (one_cluster)
+      {
+        nsplit = CL;
+        chunk = (((ctx + CL - 1) / CL) + 15) & ~15;
+      }
+    else
+      {
+        const int mc = a.min_chunk > 0 ? a.min_chunk : ctx < 256 ? 64 : 32;
+        nsplit = ctx / mc;
+        nsplit = nsplit < 1 ? 1 : nsplit > HONE_K_ATTN_MAX_SPLITS ? HONE_K_ATTN_MAX_SPLITS : nsplit;
+        chunk = (ctx + nsplit - 1) / nsplit;
+        chunk = (chunk + 15) & ~15;
+        nsplit = (ctx + chunk - 1) / chunk;
+      }
+    ncl = ccomb ? (nsplit + CL - 1) / CL : 1;
+    k0 = min (ctx, split * chunk);
+    k1 = min (ctx, k0 + chunk);
+    return ccomb ? split < ncl * CL : split < nsplit;
+  };
+  /* the split's pages, one a lane (a step's 16 keys share a page) */
+  int p0 = 0, np = 0, mypage = 0;
+  auto pages = [&] (void) {
+    p0 = k0 / HONE_K_KV_BLOCK;
+    np = k1 > k0 ? (k1 - 1) / HONE_K_KV_BLOCK - p0 + 1 : 0;
+    mypage = lane < np ? (EARLY ? __ldcg (a.block_table + p0 + lane) : a.block_table[p0 + lane]) : 0;
+  };
+  int pos = 0;
+  bool run = false;
+  if (EARLY)
+    {
+      /* __ldcg: the late read below must not hit a line this one left in L1 */
+      pos = __ldcg (a.pos);
+      run = plan (pos);
+      if (run)
+        pages ();
+    }
+  pdl_wait ();
+  int pos_l = 0, page_l = 0;
+  if (!EARLY)
+    {
+      pos = *a.pos;
+      if (!plan (pos))
+        return;
+      pages ();
+    }
+  else
+    {
+      pos_l = __ldcg (a.pos);
+      page_l = run && lane < np ? __ldcg (a.block_table + p0 + lane) : 0;
+    }
   const int qn = min (V3_QG, a.QN - V3_QG * z);
 
-  /* q as the B operand: query lane/4 of the group, dims 8(lane%4) + 32c + 0..7 */
-  uint32_t qh[NC][4], ql[NC][4];
+  /* q as the B operand: query lane/4 of the group, dims 8(lane%4) + 32c + 0..7;
+   * loaded here, split into f16 hi + lo after the first copies are issued */
+  float4 qx[NC][2];
   {
     const int q = lane >> 2, qi = V3_QG * z + q;
     if (q < qn)
@@ -502,29 +579,23 @@ attn3_kernel (AttnArgs a)
 #pragma unroll
         for (int c = 0; c < NC; c++)
           {
-            const float4 x0 = *(const float4 *) (qp + 32 * c), x1 = *(const float4 *) (qp + 32 * c + 4);
-            v3_split (x0.x, x0.y, qh[c][0], ql[c][0]);
-            v3_split (x0.z, x0.w, qh[c][1], ql[c][1]);
-            v3_split (x1.x, x1.y, qh[c][2], ql[c][2]);
-            v3_split (x1.z, x1.w, qh[c][3], ql[c][3]);
+            qx[c][0] = *(const float4 *) (qp + 32 * c);
+            qx[c][1] = *(const float4 *) (qp + 32 * c + 4);
           }
       }
     else
 #pragma unroll
       for (int c = 0; c < NC; c++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-          qh[c][j] = ql[c][j] = 0u;
+        qx[c][0] = qx[c][1] = make_float4 (0.f, 0.f, 0.f, 0.f);
   }
 
   /* this warp's 16-key steps: warp, warp + NW, … of the split */
-  const int ns = (k1 - k0 + 15) >> 4;
-  const int nsw = ns > warp ? (ns - warp + NW - 1) / NW : 0;
-  const int nh = 2 * nsw;                     /* half steps: K of a step, then its V */
-  /* the split's pages, one a lane (a step's 16 keys share a page) */
-  const int p0 = k0 / HONE_K_KV_BLOCK;
-  const int np = (k1 - 1) / HONE_K_KV_BLOCK - p0 + 1;
-  const int mypage = lane < np ? a.block_table[p0 + lane] : 0;
+  int nh = 0;                                 /* half steps: K of a step, then its V */
+  auto steps = [&] (void) {
+    const int ns = (k1 - k0 + 15) >> 4;
+    const int nsw = ns > warp ? (ns - warp + NW - 1) / NW : 0;
+    nh = 2 * nsw;
+  };
   int4 *ring = (int4 *) sm3 + (size_t) warp * NH * HV * 32;
   const int ksub = lane >> 2, dsub = (lane & 3) * 8;
 
@@ -557,6 +628,56 @@ attn3_kernel (AttnArgs a)
   auto piece = [&] (const int4 *slot, int i) -> int4 {
     return slot[i * 32 + (COAL ? lane ^ ((i & 1) << 2) : lane)];
   };
+  /* the first NH − 1 half steps, all in flight at once */
+  auto prologue = [&] (void) {
+#pragma unroll
+    for (int p = 0; p < NH - 1; p++)
+      {
+        if (p < nh)
+          issue (p);
+        v3_commit ();
+      }
+  };
+
+  if (!EARLY)
+    {
+      steps ();
+      prologue ();
+    }
+  else
+    {
+      if (run)
+        {
+          steps ();
+          prologue ();
+        }
+      /* the guess checked: pos and the pages read again after the wait (their
+       * loads were issued before the copies above, so this costs no round) */
+      if (__syncthreads_or (pos_l != pos || page_l != mypage))
+        {
+          v3_wait<0> ();                      /* the guessed copies land before the ring is reused */
+          __syncwarp ();
+          pos = pos_l;
+          run = plan (pos);
+          if (!run)
+            return;
+          pages ();
+          steps ();
+          prologue ();
+        }
+      else if (!run)
+        return;
+    }
+
+  uint32_t qh[NC][4], ql[NC][4];
+#pragma unroll
+  for (int c = 0; c < NC; c++)
+    {
+      v3_split (qx[c][0].x, qx[c][0].y, qh[c][0], ql[c][0]);
+      v3_split (qx[c][0].z, qx[c][0].w, qh[c][1], ql[c][1]);
+      v3_split (qx[c][1].x, qx[c][1].y, qh[c][2], ql[c][2]);
+      v3_split (qx[c][1].z, qx[c][1].w, qh[c][3], ql[c][3]);
+    }
 
   float o[HD / 16][4];
 #pragma unroll
@@ -567,13 +688,6 @@ attn3_kernel (AttnArgs a)
   const int qa = V3_QG * z + (lane & 3) * 2;
   const int lim_a = pos + qa / a.G, lim_b = pos + (qa + 1) / a.G;   /* causal: last key a query sees */
 
-#pragma unroll
-  for (int p = 0; p < NH - 1; p++)
-    {
-      if (p < nh)
-        issue (p);
-      v3_commit ();
-    }
   for (int h = 0; h < nh; h++)
     {
       if (COAL)
@@ -717,7 +831,16 @@ attn3_kernel (AttnArgs a)
           L += f * wl[w][q];
           O += f * wo[((size_t) w * V3_QG + q) * HD + d];
         }
-      if (nsplit == 1)
+      if (ccomb)
+        {
+          fin[i] = O;                         /* unnormalized: the cluster combines */
+          if (d == 0)
+            {
+              bm[q] = M;
+              bl[q] = L;
+            }
+        }
+      else if (nsplit == 1)
         fin[i] = L > 0.f ? O / L : 0.f;
       else
         {
@@ -726,6 +849,112 @@ attn3_kernel (AttnArgs a)
           if (d == 0)
             a.part_ml[r] = make_float2 (M, L);
         }
+    }
+  if (CL > 1 && ccomb)
+    {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+      __trap ();                              /* clusters are sm_90's; the launch fails before this anyway */
+#else
+      /* The cluster's CL blocks combine through distributed shared memory:
+       * block rank r takes query r, a thread a head dim, and reads every
+       * block's (m, l) and O of it (one round of DSMEM loads). */
+      cg::cluster_group cl = cg::this_cluster ();
+      cl.sync ();                             /* every block's fin, bm, bl written */
+      const int r = (int) cl.block_rank (), c = split / CL;
+      if (r < qn)
+        for (int d = tid; d < HD; d += NT3)   /* whole warps: HD and NT3 are multiples of 32 */
+          {
+            float Mb[CL], Lb[CL], Ob[CL];
+#pragma unroll
+            for (int b = 0; b < CL; b++)
+              {
+                Mb[b] = cl.map_shared_rank (bm, b)[r];
+                Lb[b] = cl.map_shared_rank (bl, b)[r];
+                Ob[b] = cl.map_shared_rank (fin, b)[r * HD + d];
+              }
+            float M = -INFINITY;
+#pragma unroll
+            for (int b = 0; b < CL; b++)
+              M = fmaxf (M, Mb[b]);
+            float L = 0.f, O = 0.f;
+#pragma unroll
+            for (int b = 0; b < CL; b++)
+              {
+                const float f = Mb[b] == -INFINITY ? 0.f : __expf (Mb[b] - M);
+                L += f * Lb[b];
+                O += f * Ob[b];
+              }
+            if (ncl == 1)
+              {
+                const float v = L > 0.f ? O / L : 0.f;
+                const int qi = V3_QG * z + r, t = qi / a.G, g = qi - t * a.G;
+                const size_t o = (size_t) t * a.nq * HD + (size_t) (kvh * a.G + g) * HD + d;
+                a.out[o] = v;
+                if (a.out_q)   /* a warp is one block of 32: quant32_store = hone_k_quantize's bits */
+                  quant32_store (v, a.out_q + (o - lane), a.out_ds + (o >> 5), lane);
+              }
+            else
+              {
+                const size_t rr = hb + (size_t) c * MAXQ + V3_QG * z + r;
+                a.part_o[rr * HD + d] = O;
+                if (d == 0)
+                  a.part_ml[rr] = make_float2 (M, L);
+                __threadfence ();             /* release, before the cluster barrier below */
+              }
+          }
+      cl.sync ();                             /* no block leaves while others read its shared memory */
+      if (ncl == 1 || r != 0)
+        return;
+      unsigned *cnt = a.counters + a.nkv + kvh * 8 + z;
+      if (tid == 0)
+        {
+          __threadfence ();
+          last = atomicAdd (cnt, 1u) == (unsigned) (ncl - 1);
+          if (last)
+            __threadfence ();   /* acquire: the other clusters' partials */
+        }
+      __syncthreads ();
+      if (!last)
+        return;
+      for (int q = warp; q < qn; q += NW)
+        {
+          const float2 ml = lane < ncl ? __ldcg (&a.part_ml[hb + (size_t) lane * MAXQ + V3_QG * z + q])
+                                       : make_float2 (-INFINITY, 0.f);
+          const float M = warp_max (ml.x);
+          const float w = ml.x == -INFINITY ? 0.f : __expf (ml.x - M);
+          const float den = warp_sum (w * ml.y);
+          const float inv = den > 0.f ? 1.f / den : 0.f;
+          if (lane < ncl)
+            wts[q][lane] = w * inv;
+        }
+      __syncthreads ();
+      for (int i = tid; i < qn * HD / 4; i += NT3)
+        {
+          const int q = i / (HD / 4), d4 = i - q * (HD / 4);
+          const float4 *src = (const float4 *) (a.part_o + (hb + V3_QG * z + q) * HD) + d4;
+          float4 v[CL];
+#pragma unroll
+          for (int cc = 0; cc < CL; cc++)
+            v[cc] = cc < ncl ? __ldcg (src + (size_t) cc * MAXQ * HD / 4) : make_float4 (0.f, 0.f, 0.f, 0.f);
+          float4 acc = make_float4 (0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+          for (int cc = 0; cc < CL; cc++)
+            if (cc < ncl)
+              {
+                const float ww = wts[q][cc];
+                acc.x = fmaf (ww, v[cc].x, acc.x);
+                acc.y = fmaf (ww, v[cc].y, acc.y);
+                acc.z = fmaf (ww, v[cc].z, acc.z);
+                acc.w = fmaf (ww, v[cc].w, acc.w);
+              }
+          *(float4 *) (fin + q * HD + 4 * d4) = acc;
+        }
+      if (tid == 0)
+        *cnt = 0;
+      __syncthreads ();
+      v3_store<HD, NT3> (a, fin, kvh, z, qn, tid);
+      return;
+#endif
     }
   if (nsplit > 1)
     {
@@ -842,44 +1071,79 @@ static int min_chunk = 32;
 
 /* Version 3: block shape v3_shape (A: 4 warps × 12 KB, 48 KB a block: the
  * ≤ 60 KB that leaves room for the next kernel's staged weights); split size
- * chosen on the device from the context (HONE_ATTN_CHUNK fixes it). */
+ * chosen on the device from the context (HONE_ATTN_CHUNK fixes it). With PDL
+ * on and 1–2 new tokens the default is G (A with pos and pages read before
+ * the PDL wait): measured faster at every context 128..32k, hd 128 and 64
+ * (1.5–4 %, RESULTS-cuda.md "Decode attention, session 4"); slower with PDL
+ * off (one more round trip) and at 4–8 tokens at short context, so A there.
+ * The cluster shapes (H, I: 5.8 / 6.2 / 7.8 µs at 128 / 512 / 1k, A 7.9 /
+ * 10.7 / 11.5) lose 20–25 % from 4k up (64 clusters of 8 > the 62 the chip
+ * holds at once): selectable only, since one launch serves every context. */
 static char v3_shape = 'A';
 
-template <int HD, int NW, int RING, bool COAL>
+template <int HD, int NW, int RING, bool COAL, bool EARLY, int CL, bool TWO>
 static int
 launch_attn3 (const AttnArgs &a, cudaStream_t stream)
 {
   static int raised;
   const size_t smem = (size_t) NW * RING;
+  auto kernel = attn3_kernel<HD, NW, RING, COAL, EARLY, CL, TWO>;
   if (!raised)
     {
-      const cudaError_t e = cudaFuncSetAttribute (attn3_kernel<HD, NW, RING, COAL>,
-                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem);
+      const cudaError_t e = cudaFuncSetAttribute (kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem);
       if (e != cudaSuccess)
         return (int) e;
       raised = 1;
     }
-  return hone_k_launch (attn3_kernel<HD, NW, RING, COAL>,
-                       dim3 (a.nkv, HONE_K_ATTN_MAX_SPLITS, (a.QN + V3_QG - 1) / V3_QG), dim3 (NW * 32), smem,
-                       stream, a);
+  const dim3 grid (a.nkv, HONE_K_ATTN_MAX_SPLITS, (a.QN + V3_QG - 1) / V3_QG);
+  if (CL == 1)
+    return hone_k_launch (kernel, grid, dim3 (NW * 32), smem, stream, a);
+  /* clusters of CL splits (grid y = 64 is a multiple), with PDL as hone_k_launch sets it */
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[2];
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3 (NW * 32);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1;
+  attr[0].val.clusterDim.y = CL;
+  attr[0].val.clusterDim.z = 1;
+  int n = 1;
+  if (hone_k_pdl_enabled ())
+    {
+      attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[1].val.programmaticStreamSerializationAllowed = 1;
+      n = 2;
+    }
+  cfg.attrs = attr;
+  cfg.numAttrs = n;
+  return (int) cudaLaunchKernelEx (&cfg, kernel, a);
 }
 
-/* Block shapes of version 3 (HONE_ATTN_V3=A..F for experiments): warps a
+/* Block shapes of version 3 (HONE_ATTN_V3=A..K for experiments): warps a
  * block × ring bytes a warp (shared memory a block = their product), copy
- * pattern. One table for launches and the harness's occupancy query. */
+ * pattern, early pos/page read, cluster size, whether the cluster also
+ * combines over CL·128 keys (version 4's switches, see attn3_kernel). One table for launches and the harness's occupancy query. */
 #define V3_SHAPES(X) \
-  X ('A', 4, 12 * 1024, false)   /* 48 KB, lane-own copies (call 1) */ \
-  X ('B', 4, 12 * 1024, true)    /* 48 KB */ \
-  X ('C', 2, 24 * 1024, true)    /* 48 KB, deep rings */ \
-  X ('D', 4, 20 * 1024, true)    /* 80 KB */ \
-  X ('E', 8, 12 * 1024, true)    /* 96 KB */ \
-  X ('F', 4, 16 * 1024, true)    /* 64 KB */
+  X ('A', 4, 12 * 1024, false, false, 1, false)   /* 48 KB, lane-own copies (session 3's default) */ \
+  X ('B', 4, 12 * 1024, true, false, 1, false)    /* 48 KB */ \
+  X ('C', 2, 24 * 1024, true, false, 1, false)    /* 48 KB, deep rings */ \
+  X ('D', 4, 20 * 1024, true, false, 1, false)    /* 80 KB */ \
+  X ('E', 8, 12 * 1024, true, false, 1, false)    /* 96 KB */ \
+  X ('F', 4, 16 * 1024, true, false, 1, false)    /* 64 KB */ \
+  X ('G', 4, 12 * 1024, false, true, 1, false)    /* A + pos and pages read before the PDL wait */ \
+  X ('H', 4, 12 * 1024, false, false, 8, true)    /* A + clusters of 8 combining in shared memory */ \
+  X ('I', 4, 12 * 1024, false, true, 8, true)     /* A + both */ \
+  X ('J', 8, 12 * 1024, true, true, 8, true)      /* E + both (96 KB: a reference, over the 60 KB) */ \
+  X ('K', 4, 12 * 1024, false, true, 8, false)    /* I, but over CL·128 keys session 3's global combine */
 
 template <int HD>
 static int
 launch_attn3_shape (const AttnArgs &a, char shape, cudaStream_t stream)
 {
-#define V3_LAUNCH(c, nw, ring, coal) if (shape == c) return launch_attn3<HD, nw, ring, coal> (a, stream);
+#define V3_LAUNCH(c, nw, ring, coal, early, cl, two) \
+  if (shape == c) return launch_attn3<HD, nw, ring, coal, early, cl, two> (a, stream);
   V3_SHAPES (V3_LAUNCH)
 #undef V3_LAUNCH
   return (int) cudaErrorInvalidValue;
@@ -931,7 +1195,7 @@ hone_k_attn_decode_pf (const float *qkv, int n_tok, int nq, int nkv, int hd, con
       const char *ch = getenv ("HONE_ATTN_CHUNK");
       a.min_chunk = ch && atoi (ch) >= 16 ? atoi (ch) : 0;
       const char *sh = getenv ("HONE_ATTN_V3");
-      const char shape = sh && *sh ? sh[0] : v3_shape;
+      const char shape = sh && *sh ? sh[0] : hone_k_pdl_enabled () && n_tok <= 2 ? 'G' : v3_shape;
       return hd == 128 ? launch_attn3_shape<128> (a, shape, stream) : launch_attn3_shape<64> (a, shape, stream);
     }
   const size_t smem = (size_t) TILE * (hd + 8) * 2 + (size_t) TILE * hd * 2
@@ -953,23 +1217,56 @@ hone_k_attn_decode_pf (const float *qkv, int n_tok, int nq, int nkv, int hd, con
   return launch_attn<64, 64> (a, smem, stream);
 }
 
-/* For the harness (tests/cuda/hone-attn-check.cu): blocks an SM of a version-3 shape. */
-template <int HD, int NW, int RING, bool COAL>
+/* For the harness (tests/cuda/hone-attn-check.cu): blocks an SM of a
+ * version-3 shape, and for clustered shapes the clusters the chip holds at
+ * once (cudaOccupancyMaxActiveClusters; 0 on error) as a negative number. */
+template <int HD, int NW, int RING, bool COAL, bool EARLY, int CL, bool TWO>
 static int
-occupancy3 (void)
+occupancy3 (bool clusters)
 {
   int n = 0;
-  cudaFuncSetAttribute (attn3_kernel<HD, NW, RING, COAL>, cudaFuncAttributeMaxDynamicSharedMemorySize, NW * RING);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor (&n, attn3_kernel<HD, NW, RING, COAL>, NW * 32, (size_t) NW * RING);
-  return n;
+  auto kernel = attn3_kernel<HD, NW, RING, COAL, EARLY, CL, TWO>;
+  cudaFuncSetAttribute (kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, NW * RING);
+  if (!clusters || CL == 1)
+    {
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor (&n, kernel, NW * 32, (size_t) NW * RING);
+      return n;
+    }
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  cfg.gridDim = dim3 (8, HONE_K_ATTN_MAX_SPLITS, 1);
+  cfg.blockDim = dim3 (NW * 32);
+  cfg.dynamicSmemBytes = (size_t) NW * RING;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1;
+  attr[0].val.clusterDim.y = CL;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (cudaOccupancyMaxActiveClusters (&n, kernel, &cfg) != cudaSuccess)
+    {
+      cudaGetLastError ();
+      return 0;
+    }
+  return -n;
+}
+
+/* blocks an SM of a shape (as HONE_ATTN_V3); clusters != 0 and a clustered
+ * shape: minus the clusters the chip holds at once */
+extern "C" int
+hone_k_attn3_occupancy_ex (int hd, char shape, int clusters)
+{
+#define V3_OCC(c, nw, ring, coal, early, cl, two) \
+  if (shape == c) \
+    return hd == 64 ? occupancy3<64, nw, ring, coal, early, cl, two> (clusters) \
+                    : occupancy3<128, nw, ring, coal, early, cl, two> (clusters);
+  V3_SHAPES (V3_OCC)
+#undef V3_OCC
+  return 0;
 }
 
 extern "C" int
 hone_k_attn3_occupancy (int hd, char shape)
 {
-#define V3_OCC(c, nw, ring, coal) \
-  if (shape == c) return hd == 64 ? occupancy3<64, nw, ring, coal> () : occupancy3<128, nw, ring, coal> ();
-  V3_SHAPES (V3_OCC)
-#undef V3_OCC
-  return 0;
+  return hone_k_attn3_occupancy_ex (hd, shape, 0);
 }

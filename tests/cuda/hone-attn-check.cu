@@ -21,12 +21,24 @@
  * the int8 blocks hone_k_quantize's bits of it. Both kernels are checked:
  * version 3 (default) and session 2's (HONE_ATTN_DECODE=old).
  *
+ * Version 4's switches (shapes G–K: pos and pages read before the PDL wait,
+ * clusters combining in shared memory) get their own cases: every split and
+ * page edge of the one-cluster path, the two-level combine, and pos written
+ * late by a PDL predecessor (late_pos_kernel), which the early read must catch.
+ *
  * Benchmarks: session 2's kernel vs every version-3 block shape (HONE_ATTN_V3) at
- * 128..32k keys (KV of 8 layers in rotation, so HBM not L2), split sizes per shape
+ * 128..32k keys (KV of 8 layers in rotation, so HBM not L2), the launch floor
+ * (floor_kernel: same grid, no attention), split sizes per shape
  * (HONE_ATTN_CHUNK), several tokens, PDL off, head dim 64.
  *
- * Usage: hone-attn-check [--check] [--small] [--bench]   (default --check --bench)
+ * Usage: hone-attn-check [--check] [--small] [--bench] [--profile] [--shapes LETTERS] [--no-default]
+ *   (default --check --bench)
  *   --small: a few small shapes only (for compute-sanitizer).
+ *   --shapes: the block shapes to check and time (default all, A–K; the 40-case
+ *             lists of G–K only for shapes named here).
+ *   --no-default: leave out the default kernel's and session 2's cases.
+ *   --profile: two launches each of a few configurations, for ncu -k regex:attn3.
+ * Session 4: built the same way into .carry-attn4/dev/, run by its run.sh (a copy in the session notes).
  * Exit status 1 if any check fails. With $OUT set, results also go to $OUT/results.txt.
  */
 #include <cuda_runtime.h>
@@ -129,10 +141,42 @@ attn_ref64 (const Paged &c, const float *q, int qh, int G, int last_key, double 
 }
 
 extern "C" int hone_k_attn3_occupancy (int hd, char shape);   /* hone-k-attn-decode.cu, for this harness */
+extern "C" int hone_k_attn3_occupancy_ex (int hd, char shape, int clusters);
 
-/* version 3's block shapes (kernels/hone-k-attn-decode.cu, V3_SHAPES): warps × ring a warp, copy pattern */
-static const char SHAPES[] = "ABCDEF";
-static const char *SHAPE_NAMES[] = { "A 4w 12K own", "B 4w 12K", "C 2w 24K", "D 4w 20K", "E 8w 12K", "F 4w 16K" };
+/* version 3's block shapes (kernels/hone-k-attn-decode.cu, V3_SHAPES): warps × ring a warp, copy pattern;
+ * G–K add version 4's switches: early pos/page read (G), clusters of 8 (H), both (I, J), K: I with
+ * session 3's global combine over 1024 keys */
+static const char ALL_SHAPES[] = "ABCDEFGHIJK";
+static const char *ALL_SHAPE_NAMES[] = { "A 4w 12K own", "B 4w 12K", "C 2w 24K", "D 4w 20K", "E 8w 12K", "F 4w 16K",
+                                         "G A+early", "H A+cluster8", "I A+early+cl8", "J E+early+cl8",
+                                         "K I,long:global" };
+/* the shapes this run checks and times (--shapes); the long case lists of
+ * version 4's shapes (check_v4) only for shapes named there, so that a plain
+ * --check stays within tests/cuda/run-release.sh's time */
+static std::string SHAPES = ALL_SHAPES;
+static bool shapes_named;
+static const char *
+shape_name (char c)
+{
+  const char *p = strchr (ALL_SHAPES, c);
+  return p ? ALL_SHAPE_NAMES[p - ALL_SHAPES] : "?";
+}
+
+/* A predecessor in the PDL chain that writes pos late: it lets its
+ * dependents start at once, waits ns nanoseconds, then stores the true
+ * position. A kernel that reads pos before its griddepcontrol.wait sees the
+ * stale value and must notice. */
+__global__ void
+late_pos_kernel (int32_t *pos, int value, long long ns)
+{
+  pdl_trigger ();
+  long long t0, t;
+  asm volatile ("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do
+    asm volatile ("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  while (t - t0 < ns);
+  *pos = value;
+}
 
 /* old: session 2's kernel; else version 3 with block shape `shape` (0: the
  * default) and split size `chunk` (0: the default) */
@@ -163,7 +207,8 @@ set_variant (bool old, int chunk, char shape = 0)
 /* One case: pos = ctx − n_tok (the new tokens are already in the cache).
  * chunk: HONE_ATTN_CHUNK for version 3 (0: the default). */
 static void
-check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool old, int chunk = 0, char shape = 0)
+check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool old, int chunk = 0, char shape = 0,
+            int stale = 0)
 {
   const int pos = ctx - n_tok, G = nq / nkv, W = (nq + 2 * nkv) * hd, n = n_tok * nq * hd;
   Paged c = paged_make (nkv, hd, ctx, scattered);
@@ -180,11 +225,22 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
   CK (cudaMalloc (&scratch, sb));
   CK (cudaMemset (scratch, 0, sb));
   set_variant (old, chunk, shape);
+  /* stale > 0: pos reads pos − stale until a PDL predecessor writes the true value late */
+  auto late = [&] (void) {
+    if (!stale)
+      return;
+    const int32_t sp = pos - stale;
+    CK (cudaMemcpy (dpos, &sp, 4, cudaMemcpyHostToDevice));
+    late_pos_kernel<<<1, 1>>> (dpos, pos, 20000);
+    CK (cudaGetLastError ());
+  };
   /* twice: the split counters must be back at zero after a run */
+  late ();
   CK (hone_k_attn_decode (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d0, 0));
   CK (cudaGetLastError ());
   CK (cudaDeviceSynchronize ());
   CK (cudaMemset (d0, 0xff, (size_t) n * 4));
+  late ();
   CK (hone_k_attn_decode (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d0, 0));
   CK (hone_k_quantize (d0, n_tok, nq * hd, &q0, NULL, 0, 0));
   /* decode_step's form: int8 output for the o projection, an L2 prefetch in flight */
@@ -195,6 +251,7 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
   pf.p[1] = (const char *) c.dv;
   pf.n[1] = 128 * 3;
   pf.how = 1;
+  late ();
   CK (hone_k_attn_decode_pf (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d1, &q1, &pf, 0));
   CK (cudaGetLastError ());
   CK (cudaDeviceSynchronize ());
@@ -211,33 +268,75 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
       attn_ref64 (c, &qkv[(size_t) t * W + h * hd], h, G, pos + t, &ref[((size_t) t * nq + h) * hd]);
   bool fin;
   const double e = rel_err (o0.data (), ref.data (), n, &fin);
-  char what[160];
+  char what[200];
   const char vname[8] = { 'v', '3', shape ? shape : ' ', 0 };
-  snprintf (what, sizeof what, "%s hd=%d %d/%d ctx=%d tok=%d%s%s%s", old ? "old" : vname, hd, nq, nkv, ctx, n_tok,
-            scattered ? " scattered" : " identity", chunk ? " chunk=" : "", chunk ? std::to_string (chunk).c_str () : "");
+  snprintf (what, sizeof what, "%s hd=%d %d/%d ctx=%d tok=%d%s%s%s%s%s", old ? "old" : vname, hd, nq, nkv, ctx, n_tok,
+            scattered ? " scattered" : " identity", chunk ? " chunk=" : "", chunk ? std::to_string (chunk).c_str () : "",
+            stale ? " stale-pos=-" : "", stale ? std::to_string (stale).c_str () : "");
   check (fin && e < 1e-4 && diff == 0, what, diff ? (double) diff : e, 1e-4);
   paged_free (c);
   cudaFree (dqkv); cudaFree (dpos); cudaFree (d0); cudaFree (d1); cudaFree (scratch);
   cudaFree (q0.q); cudaFree (q0.ds); cudaFree (q1.q); cudaFree (q1.ds);
 }
 
+/* version 4's switches (kernels/hone-k-attn-decode.cu): short contexts on
+ * the one-cluster path (CL shapes), every page and split-count edge, the
+ * two-level cluster combine (forced by a split size), and pos written late by
+ * a PDL predecessor (the early read must be caught and redone) */
 static void
-run_checks (bool small)
+check_v4 (char sh, bool small)
+{
+  if (small)
+    {
+      check_case (128, 32, 8, 129, 1, true, false, 0, sh);
+      check_case (128, 32, 8, 700, 3, true, false, 0, sh, 100);
+      check_case (64, 32, 4, 1500, 8, true, false, 0, sh, 600);
+      check_case (128, 32, 8, 3001, 2, true, false, 64, sh);
+      return;
+    }
+  for (int ctx : { 1, 2, 16, 17, 64, 65, 127, 128, 500, 1000, 1023, 1024, 1025, 1040, 2047, 4097, 32768 })
+    check_case (128, 32, 8, ctx, 1, true, false, 0, sh);
+  for (int nt : { 2, 5, 8 })
+    {
+      check_case (128, 32, 8, 37 + nt, nt, true, false, 0, sh);
+      check_case (128, 32, 8, 1003 + nt, nt, true, false, 0, sh);
+    }
+  for (int ch : { 16, 64, 256, 100000 })
+    check_case (128, 32, 8, 3001, 4, true, false, ch, sh);
+  check_case (64, 8, 8, 900, 3, true, false, 0, sh);          /* G 1, hd 64, short */
+  check_case (128, 64, 8, 516, 3, true, false, 0, sh);        /* G 8: three query groups */
+  /* pos written late: same regime, another page count, short → two-level, 64 queries, a 20k context */
+  check_case (128, 32, 8, 1000, 1, true, false, 0, sh, 1);
+  check_case (128, 32, 8, 4097, 1, true, false, 0, sh, 3000);
+  check_case (64, 32, 4, 1500, 8, true, false, 0, sh, 600);
+  check_case (128, 8, 2, 20000, 2, true, false, 16, sh, 7000);
+}
+
+static void
+run_checks (bool small, bool with_default)
 {
   report ("== decode attention checks (f64 reference, rel err bound 1e-4) ==\n");
   if (small)
     {
-      check_case (128, 32, 8, 129, 1, true, false);
-      check_case (128, 32, 8, 700, 3, true, false, 64);
-      check_case (64, 8, 8, 200, 8, true, false, 16);
-      check_case (64, 32, 4, 100, 8, true, false, 32);
-      check_case (128, 32, 8, 129, 1, true, false, 0, 'B');
-      check_case (128, 32, 8, 700, 3, true, false, 64, 'C');
-      check_case (64, 32, 4, 100, 8, true, false, 32, 'D');
-      check_case (128, 32, 8, 300, 2, true, false, 16, 'E');
-      check_case (128, 32, 8, 300, 2, true, true);
+      if (with_default)
+        {
+          check_case (128, 32, 8, 129, 1, true, false);
+          check_case (128, 32, 8, 700, 3, true, false, 64);
+          check_case (64, 8, 8, 200, 8, true, false, 16);
+          check_case (64, 32, 4, 100, 8, true, false, 32);
+          check_case (128, 32, 8, 129, 1, true, false, 0, 'B');
+          check_case (128, 32, 8, 700, 3, true, false, 64, 'C');
+          check_case (64, 32, 4, 100, 8, true, false, 32, 'D');
+          check_case (128, 32, 8, 300, 2, true, false, 16, 'E');
+          check_case (128, 32, 8, 300, 2, true, true);
+        }
+      for (char sh : SHAPES)
+        if (strchr ("GHIJK", sh))
+          check_v4 (sh, true);
       return;
     }
+  if (with_default)
+    {
   /* the 8B shape, one token, contexts across page boundaries and up to 32k */
   for (int ctx : { 1, 2, 15, 16, 17, 63, 64, 65, 127, 128, 129, 130, 1000, 1025, 4096, 4097, 16385, 32768 })
     check_case (128, 32, 8, ctx, 1, true, false);
@@ -270,22 +369,31 @@ run_checks (bool small)
   /* a split over more than 32 pages (130k keys, 64 splits of ~2k) */
   check_case (64, 1, 1, 131000, 1, true, false);
   check_case (64, 4, 1, 131000, 2, true, false);
-  /* the other block shapes (HONE_ATTN_V3) */
-  for (const char *sp = SHAPES; *sp; sp++)
-    {
-      check_case (128, 32, 8, 129, 1, true, false, 0, *sp);
-      check_case (128, 32, 8, 16385, 1, true, false, 0, *sp);
-      check_case (128, 32, 8, 3001, 4, true, false, 64, *sp);
-      check_case (128, 32, 8, 1011, 8, true, false, 16, *sp);
-      check_case (64, 32, 4, 648, 8, true, false, 0, *sp);
-      check_case (64, 9, 3, 5000, 7, true, false, 32, *sp);
-      check_case (64, 4, 1, 131000, 2, true, false, 0, *sp);
+  /* pos written late by a PDL predecessor (the default kernel reads it after the wait) */
+  check_case (128, 32, 8, 4097, 1, true, false, 0, 0, 3000);
+  check_case (64, 32, 4, 1500, 8, true, false, 0, 0, 600);
     }
-  /* session 2's kernel, still selectable */
-  for (int ctx : { 1, 129, 4097 })
-    check_case (128, 32, 8, ctx, 1, true, true);
-  check_case (128, 32, 8, 1005, 5, true, true);
-  check_case (64, 32, 4, 648, 8, true, true);
+  /* the block shapes (HONE_ATTN_V3) */
+  for (char sh : SHAPES)
+    {
+      check_case (128, 32, 8, 129, 1, true, false, 0, sh);
+      check_case (128, 32, 8, 16385, 1, true, false, 0, sh);
+      check_case (128, 32, 8, 3001, 4, true, false, 64, sh);
+      check_case (128, 32, 8, 1011, 8, true, false, 16, sh);
+      check_case (64, 32, 4, 648, 8, true, false, 0, sh);
+      check_case (64, 9, 3, 5000, 7, true, false, 32, sh);
+      check_case (64, 4, 1, 131000, 2, true, false, 0, sh);
+      if (strchr ("GHIJK", sh) && shapes_named)
+        check_v4 (sh, false);
+    }
+  if (with_default)
+    {
+      /* session 2's kernel, still selectable */
+      for (int ctx : { 1, 129, 4097 })
+        check_case (128, 32, 8, ctx, 1, true, true);
+      check_case (128, 32, 8, 1005, 5, true, true);
+      check_case (64, 32, 4, 648, 8, true, true);
+    }
 }
 
 /* ---- benchmarks ------------------------------------------------------------ */
@@ -319,47 +427,148 @@ bench_one (BenchArg &b, int ctx, int layers)
   return 1e3 * bench_ms (0, 64, bench_fn, &b);
 }
 
-static void
-run_bench (void)
+/* The launch-and-latency floor under the kernel (bench only): the same grid
+ * as version 3 (8 × 64 blocks of 128 threads, PDL, blocks y > 0 leave after
+ * the wait); after the wait, mode 0 stores at once, 1 reads pos first, 2 pos
+ * then a block-table entry, 3 pos, table, then 16 bytes of K: the dependent
+ * round trips of the short-context chain, one at a time. */
+__global__ void
+floor_kernel (int mode, const int32_t *pos, const int32_t *table, const int4 *kv, float *out)
 {
-  const int hd = 128, nq = 32, nkv = 8, L = 8;
+  pdl_trigger ();
+  pdl_wait ();
+  if (blockIdx.y)
+    return;
+  int v = 0;
+  if (mode >= 1)
+    v = __ldcg (pos);
+  if (mode >= 2)
+    v = __ldcg (table + (v >> 24));
+  float f = (float) v;
+  if (mode >= 3)
+    f += (float) __ldcg (kv + (size_t) (v >> 24) * 4096 + threadIdx.x).x;
+  out[blockIdx.x * blockDim.x + threadIdx.x] = f;
+}
+
+struct FloorArg {
+  int mode;
+  const int32_t *pos, *table;
+  const int4 *kv;
+  float *out;
+};
+
+static void
+floor_fn (void *p)
+{
+  FloorArg *f = (FloorArg *) p;
+  CK (hone_k_launch (floor_kernel, dim3 (8, HONE_K_ATTN_MAX_SPLITS), dim3 (128), 0, (cudaStream_t) 0, f->mode, f->pos,
+                     f->table, f->kv, f->out));
+}
+
+/* KV of L layers for the 8B shape up to 32k keys, identity table */
+struct BenchEnv {
+  static const int hd = 128, nq = 32, nkv = 8, L = 8;
+  int32_t *table, *pos;
+  void *k[L], *v[L], *scratch;
+  float *qkv, *out;
+  int layer;
+};
+
+static void
+env_make (BenchEnv &e)
+{
   const int max_ctx = 32768, pages = max_ctx / HONE_K_KV_BLOCK + 1;
   std::vector<int32_t> t (pages);
   for (int i = 0; i < pages; i++) t[i] = i;
-  int32_t *table = dev_upload (t);
-  const size_t kvb = (size_t) pages * nkv * HONE_K_KV_BLOCK * hd * 2;
-  void *k[L], *v[L];
-  for (int l = 0; l < L; l++)
+  e.table = dev_upload (t);
+  const size_t kvb = (size_t) pages * e.nkv * HONE_K_KV_BLOCK * e.hd * 2;
+  for (int l = 0; l < e.L; l++)
     {
-      CK (cudaMalloc (&k[l], kvb));
-      CK (cudaMalloc (&v[l], kvb));
-      fill_random<<<1024, 256>>> ((uint8_t *) k[l], kvb, 1 + 2 * l, 3);
-      fill_random<<<1024, 256>>> ((uint8_t *) v[l], kvb, 2 + 2 * l, 3);
+      CK (cudaMalloc (&e.k[l], kvb));
+      CK (cudaMalloc (&e.v[l], kvb));
+      fill_random<<<1024, 256>>> ((uint8_t *) e.k[l], kvb, 1 + 2 * l, 3);
+      fill_random<<<1024, 256>>> ((uint8_t *) e.v[l], kvb, 2 + 2 * l, 3);
     }
-  const int W = (nq + 2 * nkv) * hd;
-  float *qkv, *out;
-  CK (cudaMalloc (&qkv, 8 * W * 4));
-  CK (cudaMalloc (&out, 8 * nq * hd * 4));
-  fill_random<<<64, 256>>> ((uint8_t *) qkv, 8 * W * 4, 3, 3);
-  void *scratch;
-  const size_t sb = hone_k_attn_scratch_bytes (nq, nkv, hd, 8);
-  CK (cudaMalloc (&scratch, sb));
-  CK (cudaMemset (scratch, 0, sb));
-  int32_t *pos;
-  CK (cudaMalloc (&pos, 4));
-  int layer = 0;
-  BenchArg b = { hd, nq, nkv, 1, L, &layer, qkv, pos, table, k, v, scratch, out };
+  const int W = (e.nq + 2 * e.nkv) * e.hd;
+  CK (cudaMalloc (&e.qkv, 8 * W * 4));
+  CK (cudaMalloc (&e.out, 8 * e.nq * e.hd * 4));
+  fill_random<<<64, 256>>> ((uint8_t *) e.qkv, 8 * W * 4, 3, 3);
+  const size_t sb = hone_k_attn_scratch_bytes (e.nq, e.nkv, e.hd, 8);
+  CK (cudaMalloc (&e.scratch, sb));
+  CK (cudaMemset (e.scratch, 0, sb));
+  CK (cudaMalloc (&e.pos, 4));
+  e.layer = 0;
   CK (cudaDeviceSynchronize ());
+}
 
-  report ("\nblocks an SM (occupancy API), hd 128 / 64:");
-  for (int i = 0; SHAPES[i]; i++)
-    report ("  %s: %d/%d", SHAPE_NAMES[i], hone_k_attn3_occupancy (128, SHAPES[i]), hone_k_attn3_occupancy (64, SHAPES[i]));
+static void
+env_free (BenchEnv &e)
+{
+  for (int l = 0; l < e.L; l++) { cudaFree (e.k[l]); cudaFree (e.v[l]); }
+  cudaFree (e.table); cudaFree (e.qkv); cudaFree (e.out); cudaFree (e.scratch); cudaFree (e.pos);
+}
+
+/* --profile: a few launches per configuration for ncu (-k regex:attn3): 2 a
+ * configuration, the KV of 8 layers in rotation; the second is the one to read */
+static void
+run_profile (void)
+{
+  BenchEnv e;
+  env_make (e);
+  BenchArg b = { e.hd, e.nq, e.nkv, 1, e.L, &e.layer, e.qkv, e.pos, e.table, e.k, e.v, e.scratch, e.out };
+  const struct { int ctx; char shape; } cfgs[] = { { 4096, 'A' }, { 16384, 'A' }, { 4096, 'I' }, { 16384, 'I' },
+                                                   { 128, 'A' }, { 128, 'I' } };
+  for (auto c : cfgs)
+    {
+      if (c.shape != 'A' && SHAPES.find (c.shape) == std::string::npos)
+        continue;
+      set_variant (false, 0, c.shape);
+      const int pos = c.ctx - 1;
+      CK (cudaMemcpy ((void *) b.pos, &pos, 4, cudaMemcpyHostToDevice));
+      for (int i = 0; i < 2; i++)
+        bench_fn (&b);
+      CK (cudaDeviceSynchronize ());
+      report ("profiled: ctx %d shape %c (launches %d, %d of attn3)\n", c.ctx, c.shape, 2, 2);
+    }
+  set_variant (false, 0);
+  env_free (e);
+}
+
+static void
+run_bench (void)
+{
+  BenchEnv e;
+  env_make (e);
+  const int hd = e.hd, nq = e.nq, nkv = e.nkv, L = e.L;
+  BenchArg b = { hd, nq, nkv, 1, L, &e.layer, e.qkv, e.pos, e.table, e.k, e.v, e.scratch, e.out };
+
+  report ("\nblocks an SM (occupancy API), hd 128 / 64; clusters of 8 the chip holds at once (hd 128):");
+  for (char sh : SHAPES)
+    {
+      report ("  %s: %d/%d", shape_name (sh), hone_k_attn3_occupancy (128, sh), hone_k_attn3_occupancy (64, sh));
+      if (strchr ("HIJK", sh))
+        report (" (%d clusters)", -hone_k_attn3_occupancy_ex (128, sh, 1));
+    }
   report ("\n");
-  const int ctxs[] = { 128, 512, 1024, 4096, 16384, 32768 };
 
+  /* the floor: launch + PDL wait + dependent round trips, no attention */
+  {
+    FloorArg f = { 0, e.pos, e.table, (const int4 *) e.k[0], e.out };
+    const int pos = 127;
+    CK (cudaMemcpy (e.pos, &pos, 4, cudaMemcpyHostToDevice));
+    report ("\n== floor (same grid, PDL, no attention), us: store only / pos / pos+table / pos+table+K ==\n ");
+    for (int m = 0; m < 4; m++)
+      {
+        f.mode = m;
+        report (" %8.2f", 1e3 * bench_ms (0, 64, floor_fn, &f));
+      }
+    report ("\n");
+  }
+
+  const int ctxs[] = { 128, 512, 1024, 4096, 16384, 32768 };
   report ("\n== decode attention, one layer, 32/8 heads x 128, 1 token, us (KV of 8 layers in rotation: HBM) ==\n");
   report ("%7s %9s", "ctx", "old");
-  for (int i = 0; SHAPES[i]; i++) report ("  %9c", SHAPES[i]);
+  for (char sh : SHAPES) report ("  %9c", sh);
   report ("   best GB/s  %%4.52\n");
   for (int ctx : ctxs)
     {
@@ -367,38 +576,51 @@ run_bench (void)
       set_variant (true, 0);
       report ("%7d %9.2f", ctx, bench_one (b, ctx, L));
       double best = 1e30;
-      for (int i = 0; SHAPES[i]; i++)
+      for (char sh : SHAPES)
         {
-          set_variant (false, 0, SHAPES[i]);
+          set_variant (false, 0, sh);
           const double u = bench_one (b, ctx, L);
           best = std::min (best, u);
           report ("  %9.2f", u);
         }
       report ("   %8.0f  %5.1f%%\n", bytes / (best * 1e-6) / 1e9, 100 * bytes / (best * 1e-6) / READ_CEIL);
     }
-  report ("L2-resident (one layer again and again, as session 2 measured): ");
+  report ("again (spread: the same runs a second time):\n");
+  for (int ctx : { 128, 1024, 16384 })
+    {
+      report ("%7d %9s", ctx, "");
+      for (char sh : SHAPES)
+        {
+          set_variant (false, 0, sh);
+          report ("  %9.2f", bench_one (b, ctx, L));
+        }
+      report ("\n");
+    }
+  report ("L2-resident (one layer again and again): ");
   for (int ctx : { 128, 4096, 16384 })
     {
-      set_variant (true, 0);
-      const double uo = bench_one (b, ctx, 1);
       set_variant (false, 0, 'A');
-      report (" ctx %d old %.2f A %.2f;", ctx, uo, bench_one (b, ctx, 1));
+      const double ua = bench_one (b, ctx, 1);
+      set_variant (false, 0, 'I');
+      report (" ctx %d A %.2f I %.2f;", ctx, ua, bench_one (b, ctx, 1));
     }
   report ("\n");
 
-  report ("\n== v3 split size (HONE_ATTN_CHUNK: splits = ctx / chunk, 1..64) per shape, us ==\n");
-  const int chunks[] = { 32, 64, 128, 256, 512 };
-  for (int si = 0; SHAPES[si]; si++)
+  report ("\n== split size (HONE_ATTN_CHUNK: splits = ctx / chunk, 1..64) per shape, us ==\n");
+  const int chunks[] = { 32, 64, 128, 256 };
+  for (char sh : SHAPES)
     {
-      report ("%-12s", SHAPE_NAMES[si]);
+      if (!strchr ("AGHIJK", sh))
+        continue;
+      report ("%-14s", shape_name (sh));
       for (int ch : chunks) report (" %8d", ch);
       report ("\n");
-      for (int ctx : ctxs)
+      for (int ctx : { 1024, 4096, 16384, 32768 })
         {
-          report ("%12d", ctx);
+          report ("%14d", ctx);
           for (int ch : chunks)
             {
-              set_variant (false, ch, SHAPES[si]);
+              set_variant (false, ch, sh);
               report (" %8.2f", bench_one (b, ctx, L));
             }
           report ("\n");
@@ -408,17 +630,17 @@ run_bench (void)
 
   report ("\n== several tokens (speculative decoding), us ==\n");
   report ("%7s %4s %9s", "ctx", "tok", "old");
-  for (int i = 0; SHAPES[i]; i++) report ("  %9c", SHAPES[i]);
+  for (char sh : SHAPES) report ("  %9c", sh);
   report ("\n");
   for (int nt : { 2, 4, 8 })
-    for (int ctx : { 128, 4096, 16384 })
+    for (int ctx : { 128, 1024, 4096, 16384 })
       {
         b.n_tok = nt;
         set_variant (true, 0);
         report ("%7d %4d %9.2f", ctx, nt, bench_one (b, ctx, L));
-        for (int i = 0; SHAPES[i]; i++)
+        for (char sh : SHAPES)
           {
-            set_variant (false, 0, SHAPES[i]);
+            set_variant (false, 0, sh);
             report ("  %9.2f", bench_one (b, ctx, L));
           }
         report ("\n");
@@ -427,14 +649,14 @@ run_bench (void)
 
   report ("\n== PDL off (each launch waits for the last), 1 token, us ==\n");
   hone_k_set_pdl (0);
-  for (int ctx : { 128, 4096, 16384 })
+  for (int ctx : { 128, 1024, 4096, 16384 })
     {
       set_variant (true, 0);
       report ("ctx %6d: old %8.2f", ctx, bench_one (b, ctx, L));
-      for (int i = 0; SHAPES[i]; i++)
+      for (char sh : SHAPES)
         {
-          set_variant (false, 0, SHAPES[i]);
-          report ("  %c %8.2f", SHAPES[i], bench_one (b, ctx, L));
+          set_variant (false, 0, sh);
+          report ("  %c %8.2f", sh, bench_one (b, ctx, L));
         }
       report ("\n");
     }
@@ -442,34 +664,48 @@ run_bench (void)
 
   report ("\n== head dim 64 (32/8 heads), 1 token, us ==\n");
   b.hd = 64;
-  for (int ctx : { 128, 4096, 16384, 32768 })
+  for (int ctx : { 128, 1024, 4096, 16384, 32768 })
     {
       set_variant (true, 0);
       report ("ctx %6d: old %8.2f", ctx, bench_one (b, ctx, L));
-      for (int i = 0; SHAPES[i]; i++)
+      for (char sh : SHAPES)
         {
-          set_variant (false, 0, SHAPES[i]);
-          report ("  %c %8.2f", SHAPES[i], bench_one (b, ctx, L));
+          set_variant (false, 0, sh);
+          report ("  %c %8.2f", sh, bench_one (b, ctx, L));
         }
       report ("\n");
     }
   set_variant (false, 0);
-  for (int l = 0; l < L; l++) { cudaFree (k[l]); cudaFree (v[l]); }
-  cudaFree (table); cudaFree (qkv); cudaFree (out); cudaFree (scratch); cudaFree (pos);
+  env_free (e);
 }
 
 int
 main (int argc, char **argv)
 {
-  bool do_check = false, do_bench = false, small = false;
+  bool do_check = false, do_bench = false, small = false, with_default = true, profile = false;
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp (argv[i], "--check")) do_check = true;
       else if (!strcmp (argv[i], "--bench")) do_bench = true;
       else if (!strcmp (argv[i], "--small")) do_check = small = true;
-      else { fprintf (stderr, "usage: %s [--check] [--small] [--bench]\n", argv[0]); return 2; }
+      else if (!strcmp (argv[i], "--no-default")) with_default = false;
+      else if (!strcmp (argv[i], "--profile")) profile = true;
+      else if (!strcmp (argv[i], "--shapes") && i + 1 < argc)
+        {
+          SHAPES.clear ();
+          shapes_named = true;
+          for (const char *c = argv[++i]; *c; c++)
+            if (strchr (ALL_SHAPES, *c))
+              SHAPES += *c;
+        }
+      else
+        {
+          fprintf (stderr, "usage: %s [--check] [--small] [--bench] [--profile] [--shapes LETTERS] [--no-default]\n",
+                   argv[0]);
+          return 2;
+        }
     }
-  if (!do_check && !do_bench)
+  if (!do_check && !do_bench && !profile)
     do_check = do_bench = true;
   const char *out = getenv ("OUT");
   if (out && *out)
@@ -481,8 +717,10 @@ main (int argc, char **argv)
   cudaDeviceProp prop;
   CK (cudaGetDeviceProperties (&prop, 0));
   report ("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  if (profile)
+    run_profile ();
   if (do_check)
-    run_checks (small);
+    run_checks (small, with_default);
   if (do_bench)
     run_bench ();
   report ("\n%d passed, %d failed\n", n_pass, n_fail);
