@@ -193,6 +193,10 @@ struct W4Args {
   /* staged kernel (w4s_gemv_kernel) only: rows a stage, stages in the ring, bytes of a
    * ring slot, offsets of its scale and zero regions, bytes of the staged activation */
   int st_rows, st_n, st_bytes, st_soff, st_zoff, st_xbytes, st_trig_end;
+  /* tensor-core kernel (w4m_gemv_kernel) only: tiles a block task, items a warp, items a row,
+   * block tasks, staged chunks a row (padded), uint4 stride of a staged token row */
+  int m_tiles, m_ipp, m_nitem, m_nbt, m_ncp, m_tstride;
+  int m_pair;   /* (scale, zero) of a warp item's 2 groups by one 32-bit and one 16-bit load a row */
 };
 
 /* RoPE'd store of rows (row, row + 1) of token t at position p, @freq = a.inv_freq[(row % hd) / 2] */
@@ -1091,6 +1095,325 @@ w4s_gemv_kernel (W4Args a)
   prefetch_slice (a.pf, blockIdx.x * (W4S_NT / 32) + wib, gridDim.x * (W4S_NT / 32), lane);
 }
 
+/* ---- decode GEMV, tensor cores (session 4): mma.sync m16n8k16 -----------------------
+ * Variant 2 spends 2.76 SASS instructions a weight and runs ~2.1 IPC: the dequant
+ * arithmetic (shift, LOP3, HSUB2/HFMA2, then an HFMA2 dot per token) binds, not the
+ * memory (RESULTS-cuda.md, "AWQ W4A16"). Here the dot product goes to the tensor
+ * cores: a warp computes a 16-row tile with mma.sync.m16n8k16 (f16 in, f32
+ * accumulate), the weights as the 16×16 A operand, the activation as B (16 k × 8
+ * tokens; columns past n_tok repeat the last token and are dropped), so 1..8 tokens
+ * cost the same MMA. Today's GPU layout is used as it is, no repack:
+ *  - a lane (group g = lane / 4, t = lane % 4) loads chunk 4s + t of rows g and
+ *    g + 8 of its tile (16 bytes each) for step s; one 32-bit word i of a chunk gives,
+ *    by one SHF and 4 LOP3 per row, exactly its A registers of two k16 steps:
+ *    (1024 + q) pairs of adjacent weights (8i+4h, +1) for a0/a1 and (1024 + 16q)
+ *    pairs (8i+4h+2, +3) for a2/a3 (h = 0, 1). The k order inside an MMA is the
+ *    weights' own order within each lane's chunk, and B follows it: the staged
+ *    activation keeps the chunk's natural order with every second pair divided by
+ *    16 (exact), so a2·b1 = (1024 + 16q)·x/16 = 64x + q·x;
+ *  - the four t lanes of a step cover 4 consecutive chunks = one g128 group, so the
+ *    C fragment of a step's 8 MMAs is one group's sum for rows g, g + 8. The offset
+ *    and the zero point come off in f32, once a group and row (mode CORR):
+ *    Σ(q − z)·x = C − (1024·ΣL x + 64·ΣH x' + z·Σx), whose per-group activation sums
+ *    are made while staging, from the very f16 values the MMA reads; then × scale.
+ *    That leaves ≈ 5 instructions per 8 weights of dequant (SHF + 4 LOP3) + 1 MMA.
+ *    Mode SUB (config 9) subtracts the zero point exactly in f16 first (HSUB2,
+ *    (q − z) and 16(q − z)) and scales C in f32: no large offsets in the MMA's f32
+ *    sums, 4 HSUB2 more per 8 weights. Groups of 32/64 mix groups inside one MMA,
+ *    so they (and config 10) use mode SCALED: A = (q − z)·s by HSUB2 + HMUL2 (one
+ *    f16 rounding a weight), C accumulating the whole row;
+ *  - a block task is M tiles of 16 rows whose k range is split over its 8 warps
+ *    (KS = 8 / M parts); the parts meet in shared memory (one barrier a task, two
+ *    buffers) and the block's threads run the epilogue (STORE, ADD in place,
+ *    SWIGLU, ROPE_KV, bias; w4_store_pair) on whole row pairs. M is chosen so the
+ *    persistent grid (2 blocks an SM) gets balanced work;
+ *  - as variant 2: two warp items of loads in flight a lane (ping-pong buffers), the
+ *    first two issued before the PDL wait, clamped offsets instead of predicates,
+ *    32-bit element offsets; the activation staged once per block (RMSNorm fused,
+ *    f16 scaled by 8/max, variant 2's numerics), stored [piece][chunk] per token so a
+ *    step's four 16-byte B reads per lane are conflict-free (token rows 64 bytes apart
+ *    mod 128 for several tokens). */
+#define W4M_U 2                /* 4-chunk steps a warp item */
+#define W4M_SPAN (4 * W4M_U)   /* chunks of a row a warp item covers */
+enum { W4M_CORR = 0, W4M_SUB = 1, W4M_SCALED = 2 };
+
+static __device__ __forceinline__ void
+w4m_mma (float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800   /* every gpu_archs value is; older ones compute nothing */
+  asm ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+       "{%0,%1,%2,%3};"
+       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+static __device__ __forceinline__ uint32_t
+h2_sub (uint32_t a, uint32_t b)
+{
+  return h2_bits (__hsub2 (as_h2 (a), as_h2 (b)));
+}
+
+static __device__ __forceinline__ uint32_t
+h2_mul (uint32_t a, uint32_t b)
+{
+  return h2_bits (__hmul2 (as_h2 (a), as_h2 (b)));
+}
+
+template <int MODE, bool BOTH, bool NORM>
+__global__ void __launch_bounds__ (256, 2)
+w4m_gemv_kernel (W4Args a)
+{
+  /* per token: B pieces [4][ncp] (uint4; piece p of chunk c at p·ncp + c), row stride
+   * m_tstride; then (CORR) float2 (1024·ΣL + 64·ΣH, ΣL + ΣH) [n_tok][ncp / 4] */
+  extern __shared__ uint4 xs[];
+  __shared__ float part_ss[8][8], part_mx[8][8];
+  __shared__ float alpha_s[8];
+  __shared__ float red[2][8][16][8];     /* [task parity][warp][row of tile][token] */
+  const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int M = a.m_tiles, mt = wib % M, kp = wib / M;
+  const int ipp = a.m_ipp, cs = a.cshift, ncp = a.m_ncp;
+  const int rounds = (a.m_nbt - (int) blockIdx.x + (int) gridDim.x - 1) / (int) gridDim.x;
+  const int nseq = rounds * ipp;
+  const int cmax = a.nchunk - 1;
+
+  struct Buf {
+    int4 w[W4M_U][2];                  /* chunk of row g / g + 8 */
+    uint32_t s[W4M_U][2], z[W4M_U][2]; /* m_pair: both groups' in s[0][r] and z[0][r], split when used */
+  } ba, bb;
+
+  auto load = [&] (Buf &b, int n) {
+    const int q = n / ipp;
+    const int tile = ((int) blockIdx.x + q * (int) gridDim.x) * M + mt;
+    const int c0 = (kp * ipp + (n - q * ipp)) * W4M_SPAN + t;
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+      {
+        const unsigned row = (unsigned) min (tile * 16 + g + 8 * r, a.rows - 1);
+        const unsigned qr = row * (unsigned) a.nchunk, gr = row * (unsigned) a.ng;
+#pragma unroll
+        for (int u = 0; u < W4M_U; u++)
+          {
+            const unsigned c = (unsigned) min (c0 + 4 * u, cmax);
+            b.w[u][r] = ld_stream (a.q + (qr + c));
+            if (!a.m_pair)
+              {
+                b.s[u][r] = __ldg (a.s + (gr + (c >> cs)));
+                b.z[u][r] = __ldg (a.z + (gr + (c >> cs)));
+              }
+          }
+        if (a.m_pair)
+          {
+            /* g128: the item's steps are groups 2·it and 2·it + 1 (ng even, so aligned) —
+             * half the scalar loads, each touching 8 rows' lines */
+            const unsigned g0 = gr + (unsigned) min ((c0 - t) >> 2, a.ng - 2);
+            b.s[0][r] = __ldg ((const unsigned int *) (a.s + g0));
+            b.z[0][r] = __ldg ((const unsigned short *) (a.z + g0));
+          }
+      }
+  };
+
+  if (nseq > 0)
+    load (ba, 0);
+  if (nseq > 1)
+    load (bb, 1);
+  pdl_wait ();
+
+  /* Stage: Σx² and max|x·g| per token, then f16 x·g·(8/max), odd pairs / 16. */
+  const int n8 = a.cols >> 3;
+  w4_act_stats<8, NORM> (a, n8, part_ss, part_mx, wib, lane);
+  __syncthreads ();
+  if ((int) threadIdx.x < a.n_tok)
+    {
+      const int tk = threadIdx.x;
+      float ss = 0.f, mx = 0.f;
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        {
+          ss += part_ss[i][tk];
+          mx = fmaxf (mx, part_mx[i][tk]);
+        }
+      alpha_s[tk] = mx * 0.125f * (NORM ? rsqrtf (ss / (float) a.cols + a.eps) : 1.f);
+    }
+  const int npiece = ncp * 4, ngp = ncp >> 2;
+  float2 *gs = (float2 *) (xs + (size_t) a.n_tok * a.m_tstride);
+  const __half2 sixteenth = as_h2 (0x2C002C00u);
+  for (int tk = 0; tk < a.n_tok; tk++)
+    {
+      const float4 *xp = (const float4 *) (a.x + (size_t) (a.tok0 + tk) * a.cols);
+      float mx = 0.f;
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        mx = fmaxf (mx, part_mx[i][tk]);
+      const float sc = mx > 0.f ? 8.f / mx : 0.f;
+      uint4 *xt = xs + (size_t) tk * a.m_tstride;
+      for (int i = threadIdx.x; i < npiece; i += 256)   /* npiece % 32 == 0: whole warps */
+        {
+          uint4 pk = make_uint4 (0, 0, 0, 0);   /* the padding past the row stays 0 */
+          if (i < n8)
+            {
+              pk = w4_pack8<NORM> (a, xp, i, sc);
+              pk.y = h2_bits (__hmul2 (as_h2 (pk.y), sixteenth));
+              pk.w = h2_bits (__hmul2 (as_h2 (pk.w), sixteenth));
+            }
+          xt[(i & 3) * ncp + (i >> 2)] = pk;
+          if (MODE == W4M_CORR)
+            {
+              /* the group's sums of what the MMA reads: 16 pieces (4 chunks) a group */
+              const float2 l0 = __half22float2 (as_h2 (pk.x)), l1 = __half22float2 (as_h2 (pk.z));
+              const float2 h0 = __half22float2 (as_h2 (pk.y)), h1 = __half22float2 (as_h2 (pk.w));
+              float sl = (l0.x + l0.y) + (l1.x + l1.y), sh = 16.f * ((h0.x + h0.y) + (h1.x + h1.y));
+#pragma unroll
+              for (int o = 8; o > 0; o >>= 1)
+                {
+                  sl += __shfl_xor_sync (0xffffffffu, sl, o);
+                  sh += __shfl_xor_sync (0xffffffffu, sh, o);
+                }
+              if ((lane & 15) == 0)
+                gs[(size_t) tk * ngp + (i >> 4)] = make_float2 (1024.f * sl + 64.f * sh, sl + sh);
+            }
+        }
+    }
+  __syncthreads ();
+
+  float acc[4] = { 0.f, 0.f, 0.f, 0.f };   /* C layout: (row g, token 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1) */
+  const uint4 *xb = xs + (size_t) min (g, a.n_tok - 1) * a.m_tstride + t;
+  const float2 *gsa = gs + (size_t) min (2 * t, a.n_tok - 1) * ngp;
+  const float2 *gsb = gs + (size_t) min (2 * t + 1, a.n_tok - 1) * ngp;
+
+  auto step = [&] (Buf &b, int n) -> bool {
+    if (n >= nseq)
+      return false;
+    const int q = n / ipp, j = n - q * ipp;
+    const int it = kp * ipp + j;
+    if (it < a.m_nitem)
+      {
+#pragma unroll
+        for (int u = 0; u < W4M_U; u++)
+          {
+            const int s = it * W4M_U + u;   /* 4-chunk step: the group at g128 */
+            const uint4 *xc = xb + 4 * s;
+            uint4 bx[4];
+#pragma unroll
+            for (int p = 0; p < 4; p++)
+              bx[p] = xc[p * ncp];
+            uint32_t zl[2], zh[2], s2[2], sb[2], zb[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+              {
+                sb[r] = !a.m_pair ? b.s[u][r] : u == 0 ? b.s[0][r] & 0xffffu : b.s[0][r] >> 16;
+                zb[r] = !a.m_pair ? b.z[u][r] : u == 0 ? b.z[0][r] & 0xffu : (b.z[0][r] >> 8) & 0xffu;
+                zl[r] = 0x64006400u | (zb[r] * 0x10001u);
+                zh[r] = 0x64006400u | (zb[r] * 0x100010u);
+                s2[r] = sb[r] * 0x10001u;
+              }
+            float cl[4] = { 0.f, 0.f, 0.f, 0.f };
+            const uint32_t wg[4] = { (uint32_t) b.w[u][0].x, (uint32_t) b.w[u][0].y, (uint32_t) b.w[u][0].z,
+                                     (uint32_t) b.w[u][0].w };
+            const uint32_t w8[4] = { (uint32_t) b.w[u][1].x, (uint32_t) b.w[u][1].y, (uint32_t) b.w[u][1].z,
+                                     (uint32_t) b.w[u][1].w };
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+              {
+                uint32_t v0 = wg[i], v1 = w8[i];
+                uint32_t l0g = lop3_and_or (v0, 0x000f000fu, 0x64006400u);
+                uint32_t h0g = lop3_and_or (v0, 0x00f000f0u, 0x64006400u);
+                uint32_t l0e = lop3_and_or (v1, 0x000f000fu, 0x64006400u);
+                uint32_t h0e = lop3_and_or (v1, 0x00f000f0u, 0x64006400u);
+                v0 >>= 8;
+                v1 >>= 8;
+                uint32_t l1g = lop3_and_or (v0, 0x000f000fu, 0x64006400u);
+                uint32_t h1g = lop3_and_or (v0, 0x00f000f0u, 0x64006400u);
+                uint32_t l1e = lop3_and_or (v1, 0x000f000fu, 0x64006400u);
+                uint32_t h1e = lop3_and_or (v1, 0x00f000f0u, 0x64006400u);
+                if (MODE != W4M_CORR)
+                  {
+                    l0g = h2_sub (l0g, zl[0]); h0g = h2_sub (h0g, zh[0]);
+                    l1g = h2_sub (l1g, zl[0]); h1g = h2_sub (h1g, zh[0]);
+                    l0e = h2_sub (l0e, zl[1]); h0e = h2_sub (h0e, zh[1]);
+                    l1e = h2_sub (l1e, zl[1]); h1e = h2_sub (h1e, zh[1]);
+                  }
+                if (MODE == W4M_SCALED)
+                  {
+                    l0g = h2_mul (l0g, s2[0]); h0g = h2_mul (h0g, s2[0]);
+                    l1g = h2_mul (l1g, s2[0]); h1g = h2_mul (h1g, s2[0]);
+                    l0e = h2_mul (l0e, s2[1]); h0e = h2_mul (h0e, s2[1]);
+                    l1e = h2_mul (l1e, s2[1]); h1e = h2_mul (h1e, s2[1]);
+                    w4m_mma (acc, l0g, l0e, h0g, h0e, bx[i].x, bx[i].y);
+                    w4m_mma (acc, l1g, l1e, h1g, h1e, bx[i].z, bx[i].w);
+                  }
+                else
+                  {
+                    w4m_mma (cl, l0g, l0e, h0g, h0e, bx[i].x, bx[i].y);
+                    w4m_mma (cl, l1g, l1e, h1g, h1e, bx[i].z, bx[i].w);
+                  }
+              }
+            if (MODE != W4M_SCALED)
+              {
+                float2 ga = make_float2 (0.f, 0.f), gb = ga;
+                if (MODE == W4M_CORR)
+                  {
+                    ga = gsa[s];
+                    if (BOTH)
+                      gb = gsb[s];
+                  }
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+                  {
+                    const float sf = f16_bits_to_f32 ((uint16_t) sb[r]);
+                    const float zf = (float) zb[r];
+                    acc[2 * r] = fmaf (sf, cl[2 * r] - fmaf (zf, ga.y, ga.x), acc[2 * r]);
+                    if (BOTH)
+                      acc[2 * r + 1] = fmaf (sf, cl[2 * r + 1] - fmaf (zf, gb.y, gb.x), acc[2 * r + 1]);
+                  }
+              }
+          }
+      }
+    if (j == ipp - 1)
+      {
+        /* the block task is complete: the k parts meet, whole row pairs go to the epilogue */
+        float (*rb)[16][8] = red[q & 1];
+        if (BOTH || t == 0)
+          {
+            rb[wib][g][2 * t] = acc[0];
+            rb[wib][g + 8][2 * t] = acc[2];
+            if (BOTH)
+              {
+                rb[wib][g][2 * t + 1] = acc[1];
+                rb[wib][g + 8][2 * t + 1] = acc[3];
+              }
+          }
+        acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+        __syncthreads ();
+        const int bt = (int) blockIdx.x + q * (int) gridDim.x, nt = a.n_tok, ks = 8 / M;
+        for (int e = threadIdx.x; e < M * 8 * nt; e += 256)
+          {
+            const int tk = e % nt, pr = (e / nt) & 7, m = e / (8 * nt);
+            const int row0 = (bt * M + m) * 16 + 2 * pr;
+            if (row0 < a.rows)
+              {
+                float v0 = 0.f, v1 = 0.f;
+                for (int k = 0; k < ks; k++)
+                  {
+                    v0 += rb[k * M + m][2 * pr][tk];
+                    v1 += rb[k * M + m][2 * pr + 1][tk];
+                  }
+                w4_store_pair (a, row0, a.tok0 + tk, v0 * alpha_s[tk], v1 * alpha_s[tk]);
+              }
+          }
+      }
+    if (n + 2 < nseq)
+      load (b, n + 2);
+    return true;
+  };
+  int n = 0;
+  while (step (ba, n) && step (bb, n + 1))
+    n += 2;
+  pdl_trigger ();
+  prefetch_slice (a.pf, blockIdx.x * 8 + wib, gridDim.x * 8, lane);
+}
+
 static int sm_count = 0;
 
 /* per kernel instance: the opt-in to large shared memory, and blocks per SM by staging size */
@@ -1175,7 +1498,12 @@ w4v2_launch_t (const W4Args &a, size_t smem, cudaStream_t stream)
  * in the environment, else W4_DEFAULT: variant 2 since it passed the GPU checks (82/82,
  * memcheck clean, 2026-11-29 13:40 UTC) and measured 1.05x on the whole 8B step
  * (RESULTS-cuda.md); the staged kernels measured 0.96x (512 threads) and 0.71x (256)
- * on that step (2026-11-29 15:28 UTC), so variant 2 stays. */
+ * on that step (2026-11-29 15:28 UTC), so variant 2 stays. 8 / 9 / 10: the tensor-core
+ * kernel (w4m_gemv_kernel) with g128 in mode CORR / SUB / SCALED (other groups always
+ * SCALED); 11 = 8 with the plan that ignores the cost of a block task's barrier, 12 = 8
+ * without the paired scale/zero loads (A/B of session 4's second call).
+ * HONE_Q4Z_KERNEL=mma|mma-sub|mma-scaled. Automatic with 2..8 tokens at g128: mode SUB
+ * (see hone_k_q4z_gemv). */
 #define W4_DEFAULT 2
 static int w4_config = 0;
 static int w4_env = -1;   /* HONE_Q4Z_KERNEL read once: the kernel it names, 0 unset */
@@ -1193,7 +1521,7 @@ hone_k_q4z_set_config (int config)
   w4_config = config;
 }
 
-/* 1 the first kernel (configs 1 and 4), 2 variant 2, 3 staged */
+/* 1 the first kernel (configs 1 and 4), 2 variant 2, 3 staged, 4 tensor cores (8..12) */
 static int
 w4_kind (void)
 {
@@ -1201,16 +1529,19 @@ w4_kind (void)
     return w4_config;
   if (w4_config >= 5 && w4_config <= 7)
     return 3;
+  if (w4_config >= 8 && w4_config <= 12)
+    return 4;
   if (w4_config != 0)
     return 1;   /* 1 and 4 */
   if (w4_env < 0)
     {
       const char *e = getenv ("HONE_Q4Z_KERNEL");
       w4_env = !e ? 0 : !strcmp (e, "old") ? 1 : !strcmp (e, "new") ? 2 : !strcmp (e, "staged") ? 3
-               : !strcmp (e, "staged512") ? 5 : 0;
+               : !strcmp (e, "staged512") ? 5 : !strcmp (e, "mma") ? 8 : !strcmp (e, "mma-sub") ? 9
+               : !strcmp (e, "mma-scaled") ? 10 : 0;
     }
   const int k = w4_env ? w4_env : W4_DEFAULT;
-  return k >= 5 ? 3 : k;
+  return k >= 8 ? 4 : k >= 5 ? 3 : k;
 }
 
 /* The staged kernel's slot plan for a.cols with @nt threads (false: it does not fit, use variant 2). */
@@ -1290,6 +1621,104 @@ w4s_try (W4Args a, int nt, int trig_end, cudaStream_t stream)
   return norm ? w4s_launch_ps<true, 256> (a, smem, stream) : w4s_launch_ps<false, 256> (a, smem, stream);
 }
 
+/* The tensor-core kernel's plan for one launch: chunks staged, tiles a block task (M),
+ * k parts (8 / M), items a warp, grid. Returns the shared bytes a token.
+ * Cost of a plan = rounds × (items a warp + w4m_task_cost): every block task ends in a
+ * barrier, where the block waits for its slowest warp's loads (call 1: gate|up at 7
+ * rounds of 2 items ran at 2.6 TB/s), so fewer, longer tasks win over a finer split. */
+static int w4m_task_cost = 4, w4m_pair_ok = 1;   /* configs 11 / 12: 0 / 0 (A/B of call 2) */
+
+static size_t
+w4m_plan (W4Args &a, int blocks_per_sm, int *grid)
+{
+  const int nitem = (a.nchunk + W4M_SPAN - 1) / W4M_SPAN;
+  a.m_nitem = nitem;
+  a.m_ncp = nitem * W4M_SPAN;
+  a.m_tstride = 4 * a.m_ncp + 4;   /* 64 bytes mod 128 between token rows: no bank conflicts */
+  const int ntile = (a.rows + 15) / 16;
+  const int gmax = blocks_per_sm * sm_count;
+  int best = 0, best_cost = 0, best_rounds = 1;
+  for (int m = 1; m <= 8; m *= 2)
+    {
+      const int ks = 8 / m;
+      if (ks > nitem && m < 8)
+        continue;   /* k parts with nothing to do */
+      const int nbt = (ntile + m - 1) / m, rounds = (nbt + gmax - 1) / gmax;
+      const int cost = rounds * ((nitem + ks - 1) / ks + w4m_task_cost);
+      if (!best || cost <= best_cost)
+        {
+          best = m;
+          best_cost = cost;
+          best_rounds = rounds;
+        }
+    }
+  a.m_tiles = best;
+  a.m_ipp = (nitem + 8 / best - 1) / (8 / best);
+  a.m_nbt = (ntile + best - 1) / best;
+  *grid = (a.m_nbt + best_rounds - 1) / best_rounds;
+  return (size_t) a.m_tstride * 16 + (size_t) (a.m_ncp / 4) * 8;
+}
+
+template <int MODE, bool BOTH, bool NORM>
+static int
+w4m_launch_i (W4Args &a, cudaStream_t stream)
+{
+  static int bps = 0;
+  if (!bps)
+    {
+      HONE_K_CHECK (cudaFuncSetAttribute (w4m_gemv_kernel<MODE, BOTH, NORM>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int) W4_SMEM));
+      HONE_K_CHECK (cudaOccupancyMaxActiveBlocksPerMultiprocessor (&bps, w4m_gemv_kernel<MODE, BOTH, NORM>, 256,
+                                                                   W4_SMEM));
+      if (bps < 1)
+        bps = 1;
+    }
+  int grid;
+  const size_t smem = w4m_plan (a, bps, &grid) * a.n_tok;
+  return hone_k_launch (w4m_gemv_kernel<MODE, BOTH, NORM>, dim3 ((unsigned) grid), dim3 (256), smem, stream, a);
+}
+
+template <int MODE>
+static int
+w4m_launch_m (W4Args &a, cudaStream_t stream)
+{
+  if (a.n_tok == 1)
+    return a.norm_g ? w4m_launch_i<MODE, false, true> (a, stream) : w4m_launch_i<MODE, false, false> (a, stream);
+  return a.norm_g ? w4m_launch_i<MODE, true, true> (a, stream) : w4m_launch_i<MODE, true, false> (a, stream);
+}
+
+/* All tokens of @op through the tensor-core kernel, as many a launch as the shared budget holds. */
+static int
+w4m_run (W4Args a, int n_tok, int mode, const HoneKPrefetch *pf, cudaStream_t stream)
+{
+  if (!sm_count)
+    {
+      int dev = 0;
+      HONE_K_CHECK (cudaGetDevice (&dev));
+      HONE_K_CHECK (cudaDeviceGetAttribute (&sm_count, cudaDevAttrMultiProcessorCount, dev));
+    }
+  int dummy;
+  const size_t row16 = w4m_plan (a, 1, &dummy);
+  int per = (int) (W4_SMEM / row16);
+  if (per < 1)
+    return (int) cudaErrorInvalidValue;   /* rows over ~48k columns */
+  if (per > HONE_K_MAX_DECODE)
+    per = HONE_K_MAX_DECODE;
+  for (int t0 = 0; t0 < n_tok; t0 += per)
+    {
+      a.tok0 = t0;
+      a.n_tok = n_tok - t0 < per ? n_tok - t0 : per;
+      memset (&a.pf, 0, sizeof a.pf);
+      if (pf && t0 + a.n_tok == n_tok)
+        a.pf = *pf;
+      const int r = mode == W4M_CORR ? w4m_launch_m<W4M_CORR> (a, stream)
+                    : mode == W4M_SUB ? w4m_launch_m<W4M_SUB> (a, stream) : w4m_launch_m<W4M_SCALED> (a, stream);
+      if (r)
+        return r;
+    }
+  return 0;
+}
+
 template <bool NORM, int U>
 static int
 w4_launch_u (const W4Args &a, size_t smem, cudaStream_t stream)
@@ -1357,7 +1786,17 @@ hone_k_q4z_gemv (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t st
   /* Tokens whose f16 rows fit the shared budget go in one launch; more take
    * several launches over the same weights (long rows at several tokens).
    * Variant 2 stages rows padded to whole items of W4V2_SPAN chunks. */
-  const int kind = w4_kind ();
+  int kind = w4_kind ();
+  int cfg = w4_config ? w4_config : w4_env > 0 ? w4_env : W4_DEFAULT;
+  if (!w4_config && w4_env <= 0 && op->n_tok >= 2 && g == 128)
+    {
+      /* automatic, 2..8 tokens at g128 (what was measured): the tensor-core kernel, zero point
+       * in f16 — the 8-token Llama-3-8B step 1.22x faster than variant 2 (6.006 vs 7.329 ms,
+       * 2026-11-29 18:08 UTC), mode SUB the fastest of the three at 4 and 8 tokens. One
+       * token stays variant 2 (the tensor-core kernel measured 0.80x on that step). */
+      kind = 4;
+      cfg = 9;
+    }
   if (kind == 3 && op->n_tok == 1)
     {
       if (pf)
@@ -1372,7 +1811,19 @@ hone_k_q4z_gemv (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t st
         }
       memset (&a.pf, 0, sizeof a.pf);
     }
-  const bool v2 = kind >= 2;
+  if (kind == 4)
+    {
+      /* tensor cores: g128 subtracts offset and zero point in f32 a group (config 8) or
+       * the zero point in f16 first (9); other groups, and config 10, scale in f16 */
+      const int c = cfg;
+      const int mode = g != 128 || c == 10 ? W4M_SCALED : c == 9 ? W4M_SUB : W4M_CORR;
+      w4m_task_cost = c == 11 ? 0 : 4;
+      w4m_pair_ok = c != 12;
+      a.m_pair = w4m_pair_ok && mode != W4M_SCALED && a.ng % 2 == 0 && !((uintptr_t) a.s & 3);
+      w4_last = 4;
+      return w4m_run (a, op->n_tok, mode, pf, stream);
+    }
+  const bool v2 = kind >= 2 && kind <= 3;
   w4_last = v2 ? 2 : 1;
   const int ncp = (a.nchunk + W4V2_SPAN - 1) / W4V2_SPAN * W4V2_SPAN;
   const size_t row16 = v2 ? (size_t) ncp * 64 : (size_t) w->cols * 2;

@@ -17,7 +17,12 @@
  * 1 the first kernel, 4 the same with 4 loads a lane, 2 variant 2, 3 / 5 the
  * staged one-token kernel with 256 / 512 threads), plus one-token shapes that
  * walk the staged kernel's slot plans; --staged runs those for configs 3 and 5
- * (compute-sanitizer memcheck), --staged-small the small ones (racecheck).
+ * (compute-sanitizer memcheck), --staged-small the small ones (racecheck);
+ * configs 8 / 9 / 10 are the tensor-core kernel (mma.sync; g128 with the offset
+ * taken off in f32 / with the zero point subtracted in f16 / scales in f16, the
+ * last also for g32/g64), 11 = 8 with another block-task plan, with full-size shapes
+ * added; --mma runs every check with those configs only (memcheck), --mma-small the
+ * small shapes (racecheck).
  * Benchmarks: per-GEMV at Llama-3-8B shapes (Q4Z g128, first kernel "v1" and
  * variant 2 "v2" and the staged kernels side by side, next to the dp4a Q4_0 kernel), the
  * dequantization, the whole decode step of a random AWQ g128 Llama-3-8B (f16
@@ -250,7 +255,7 @@ check_gemv (int rows, int cols, int g, int n_tok, int epi, bool norm, bool bias_
   const int kern = hone_k_q4z_last_kernel ();
   snprintf (what, sizeof what, "q4z gemv %dx%d g%d tok=%d epi=%d%s%s%s%s [%s]", rows, cols, g, n_tok, epi,
             norm ? " +norm" : "", bias_on ? " +bias" : "", outliers ? " outliers" : "", interleave ? " step2" : "",
-            kern == 3 ? "staged" : kern == 2 ? "v2" : "v1");
+            kern == 4 ? "mma" : kern == 3 ? "staged" : kern == 2 ? "v2" : "v1");
   std::vector<double> ref ((size_t) n_tok * out_cols);
   std::vector<double> kref, vref;
   std::vector<size_t> kvidx;
@@ -336,6 +341,8 @@ check_gemv (int rows, int cols, int g, int n_tok, int epi, bool norm, bool bias_
  * rows, scale/zero ranges that start and end off 16-byte bounds (3 groups a
  * row), every epilogue; with the other configs they check the same shapes. */
 static int only_staged = 0;   /* --staged: just these, config 3 (memcheck); --staged-small: the small ones (racecheck) */
+static int only_mma = 0;      /* --mma: every check with configs 8, 9, 10 only (memcheck); --mma-small: the small
+                               * one-token shapes with them (racecheck) */
 
 static void
 check_gemv_one_token (void)
@@ -668,7 +675,9 @@ bench_gemvs (void)
   };
   report ("\n== GEMV at Llama-3-8B shapes (weights rotated over >= 400 MB, median of 5x20) ==\n");
   report ("Q4Z: f32 input (norm fused where marked), W4A16 HFMA2; Q4_0: int8 input already quantized, dp4a\n");
-  report ("Q4Z: v1 = the first kernel (config 1), v2 = variant 2 (config 2), staged (config 3, one token), same call, "
+  report ("Q4Z: v1 = the first kernel (config 1), v2 = variant 2 (config 2), mma / mma-sub / mma-scaled = the "
+          "tensor-core kernel (configs 8 / 9 / 10; 11 = 8 planned without the task cost, 12 = 8 without paired "
+          "scale/zero loads), same call, "
           "same weights\n");
   report ("%-34s %-8s %4s %9s %9s %7s\n", "matrix", "type", "tok", "us", "GB/s", "%read");
   float *x, *y, *res, *g;
@@ -707,10 +716,11 @@ bench_gemvs (void)
             const double act = (ty.type == HONE_K_Q4Z ? 4.0 : 1.0 + 8.0 / 32) * sh.cols * n_tok
                                + 4.0 * n_tok * (sh.epi == HONE_K_EPI_SWIGLU ? sh.rows / 2 : sh.rows)
                                      * (sh.epi == HONE_K_EPI_ADD ? 2 : 1);
-            double us[5] = { 0, 0, 0, 0, 0 };
-            static const int kcfg[5] = { 1, 2, 3, 5, 6 };
-            static const char *kname[5] = { " v1", " v2", " staged256", " staged512", " staged512 trig-end" };
-            for (int k = 0; k < (ty.type != HONE_K_Q4Z ? 1 : n_tok == 1 ? 5 : 2); k++)
+            double us[7] = { 0, 0, 0, 0, 0, 0, 0 };
+            static const int kcfg[7] = { 1, 2, 8, 9, 10, 11, 12 };
+            static const char *kname[7] = { " v1", " v2", " mma", " mma-sub", " mma-scaled", " mma old-plan",
+                                            " mma unpaired" };
+            for (int k = 0; k < (ty.type != HONE_K_Q4Z ? 1 : n_tok == 1 ? 7 : 5); k++)
               {
                 hone_k_q4z_set_config (kcfg[k]);
                 const double ms = bench_ms (0, 20, gemv_bench_fn, &b);
@@ -718,16 +728,16 @@ bench_gemvs (void)
                 us[k] = ms * 1e3;
                 report ("%-34s %-8s %4d %9.2f %9.0f %6.1f%%  (%.4f B/weight)%s\n", sh.name, ty.name, n_tok, ms * 1e3,
                         gbs, 100 * gbs * 1e9 / READ_CEIL, (double) one / ((double) sh.rows * sh.cols),
-                        ty.type != HONE_K_Q4Z ? "" : k < 2 || hone_k_q4z_last_kernel () == 3 ? kname[k]
-                        : " staged (fell back to v2!)");
+                        ty.type != HONE_K_Q4Z ? "" : kname[k]);
               }
             if (ty.type == HONE_K_Q4Z)
               report ("%-34s %-8s %4d   v1 %.2f us -> v2 %.2f us: %.2fx\n", sh.name, ty.name, n_tok, us[0], us[1],
                       us[0] / us[1]);
-            if (ty.type == HONE_K_Q4Z && n_tok == 1)
-              report ("%-34s %-8s %4d   v2 %.2f us -> staged256 %.2f (%.2fx), staged512 %.2f (%.2fx), trig-end %.2f "
-                      "(bytes at 4.52 TB/s: %.2f us)\n", sh.name, ty.name, n_tok, us[1], us[2], us[1] / us[2], us[3],
-                      us[1] / us[3], us[4], (one + act) / READ_CEIL * 1e6);
+            if (ty.type == HONE_K_Q4Z)
+              report ("%-34s %-8s %4d   v2 %.2f us -> mma %.2f (%.2fx, %.0f GB/s), mma-sub %.2f (%.2fx), mma-scaled "
+                      "%.2f (%.2fx); old-plan %.2f, unpaired %.2f (bytes at 4.52 TB/s: %.2f us)\n", sh.name, ty.name,
+                      n_tok, us[1], us[2], us[1] / us[2], (one + act) / (us[2] * 1e-6) / 1e9, us[3], us[1] / us[3],
+                      us[4], us[1] / us[4], us[5], us[6], (one + act) / READ_CEIL * 1e6);
           }
         hone_k_q4z_set_config (0);
         for (auto &m : b.ms) matrix_free (&m);
@@ -872,13 +882,15 @@ bench_model (int type, std::vector<double> &prefill_ms)
   CK (hone_k_state_alloc (&st, &b.m, HONE_K_MAX_DECODE, HONE_K_MAX_DECODE));
   const int one_tok = 1;
   CK (cudaMemcpy (st.tokens, &one_tok, 4, cudaMemcpyHostToDevice));
-  /* variants (one token unless said): Q4Z GEMV v1 (config 1), v2 (config 2), staged with 256 / 512 threads
-   * (configs 3 / 5), each with the dependents triggered at the end (7 / 6) and with PDL off, v2 with PDL off,
-   * 8 tokens (config 3: the staged kernel is one-token only, so this is v2) */
+  /* variants (one token unless said): Q4Z GEMV v1 (config 1), v2 (config 2), the tensor-core kernel in its
+   * three modes (configs 8, 9, 10) and A/B variants (11 old plan, 12 unpaired loads), mma and v2 with PDL
+   * off, then 8 tokens a step: automatic, mma, v2 and mma-sub (the last two: the summaries below rely on
+   * that order) */
   static const struct { int cfg, pdl, n_tok; const char *name; } vars[] = {
-    { 1, -1, 1, " v1" }, { 2, -1, 1, " v2" }, { 3, -1, 1, " staged256" }, { 5, -1, 1, " staged512" },
-    { 6, -1, 1, " s512 trig-end" }, { 7, -1, 1, " s256 trig-end" }, { 5, 0, 1, " s512 pdl-off" },
-    { 3, 0, 1, " s256 pdl-off" }, { 2, 0, 1, " v2 pdl-off" }, { 3, -1, 8, " (v2)" } };
+    { 1, -1, 1, " v1" }, { 2, -1, 1, " v2" }, { 8, -1, 1, " mma" }, { 9, -1, 1, " mma-sub" },
+    { 10, -1, 1, " mma-scaled" }, { 11, -1, 1, " mma old-plan" }, { 12, -1, 1, " mma unpaired" },
+    { 8, 0, 1, " mma pdl-off" }, { 2, 0, 1, " v2 pdl-off" }, { 0, -1, 8, " auto (mma-sub)" },
+    { 8, -1, 8, " mma" }, { 2, -1, 8, " v2" }, { 9, -1, 8, " mma-sub" } };
   const int nvars = (int) (sizeof vars / sizeof vars[0]);
   std::vector<std::vector<double>> step_ms (nvars, std::vector<double> (2, 0.0));   /* [variant][ctx 128, 4k] */
   for (int variant = 0; variant < nvars; variant++)
@@ -941,7 +953,12 @@ bench_model (int type, std::vector<double> &prefill_ms)
               1e3 / step_ms[1][c], 100 * (b.weight_bytes + 2.0 * 32 * ((c ? 4096 : 128) + 25) * 8 * 128 * 2)
               / (step_ms[1][c] * 1e-3) / READ_CEIL, step_ms[0][c] / step_ms[1][c]);
   if (type == HONE_K_Q4Z)
-    for (int v = 2; v < nvars - 1; v++)
+    for (int c = 0; c < 2; c++)
+      report ("decode step AWQ-g128 tok 8 ctx %s: v2 %.3f ms (%.1f tok/s) -> mma-sub %.3f ms (%.1f tok/s): %.2fx\n",
+              c ? "4096" : " 128", step_ms[nvars - 2][c], 8e3 / step_ms[nvars - 2][c], step_ms[nvars - 1][c],
+              8e3 / step_ms[nvars - 1][c], step_ms[nvars - 2][c] / step_ms[nvars - 1][c]);
+  if (type == HONE_K_Q4Z)
+    for (int v = 2; v < nvars - 4; v++)
       for (int c = 0; c < 2; c++)
         report ("decode step AWQ-g128 tok 1 ctx %s: v2 %.3f ms (%.1f tok/s) -> %-15s %.3f ms (%.1f tok/s, %.1f%% of "
                 "4.52 TB/s): %.2fx\n", c ? "4096" : " 128", step_ms[1][c], 1e3 / step_ms[1][c], vars[v].name,
@@ -975,6 +992,8 @@ main (int argc, char **argv)
       else if (!strcmp (argv[i], "--bench")) do_check = false;
       else if (!strcmp (argv[i], "--staged")) do_bench = false, only_staged = 1;
       else if (!strcmp (argv[i], "--staged-small")) do_bench = false, only_staged = 2;
+      else if (!strcmp (argv[i], "--mma")) do_bench = false, only_mma = 1;
+      else if (!strcmp (argv[i], "--mma-small")) do_bench = false, only_mma = 2, only_staged = 2;
     }
   const char *out = getenv ("OUT");
   if (out && *out)
@@ -994,12 +1013,16 @@ main (int argc, char **argv)
     {
       report ("== W4A16 checks ==\n");
       /* every GEMV check with each kernel: 1 the first, 4 the first with 4 loads a lane, 2 variant 2 */
-      for (int cfg : { 1, 4, 2, 3, 5 })
+      for (int cfg : { 1, 4, 2, 3, 5, 8, 9, 10, 11 })
       {
-      if (only_staged && cfg != 3 && cfg != 5)
+      if (only_mma ? cfg < 8 : only_staged && cfg != 3 && cfg != 5)
         continue;
       hone_k_q4z_set_config (cfg);
-      report ("-- GEMV kernel %s (config %d) --\n", cfg == 3 ? "staged, 256 threads (1 token; v2 for more)"
+      report ("-- GEMV kernel %s (config %d) --\n", cfg == 8 ? "mma (tensor cores; g128 offset in f32)"
+              : cfg == 9 ? "mma-sub (tensor cores; g128 zero point in f16)"
+              : cfg == 10 ? "mma-scaled (tensor cores; scale in f16)"
+              : cfg == 11 ? "mma, plan without the task cost (tensor cores)"
+              : cfg == 3 ? "staged, 256 threads (1 token; v2 for more)"
               : cfg == 5 ? "staged, 512 threads (1 token; v2 for more)" : cfg == 2 ? "v2"
               : cfg == 4 ? "v1, 4 loads a lane" : "v1", cfg);
       check_gemv_one_token ();
@@ -1021,6 +1044,13 @@ main (int argc, char **argv)
       check_gemv (64, 14336, 128, 8, HONE_K_EPI_ADD, false, false);     /* 3 launches over the tokens */
       check_gemv (130, 14336, 128, 1, HONE_K_EPI_SWIGLU, true, false, true);
       check_gemv (32, 32768, 32, 3, HONE_K_EPI_STORE, false, false);
+      if (cfg >= 8)
+        {
+          /* the tensor-core kernel's plans at full size: several rounds of block tasks, k split 8 ways */
+          check_gemv (28672, 4096, 128, 1, HONE_K_EPI_SWIGLU, true, false, true, true);
+          check_gemv (4096, 14336, 128, 2, HONE_K_EPI_ADD, false, false);
+          check_gemv (6144 + 16 * 3 + 2, 4096, 64, 1, HONE_K_EPI_STORE, true, true);
+        }
       for (int g : { 32, 128 })
         check_tiny_model (g);
       }
