@@ -323,7 +323,9 @@ gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, void *y, int
   const cudaDataType_t t = w->type == HONE_K_BF16 ? CUDA_R_16BF : CUDA_R_16F;
   if (!is_f (w))
     {
-      HONE_K_CHECK ((cudaError_t) hone_k_dequant (w, st->w16, 1, s));
+      /* a q|k|v of parts in different types dequantizes part by part at their row offsets */
+      HONE_K_CHECK ((cudaError_t) (w->type == HONE_K_PARTS ? hone_k_parts_dequant (w, st->w16, 1, s)
+                                                           : hone_k_dequant (w, st->w16, 1, s)));
       wp = st->w16;
     }
   const cudaDataType_t dt = y16 ? t : CUDA_R_32F;
@@ -631,12 +633,171 @@ gemv_plain (HoneKState *st, const HoneKMatrix *w, const float *x, int n_tok, con
   return hone_k_gemv_pf (&op, pf, s);
 }
 
+/* Quantization in the GEMV epilogues (HoneKEpiQ, one token, Q8_0/Q4_0/Q4_1):
+ * the residual GEMVs (o, down) write the int8 of h·g_next and Σh² per 32,
+ * gate|up's SwiGLU writes down's int8 input, the consumers (qkv, gate|up,
+ * lm_head) scale their row sums: no RMSNorm/quantize launch (5 launches a
+ * layer). A mask of the producers used: EPIQ_O, EPIQ_GU, EPIQ_DOWN (0: off,
+ * the default: every variant measured 2-30 % slower than the launches it
+ * removes, tests/bench/RESULTS-cuda.md "Decode, session 4"); -1: not read
+ * yet (HONE_DECODE_EPIQ, hone_k_decode_set_epiq: 1 = all). */
+enum { EPIQ_O = 2, EPIQ_GU = 4, EPIQ_DOWN = 8, EPIQ_ALL = 14 };
+static int epiq_mode = -1;
+
+extern "C" void
+hone_k_decode_set_epiq (int on)
+{
+  epiq_mode = on < 0 ? -1 : (on == 1 ? (int) EPIQ_ALL : on & EPIQ_ALL);
+}
+
+/* The second int8 vector of an EpiQ step (the first is st->xq, which
+ * attention writes for o) and the Σh² partials, in st->x16: the 16-bit
+ * activations of prefill GEMMs, unused by decode steps. */
+struct EpiqBufs {
+  HoneKActQ8 x1;
+  float *ssq;
+};
+
+static bool
+epiq_bufs (const HoneKModel *m, HoneKState *st, EpiqBufs *b)
+{
+  const HoneKConfig *c = &m->cfg;
+  const size_t md = (size_t) max_dim (c);
+  const size_t qb = ALIGN (md), dsb = ALIGN (md / 32 * 8), sb = ALIGN ((size_t) c->hidden / 32 * 4);
+  if (!st->x16 || qb + dsb + sb > (size_t) st->max_tok * md * 2)
+    return false;
+  b->x1.q = (int8_t *) st->x16;
+  b->x1.ds = (float2 *) ((char *) st->x16 + qb);
+  b->ssq = (float *) ((char *) st->x16 + qb + dsb);
+  return true;
+}
+
+/* Whether w, as the one-token consumer of a normalized input, takes EpiQ's int8 input. */
+static bool
+epiq_consumer (const HoneKMatrix *w, int epi)
+{
+  HoneKGemvOp op;
+  memset (&op, 0, sizeof op);
+  op.w = w;
+  op.n_tok = 1;
+  op.epilogue = epi;
+  return hone_k_gemv_epiq_takes (&op, false);
+}
+
+/* The second half of a decode layer: o (+ residual), gate|up (+ SwiGLU),
+ * down (+ residual). eb (one token, EpiQ on): where the types allow, o
+ * writes the int8 of h·ffn_norm, gate|up's SwiGLU down's int8 input, down
+ * the int8 of h·g for the next qkv / lm_head (*ready, else NULL); each
+ * producer writes the int8 vector its own input is not (st->xq or eb->x1). */
+static int
+decode_step_ffn (const HoneKModel *m, HoneKState *st, int l, int n, const EpiqBufs *eb, int mask, bool attn_q,
+                 const HoneKActQ8 **ready, const HoneKPrefetch *pf_o, const HoneKPrefetch *pf_gu,
+                 const HoneKPrefetch *pf_down, cudaStream_t s)
+{
+  const HoneKConfig *c = &m->cfg;
+  const HoneKLayer *L = &m->layers[l];
+  *ready = NULL;
+  if (n != 1)
+    eb = NULL;
+  HoneKGemvOp op;
+  memset (&op, 0, sizeof op);
+  op.w = &L->wo;
+  op.n_tok = 1;
+  op.res = st->h;
+  op.y = st->h;
+  op.epilogue = HONE_K_EPI_ADD;
+  op.xq = &st->xq;
+  const HoneKActQ8 *gu_in = NULL;
+  if (eb && (mask & EPIQ_O) && attn_q && hone_k_gemv_epiq_takes (&op, true)
+      && epiq_consumer (&L->wgu, HONE_K_EPI_SWIGLU))
+    {
+      HoneKEpiQ eq;
+      memset (&eq, 0, sizeof eq);
+      eq.out = eb->x1;
+      eq.out_ssq = eb->ssq;
+      eq.out_g = L->ffn_norm;
+      HONE_K_CHECK ((cudaError_t) hone_k_gemv_epiq (&op, &eq, pf_o, s));
+      gu_in = &eb->x1;
+    }
+  else
+    HONE_K_CHECK ((cudaError_t) gemv_plain (st, &L->wo, st->attn, n, st->h, st->h, HONE_K_EPI_ADD, s, pf_o, attn_q));
+  memset (&op, 0, sizeof op);
+  op.w = &L->wgu;
+  op.n_tok = 1;
+  op.y = st->gu;
+  op.epilogue = HONE_K_EPI_SWIGLU;
+  op.eps = c->rms_eps;
+  const HoneKActQ8 *down_in = NULL;
+  const bool gu_prod = eb && (mask & EPIQ_GU) && hone_k_gemv_epiq_takes (&op, true)
+                       && epiq_consumer (&L->wdown, HONE_K_EPI_ADD);
+  if (gu_in || gu_prod)
+    {
+      HoneKEpiQ eq;
+      memset (&eq, 0, sizeof eq);
+      if (gu_in)
+        {
+          op.xq = gu_in;
+          eq.in_ssq = eb->ssq;
+        }
+      else
+        {
+          HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (st->h, L->ffn_norm, 1, c->hidden, c->rms_eps, NULL, &st->xq,
+                                                      NULL, 0, s));
+          op.xq = &st->xq;
+        }
+      if (gu_prod)
+        {
+          down_in = op.xq == &st->xq ? &eb->x1 : &st->xq;
+          eq.out = *down_in;
+          op.y = NULL;   /* down reads the int8 copy only */
+        }
+      HONE_K_CHECK ((cudaError_t) hone_k_gemv_epiq (&op, &eq, pf_gu, s));
+    }
+  else
+    HONE_K_CHECK ((cudaError_t) gemv_normed (st, &L->wgu, st->h, L->ffn_norm, c->rms_eps, n, NULL, st->gu,
+                                             HONE_K_EPI_SWIGLU, NULL, s, pf_gu));
+  const bool last = l + 1 == c->n_layers;
+  const HoneKMatrix *next_w = last ? &m->lm_head : &m->layers[l + 1].wqkv;
+  const float *next_g = last ? m->out_norm : m->layers[l + 1].attn_norm;
+  const int next_epi = !last && m->layers[l + 1].q_norm == NULL ? (int) HONE_K_EPI_ROPE_KV : (int) HONE_K_EPI_STORE;
+  memset (&op, 0, sizeof op);
+  op.w = &L->wdown;
+  op.n_tok = 1;
+  op.res = st->h;
+  op.y = st->h;
+  op.epilogue = HONE_K_EPI_ADD;
+  op.xq = down_in ? down_in : &st->xq;
+  if (eb && (mask & EPIQ_DOWN) && hone_k_gemv_epiq_takes (&op, true) && epiq_consumer (next_w, next_epi))
+    {
+      if (!down_in)
+        HONE_K_CHECK ((cudaError_t) hone_k_quantize (st->gu, 1, L->wdown.cols, &st->xq, NULL, 0, s));
+      HoneKEpiQ eq;
+      memset (&eq, 0, sizeof eq);
+      const HoneKActQ8 *out = op.xq == &st->xq ? &eb->x1 : &st->xq;
+      eq.out = *out;
+      eq.out_ssq = eb->ssq;
+      eq.out_g = next_g;
+      HONE_K_CHECK ((cudaError_t) hone_k_gemv_epiq (&op, &eq, pf_down, s));
+      *ready = out;
+      return 0;
+    }
+  if (down_in)
+    return hone_k_gemv_pf (&op, pf_down, s);
+  return gemv_plain (st, &L->wdown, st->gu, n, st->h, st->h, HONE_K_EPI_ADD, s, pf_down);
+}
+
 static int
 decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int n_logits, cudaStream_t s)
 {
   const HoneKConfig *c = &m->cfg;
   const int nq = c->n_heads, nkv = c->n_kv_heads, hd = c->head_dim;
   decode_tune_read ();
+  if (epiq_mode < 0)   /* off by default: slower in every variant measured (RESULTS-cuda.md, decode session 4) */
+    hone_k_decode_set_epiq (env_int ("HONE_DECODE_EPIQ", 0));
+  EpiqBufs eb;
+  const bool epiq = n == 1 && n_logits == 1 && epiq_mode && epiq_bufs (m, st, &eb);
+  /* the int8 of h·g for the next normalized GEMV (Σh² in eb.ssq), or NULL */
+  const HoneKActQ8 *ready = NULL;
   HONE_K_CHECK ((cudaError_t) hone_k_embed (&m->embd, st->tokens, n, st->h, s));
   for (int l = 0; l < c->n_layers; l++)
     {
@@ -660,10 +821,48 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
       rope.k_pool = kv->k_pool[l];
       rope.v_pool = kv->v_pool[l];
       rope.block_table = kv->block_table;
-      const bool fuse_rope = L->q_norm == NULL;
-      HONE_K_CHECK ((cudaError_t) gemv_normed (st, &L->wqkv, st->h, L->attn_norm, c->rms_eps, n, L->bqkv, st->qkv,
-                                               fuse_rope ? (int) HONE_K_EPI_ROPE_KV : (int) HONE_K_EPI_STORE, &rope, s,
-                                               &pf_qkv));
+      /* a q|k|v of parts in different types (Q4_K_M's Q4_K q,k + Q6_K v) runs one GEMV a
+       * part, RoPE + KV apart; with n > 1 each part's rows pass through st->gu (free until gate|up) */
+      const bool qkv_parts = L->wqkv.type == HONE_K_PARTS;
+      const bool fuse_rope = L->q_norm == NULL && !qkv_parts;
+      if (ready)   /* EpiQ consumer (never a HONE_K_PARTS matrix: epiq_consumer) */
+        {
+          HoneKGemvOp op = rope;
+          op.w = &L->wqkv;
+          op.n_tok = 1;
+          op.bias = L->bqkv;
+          op.y = st->qkv;
+          op.epilogue = fuse_rope ? (int) HONE_K_EPI_ROPE_KV : (int) HONE_K_EPI_STORE;
+          op.eps = c->rms_eps;
+          op.xq = ready;
+          HoneKEpiQ eq;
+          memset (&eq, 0, sizeof eq);
+          eq.in_ssq = eb.ssq;
+          HONE_K_CHECK ((cudaError_t) hone_k_gemv_epiq (&op, &eq, &pf_qkv, s));
+        }
+      else if (qkv_parts)
+        {
+          HoneKGemvOp po;
+          memset (&po, 0, sizeof po);
+          po.w = &L->wqkv;
+          po.x = st->h;
+          po.norm_g = L->attn_norm;
+          po.eps = c->rms_eps;
+          po.xq = &st->xq;
+          po.n_tok = n;
+          po.bias = L->bqkv;
+          po.y = st->qkv;
+          po.epilogue = HONE_K_EPI_STORE;
+          for (int i = 0; i < L->wqkv.n_parts; i++)
+            if ((size_t) n * L->wqkv.parts[i].rows * sizeof (float) > gu_bytes (st))
+              return (int) cudaErrorInvalidValue;
+          HONE_K_CHECK ((cudaError_t) hone_k_gemv_parts (&po, st->gu, s));
+        }
+      else
+        HONE_K_CHECK ((cudaError_t) gemv_normed (st, &L->wqkv, st->h, L->attn_norm, c->rms_eps, n, L->bqkv, st->qkv,
+                                                 fuse_rope ? (int) HONE_K_EPI_ROPE_KV : (int) HONE_K_EPI_STORE, &rope,
+                                                 s, &pf_qkv));
+      ready = NULL;
       if (!fuse_rope)
         HONE_K_CHECK ((cudaError_t) hone_k_rope_kv (st->qkv, n, nq, nkv, hd, st->pos, c->rope_inv_freq, 0,
                                                     L->q_norm, L->k_norm, c->rms_eps, kv->k_pool[l],
@@ -671,12 +870,26 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
       HONE_K_CHECK ((cudaError_t) hone_k_attn_decode_pf (st->qkv, n, nq, nkv, hd, st->pos, kv->k_pool[l],
                                                          kv->v_pool[l], kv->block_table, st->attn_scratch, st->attn,
                                                          attn_q ? &st->xq : NULL, &pf_attn, s));
-      HONE_K_CHECK ((cudaError_t) gemv_plain (st, &L->wo, st->attn, n, st->h, st->h, HONE_K_EPI_ADD, s, &pf_o, attn_q));
-      HONE_K_CHECK ((cudaError_t) gemv_normed (st, &L->wgu, st->h, L->ffn_norm, c->rms_eps, n, NULL, st->gu,
-                                               HONE_K_EPI_SWIGLU, NULL, s, &pf_gu));
-      HONE_K_CHECK ((cudaError_t) gemv_plain (st, &L->wdown, st->gu, n, st->h, st->h, HONE_K_EPI_ADD, s, &pf_down));
+      /* o, gate|up, down with EpiQ where the types allow (decode_step_ffn) */
+      HONE_K_CHECK ((cudaError_t) decode_step_ffn (m, st, l, n, epiq ? &eb : NULL, epiq_mode, attn_q, &ready, &pf_o, &pf_gu,
+                                                   &pf_down, s));
     }
   const float *hl = st->h + (size_t) (n - n_logits) * c->hidden;
+  if (ready)
+    {
+      HoneKGemvOp op;
+      memset (&op, 0, sizeof op);
+      op.w = &m->lm_head;
+      op.n_tok = 1;
+      op.y = st->logits;
+      op.epilogue = HONE_K_EPI_STORE;
+      op.eps = c->rms_eps;
+      op.xq = ready;
+      HoneKEpiQ eq;
+      memset (&eq, 0, sizeof eq);
+      eq.in_ssq = eb.ssq;
+      return hone_k_gemv_epiq (&op, &eq, NULL, s);
+    }
   return gemv_normed (st, &m->lm_head, hl, m->out_norm, c->rms_eps, n_logits, NULL, st->logits,
                       HONE_K_EPI_STORE, NULL, s);
 }

@@ -465,6 +465,30 @@ kq_gemv_kernel (KqArgs ka)
   epi_rows<R, MAXT> (a, row0, lane, acc);
 }
 
+/* 2..4 tokens: optionally the kernel instantiated for at most 4 (half the
+ * accumulators and token loops of the 8-token one). Session 4 checked it
+ * (every launch shape at 2..4 tokens against f64) but its timing sweep did
+ * not come back from the device, so it is off by default: a tuning option
+ * until measured. -1: read HONE_KQUANT_TIERS=0/1 (default 0). */
+static int kq_tiers = -1;
+
+extern "C" void
+hone_k_kquant_set_tiers (int on)
+{
+  kq_tiers = on;
+}
+
+static bool
+kq_tiers_on (void)
+{
+  if (kq_tiers < 0)
+    {
+      const char *e = getenv ("HONE_KQUANT_TIERS");
+      kq_tiers = e && e[0] == '1' ? 1 : 0;
+    }
+  return kq_tiers != 0;
+}
+
 template <int WT, int R, int U, int KS, int P = 1>
 static int
 kq_launch_t (const KqArgs &a, cudaStream_t stream)
@@ -473,6 +497,8 @@ kq_launch_t (const KqArgs &a, cudaStream_t stream)
   const dim3 grid ((groups + (8 / KS) - 1) / (8 / KS)), block (256);
   if (a.a.n_tok == 1)
     return hone_k_launch (kq_gemv_kernel<WT, R, U, KS, 1, P>, grid, block, 0, stream, a);
+  if (a.a.n_tok <= 4 && kq_tiers_on ())
+    return hone_k_launch (kq_gemv_kernel<WT, R, U, KS, 4, P>, grid, block, 0, stream, a);
   return hone_k_launch (kq_gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, P>, grid, block, 0, stream, a);
 }
 
@@ -576,4 +602,115 @@ hone_k_kquant_gemv (const HoneKGemvOp *op, cudaStream_t stream)
   a.block_table = op->block_table;
   return w->type == HONE_K_Q4_K ? kq_launch<HONE_K_Q4_K> (ka, w->cols, stream)
                                 : kq_launch<HONE_K_Q6_K> (ka, w->cols, stream);
+}
+
+/* ---- fused matrices of parts in different types (HONE_K_PARTS) --------------
+ * llama.cpp's Q4_K_M mix stores attn_q/attn_k as Q4_K and attn_v as Q6_K in
+ * some layers: their q|k|v is kept as up to 3 native parts instead of one F16
+ * matrix (3.6× the bytes of Q4_K). Decode runs one GEMV a part (STORE, bias
+ * at the part's offset), so the RoPE/KV epilogue cannot be fused: the caller
+ * runs hone_k_rope_kv after, as for qwen3. The per-type GEMVs write rows with
+ * their own row stride, so with several tokens a part's output lands in tmp
+ * first and a copy kernel puts it at its columns of y. */
+
+static bool
+parts_valid (const HoneKMatrix *w)
+{
+  if (w->type != HONE_K_PARTS || w->n_parts < 1 || w->n_parts > HONE_K_MAX_PARTS || !w->parts)
+    return false;
+  int rows = 0;
+  for (int i = 0; i < w->n_parts; i++)
+    {
+      const HoneKMatrix *p = &w->parts[i];
+      if (p->type == HONE_K_PARTS || p->cols != w->cols || p->rows < 1 || !p->q)
+        return false;
+      rows += p->rows;
+    }
+  return rows == w->rows;
+}
+
+/* Weights whose GEMV takes the f32 input (RMSNorm fused) rather than HoneKActQ8. */
+static bool
+part_takes_f32 (const HoneKMatrix *p)
+{
+  return p->type == HONE_K_BF16 || p->type == HONE_K_F16 || p->type == HONE_K_Q4Z;
+}
+
+/* y[t][row0 + r] = tmp[t][r] for t < n_tok, r < prow (row stride of y: ystride). */
+__global__ void __launch_bounds__ (256)
+parts_scatter_kernel (const float *tmp, int prow, float *y, int ystride, int row0)
+{
+  const int r = blockIdx.x * 256 + threadIdx.x, t = blockIdx.y;
+  pdl_trigger ();
+  pdl_wait ();
+  if (r < prow)
+    y[(size_t) t * ystride + row0 + r] = tmp[(size_t) t * prow + r];
+}
+
+extern "C" int
+hone_k_gemv_parts (const HoneKGemvOp *op, float *tmp, cudaStream_t stream)
+{
+  const HoneKMatrix *w = op->w;
+  if (!w || !parts_valid (w) || op->n_tok < 1 || op->n_tok > HONE_K_MAX_DECODE || !op->x || !op->y
+      || op->epilogue != HONE_K_EPI_STORE || (op->n_tok > 1 && !tmp))
+    return (int) cudaErrorInvalidValue;
+  bool need_q = false;
+  for (int i = 0; i < w->n_parts; i++)
+    need_q |= !part_takes_f32 (&w->parts[i]);
+  if (need_q)
+    {
+      if (!op->xq || !op->xq->q || !op->xq->ds || w->cols % 32)
+        return (int) cudaErrorInvalidValue;
+      /* one norm+quantize for all the quantized parts (they read the same int8 rows); op->xq
+       * is const as a GEMV input, its buffers are the caller's scratch */
+      HoneKActQ8 xq = *op->xq;
+      if (op->norm_g)
+        HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (op->x, op->norm_g, op->n_tok, w->cols, op->eps, NULL, &xq, NULL, 0,
+                                                    stream));
+      else
+        HONE_K_CHECK ((cudaError_t) hone_k_quantize (op->x, op->n_tok, w->cols, &xq, NULL, 0, stream));
+    }
+  int row0 = 0;
+  for (int i = 0; i < w->n_parts; i++)
+    {
+      const HoneKMatrix *p = &w->parts[i];
+      HoneKGemvOp po;
+      memset (&po, 0, sizeof po);
+      po.w = p;
+      po.n_tok = op->n_tok;
+      po.bias = op->bias ? op->bias + row0 : NULL;
+      po.epilogue = HONE_K_EPI_STORE;
+      po.y = op->n_tok == 1 ? op->y + row0 : tmp;
+      if (part_takes_f32 (p))
+        {
+          po.x = op->x;
+          po.norm_g = op->norm_g;
+          po.eps = op->eps;
+        }
+      else
+        po.xq = op->xq;
+      HONE_K_CHECK ((cudaError_t) hone_k_gemv_ex (&po, stream));
+      if (op->n_tok > 1)
+        HONE_K_CHECK ((cudaError_t) hone_k_launch (parts_scatter_kernel, dim3 ((unsigned) (p->rows + 255) / 256,
+                                                                                 (unsigned) op->n_tok),
+                                                   dim3 (256), 0, stream, (const float *) tmp, p->rows, op->y,
+                                                   w->rows, row0));
+      row0 += p->rows;
+    }
+  return 0;
+}
+
+extern "C" int
+hone_k_parts_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream)
+{
+  if (!parts_valid (w) || !dst)
+    return (int) cudaErrorInvalidValue;
+  size_t off = 0;
+  for (int i = 0; i < w->n_parts; i++)
+    {
+      const HoneKMatrix *p = &w->parts[i];
+      HONE_K_CHECK ((cudaError_t) hone_k_dequant (p, (char *) dst + off * 2, to_f16, stream));
+      off += (size_t) p->rows * p->cols;
+    }
+  return 0;
 }

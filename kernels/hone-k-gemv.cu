@@ -15,19 +15,119 @@
  * wave, once through their rows, prefetch a slice of the next matrix into L2.
  */
 #include "hone-k-gemv.cuh"
+#include <cooperative_groups.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 extern "C" int hone_k_q4z_gemv (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream);
 
+/* The cluster barrier in two halves (sm_90): arrive at kernel entry
+ * (relaxed), wait before the first access to another block's shared memory
+ * (that block has then started); arrive (release) after the writes, and only
+ * the block that reads waits (acquire) — the others exit at once instead of
+ * idling on their slots until the slowest block of the cluster is done. */
+[[maybe_unused]] static __device__ __forceinline__ void
+cluster_arrive_relaxed (void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile ("barrier.cluster.arrive.relaxed;" ::: "memory");
+#endif
+}
+
+[[maybe_unused]] static __device__ __forceinline__ void
+cluster_arrive (void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile ("barrier.cluster.arrive.release;" ::: "memory");
+#endif
+}
+
+[[maybe_unused]] static __device__ __forceinline__ void
+cluster_wait (void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile ("barrier.cluster.wait.acquire;" ::: "memory");
+#endif
+}
+
+/* EQ producer epilogue (one token): the STORE/ADD or SWIGLU outputs of the
+ * warp's rows are stored as epi_rows would, and also sent to the shared
+ * memory of the cluster's first block; after the cluster barrier that block
+ * quantizes the cluster's 32 outputs (quant32_store's arithmetic) times
+ * out_g, and writes their Σout². live: this warp holds finished sums (a
+ * warp of another K slice only joins the barrier). Every thread of every
+ * block of the cluster must call it, having called cluster_arrive_relaxed()
+ * at entry. */
+template <int R, int MAXT>
+static __device__ __forceinline__ void
+gemv_epiq_out (const GemvArgs &a, int row0, int lane, const float (&acc)[R][MAXT], bool live)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  __shared__ float grp_out[32];
+  cg::cluster_group cluster = cg::this_cluster ();
+  float *dst = cluster.map_shared_rank (grp_out, 0);
+  const bool pair = a.epi == HONE_K_EPI_SWIGLU;
+  cluster_wait ();   /* every block of the cluster has started (its entry arrive) */
+  if (live)
+#pragma unroll
+    for (int r = 0; r < R; r += (pair ? 2 : 1))
+      {
+        const int row = row0 + r;
+        if (lane != r || row >= a.rows)
+          continue;
+        float v = acc[r][0];
+        if (a.bias)
+          v += a.bias[row];
+        if (pair)
+          {
+            float v1 = acc[r + 1 < R ? r + 1 : r][0];
+            if (a.bias)
+              v1 += a.bias[row + 1];
+            v = silu (v) * v1;
+            if (a.y)
+              a.y[row >> 1] = v;
+            dst[(row >> 1) & 31] = v;
+          }
+        else
+          {
+            if (a.epi == HONE_K_EPI_ADD)
+              v += a.res[row];
+            a.y[row] = v;
+            dst[row & 31] = v;
+          }
+      }
+  cluster_arrive ();
+  if (cluster.block_rank () == 0 && threadIdx.x < 32)
+    {
+      cluster_wait ();
+      const int grp = (int) (blockIdx.x / cluster.num_blocks ());
+      const float h = grp_out[lane];
+      const float v = a.out_g ? h * a.out_g[grp * 32 + lane] : h;
+      quant32_store (v, a.out_q + grp * 32, a.out_ds + grp, lane);
+      if (a.out_ssq)
+        {
+          const float ss = warp_sum (h * h);
+          if (lane == 0)
+            a.out_ssq[grp] = ss;
+        }
+    }
+#else
+  (void) a; (void) row0; (void) lane; (void) acc; (void) live;
+#endif
+}
+
 /* NORM (f32 input, BF16/F16 weights): 0 none; 1 every block first computes
  * the rows' RMS scale in a prologue and scales x on load; 2 the dot runs on
  * x·g and the scale, from the Σx² of the very x chunks the lanes load
  * anyway, multiplies the sums at the end (no prologue: no serial L2 round
- * trips before a block's weights are used, no second pass over x). */
-template <int WT, int R, int U, int KS, int MAXT, int NORM>
-__global__ void __launch_bounds__ (256)
+ * trips before a block's weights are used, no second pass over x).
+ * EQ (one token, quantized weights, sm_90): quantization in the epilogue,
+ * see GemvArgs.in_ssq / out_q; the launch forms clusters of blocks that
+ * together own whole groups of 32 outputs. */
+template <int WT, int R, int U, int KS, int MAXT, int NORM, int EQ = 0>
+__global__ void __launch_bounds__ (256, EQ ? 3 : 0)   /* EQ: 3 blocks an SM (≤ 80 registers) as the others get; 0: no bound */
 gemv_kernel (GemvArgs a)
 {
   const int lane = threadIdx.x & 31;
@@ -56,6 +156,8 @@ gemv_kernel (GemvArgs a)
    * main loop keeps at most the next kernel resident early. */
   if (!a.late_trigger)
     pdl_trigger ();
+  if (EQ && a.out_q)
+    cluster_arrive_relaxed ();
 
   auto load = [&] (int c0) {
 #pragma unroll
@@ -89,6 +191,14 @@ gemv_kernel (GemvArgs a)
   pdl_wait ();
   if (!a.early)
     load (c0);
+  /* EQ consumer: this lane's share of the producer's Σx² partials, loaded
+   * while the first weights are in flight (fixed order: lane-strided, then
+   * the butterfly at the end; every warp gets the same bits) */
+  constexpr int NP = EQ ? 8 : 1;   /* partials a lane holds (hidden ≤ 8192 without the loop at the end) */
+  float in_part[NP];
+#pragma unroll
+  for (int j = 0; j < NP; j++)
+    in_part[j] = EQ && a.in_ssq && lane + 32 * j < (a.cols >> 5) ? a.in_ssq[lane + 32 * j] : 0.f;
 
   /* Fused RMSNorm: every block recomputes the input rows' scale. */
   __shared__ float nscale[MAXT];
@@ -214,7 +324,12 @@ gemv_kernel (GemvArgs a)
         }
       __syncthreads ();
       if (ks != 0)
-        return;
+        {
+          /* EQ producers: every thread reaches the cluster barrier */
+          if (EQ && a.out_q)
+            gemv_epiq_out<R, MAXT> (a, row0, lane, acc, false);
+          return;
+        }
 #pragma unroll
       for (int r = 0; r < R; r++)
 #pragma unroll
@@ -246,8 +361,26 @@ gemv_kernel (GemvArgs a)
         for (int r = 0; r < R; r++)
           acc[r][t] *= sc;
       }
-
-  epi_rows<R, MAXT> (a, row0, lane, acc);
+  if (EQ && a.in_ssq)
+    {
+      /* loaded before the main loop, summed only now: no stall on them */
+      float in_ss = 0.f;
+#pragma unroll
+      for (int j = 0; j < NP; j++)
+        in_ss += in_part[j];
+      for (int i = lane + 32 * NP; i < (a.cols >> 5); i += 32)
+        in_ss += a.in_ssq[i];
+      const float sc = rsqrtf (warp_sum (in_ss) / (float) a.cols + a.eps);
+#pragma unroll
+      for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < MAXT; t++)
+          acc[r][t] *= sc;
+    }
+  if (EQ && a.out_q)
+    gemv_epiq_out<R, MAXT> (a, row0, lane, acc, true);
+  else
+    epi_rows<R, MAXT> (a, row0, lane, acc);
 }
 
 /* RMSNorm of BF16/F16 GEMVs applied at the end (NORM 2) or by a prologue
@@ -354,12 +487,13 @@ launch_cfg (int cfg, const GemvArgs &a, cudaStream_t stream)
     }
 }
 
+/* The launch shape (0..HONE_K_GEMV_CONFIGS-1) of a GEMV. */
 template <int WT>
 static int
-launch_w (const GemvArgs &a, cudaStream_t stream)
+pick_config (const GemvArgs &a)
 {
   if (forced_config >= 0 && forced_config < HONE_K_GEMV_CONFIGS)
-    return launch_cfg<WT> (forced_config, a, stream);
+    return forced_config;
   /* Sweep of 8 shapes at the Llama-3-8B matrices (RESULTS-cuda.md, call 3):
    * quantized weights do best or within noise of best with 2 rows, 4 loads,
    * 2 K slices everywhere; BF16 wants 4 K slices on the big matrices and no
@@ -367,10 +501,10 @@ launch_w (const GemvArgs &a, cudaStream_t stream)
   if (WT == HONE_K_BF16 || WT == HONE_K_F16)
     {
       if (a.rows >= 16384)
-        return launch_cfg<WT> (3, a, stream);
+        return 3;
       if (a.rows >= 5000)
-        return launch_cfg<WT> (2, a, stream);
-      return launch_cfg<WT> (1, a, stream);
+        return 2;
+      return 1;
     }
   if (pick_rule < 0)
     {
@@ -385,11 +519,18 @@ launch_w (const GemvArgs &a, cudaStream_t stream)
   if (pick_rule == 9 && a.n_tok == 1)
     {
       if (a.cols >= 8192)
-        return launch_cfg<WT> (3, a, stream);
+        return 3;
       if ((WT == HONE_K_Q4_0 || WT == HONE_K_Q4_1) && a.rows >= 16384)
-        return launch_cfg<WT> (2, a, stream);
+        return 2;
     }
-  return launch_cfg<WT> (1, a, stream);
+  return 1;
+}
+
+template <int WT>
+static int
+launch_w (const GemvArgs &a, cudaStream_t stream)
+{
+  return launch_cfg<WT> (pick_config<WT> (a), a, stream);
 }
 
 extern "C" int
@@ -430,16 +571,13 @@ hone_k_prefetch_add_matrix (HoneKPrefetch *pf, const HoneKMatrix *w, size_t byte
   return added;
 }
 
-extern "C" int
-hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream)
+/* GemvArgs of op (the register-streamed kernel's fields; EQ ones NULL);
+ * nonzero for an op the epilogue cannot take. */
+static int
+args_from_op (const HoneKGemvOp *op, const HoneKPrefetch *pf, GemvArgs &a)
 {
   const HoneKMatrix *w = op->w;
-  GemvArgs a;
-  if (w->type == HONE_K_Q4Z)   /* W4A16 (AWQ): hone-k-gemv-w4.cu */
-    return hone_k_q4z_gemv (op, pf, stream);
-  if (w->type == HONE_K_Q4_K || w->type == HONE_K_Q6_K) return hone_k_kquant_gemv (op, stream);   /* hone-k-gemv-kquant.cu */
-  if (op->n_tok < 1 || op->n_tok > HONE_K_MAX_DECODE)
-    return (int) cudaErrorInvalidValue;
+  memset (&a, 0, sizeof a);
   if (pf)
     a.pf = *pf;
   else
@@ -487,6 +625,22 @@ hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t str
       && (a.hd <= 0 || (a.hd & 1) || w->rows != (a.nq + 2 * a.nkv) * a.hd || !a.pos || !a.inv_freq
           || !a.k_pool || !a.v_pool || !a.block_table))
     return (int) cudaErrorInvalidValue;
+  return 0;
+}
+
+extern "C" int
+hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream)
+{
+  const HoneKMatrix *w = op->w;
+  GemvArgs a;
+  if (w->type == HONE_K_Q4Z)   /* W4A16 (AWQ): hone-k-gemv-w4.cu */
+    return hone_k_q4z_gemv (op, pf, stream);
+  if (w->type == HONE_K_Q4_K || w->type == HONE_K_Q6_K) return hone_k_kquant_gemv (op, stream);   /* hone-k-gemv-kquant.cu */
+  if (op->n_tok < 1 || op->n_tok > HONE_K_MAX_DECODE)
+    return (int) cudaErrorInvalidValue;
+  const int rc = args_from_op (op, pf, a);
+  if (rc)
+    return rc;
   /* one token on sm_90: the staged kernel (hone-k-gemv-staged.cu), which
    * also takes a quantized GEMV's f32 input and quantizes it itself */
   if (hone_k_gemv_staged_takes (op))
@@ -518,6 +672,162 @@ hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t str
       return launch_w<HONE_K_Q4_1> (a, stream);
     default:
       return (int) cudaErrorInvalidValue;
+    }
+}
+
+/* ---- quantization in the epilogue (HoneKEpiQ) ------------------------------ */
+
+static int
+sm_major (void)
+{
+  static int major = -1;
+  if (major < 0)
+    {
+      int dev = 0;
+      cudaGetDevice (&dev);
+      if (cudaDeviceGetAttribute (&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+        major = 0;
+    }
+  return major;
+}
+
+bool
+hone_k_gemv_epiq_takes (const HoneKGemvOp *op, bool producer)
+{
+  const HoneKMatrix *w = op->w;
+  if (!w || op->n_tok != 1 || op->norm_g || w->rows < 1 || w->cols < 32 || (w->cols & 31)
+      || (w->type != HONE_K_Q8_0 && w->type != HONE_K_Q4_0 && w->type != HONE_K_Q4_1) || sm_major () < 9)
+    return false;
+  if (!producer)
+    return true;
+  if (op->epilogue == HONE_K_EPI_SWIGLU)
+    return (w->rows & 63) == 0;
+  return (op->epilogue == HONE_K_EPI_ADD || op->epilogue == HONE_K_EPI_STORE) && (w->rows & 31) == 0 && op->y
+         && (op->epilogue != HONE_K_EPI_ADD || op->res);
+}
+
+/* A producer's launch is a grid of clusters of `cluster` blocks (0: no
+ * cluster attribute, a consumer only). */
+template <int WT, int R, int U, int KS>
+static int
+launch_eq_t (GemvArgs a, int cluster, cudaStream_t stream)
+{
+  const int groups = (a.rows + R - 1) / R;
+  const dim3 grid ((groups + (8 / KS) - 1) / (8 / KS));
+  void (*k) (GemvArgs) = gemv_kernel<WT, R, U, KS, 1, 0, 1>;
+  a.pf_first = INT_MAX;
+  unsigned long long pf_bytes = 0;
+  for (int r = 0; r < HONE_K_PF_RANGES; r++)
+    pf_bytes += a.pf.n[r];
+  if (pf_bytes)
+    {
+      const int w = resident_blocks ((const void *) k, 0);
+      a.pf_first = (int) grid.x > w ? (int) grid.x - w : 0;
+    }
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[2];
+  int n = 0;
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3 (256);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  if (hone_k_pdl_enabled ())
+    {
+      attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[n].val.programmaticStreamSerializationAllowed = 1;
+      n++;
+    }
+  if (cluster > 0)
+    {
+      if (grid.x % (unsigned) cluster)
+        return (int) cudaErrorInvalidValue;
+      attr[n].id = cudaLaunchAttributeClusterDimension;
+      attr[n].val.clusterDim.x = (unsigned) cluster;
+      attr[n].val.clusterDim.y = 1;
+      attr[n].val.clusterDim.z = 1;
+      n++;
+    }
+  cfg.attrs = attr;
+  cfg.numAttrs = (unsigned) n;
+  return (int) cudaLaunchKernelEx (&cfg, k, a);
+}
+
+/* Launch shape of EpiQ producers: -1 the GEMV's own (clusters of up to 8
+ * blocks), else forced (0: 32 rows a block, no cluster for ADD);
+ * HONE_EPIQ_PCFG. */
+static int epiq_pcfg = -2;
+
+void
+hone_k_gemv_epiq_set_producer_config (int cfg)
+{
+  epiq_pcfg = cfg < HONE_K_GEMV_CONFIGS ? cfg : -1;
+}
+
+template <int WT>
+static int
+launch_eq (const GemvArgs &a, cudaStream_t stream)
+{
+  if (epiq_pcfg == -2)
+    {
+      const char *env = getenv ("HONE_EPIQ_PCFG");
+      epiq_pcfg = env && *env ? atoi (env) : -1;
+      if (epiq_pcfg >= HONE_K_GEMV_CONFIGS)
+        epiq_pcfg = -1;
+    }
+  int cfg = a.out_q && epiq_pcfg >= 0 ? epiq_pcfg : pick_config<WT> (a);
+  static const int rows_a_block[HONE_K_GEMV_CONFIGS] = { 32, 8, 16, 4 };   /* R · 8/KS of launch_cfg's shapes */
+  const int per_cluster = a.epi == HONE_K_EPI_SWIGLU ? 64 : 32;   /* rows behind 32 outputs */
+  if (a.out_q && per_cluster / rows_a_block[cfg] > 8)   /* the portable cluster size */
+    cfg = 1;
+  const int cluster = a.out_q ? per_cluster / rows_a_block[cfg] : 0;
+  switch (cfg)
+    {
+    case 0: return launch_eq_t<WT, 4, 2, 1> (a, cluster, stream);
+    case 1: return launch_eq_t<WT, 2, 4, 2> (a, cluster, stream);
+    case 2: return launch_eq_t<WT, 2, 2, 1> (a, cluster, stream);
+    default: return launch_eq_t<WT, 2, 4, 4> (a, cluster, stream);
+    }
+}
+
+static unsigned epiq_runs;
+
+unsigned
+hone_k_gemv_epiq_runs (void)
+{
+  return epiq_runs;
+}
+
+int
+hone_k_gemv_epiq (const HoneKGemvOp *op, const HoneKEpiQ *eq, const HoneKPrefetch *pf, cudaStream_t stream)
+{
+  const bool producer = eq && eq->out.q;
+  if (!op->xq || !op->xq->q || !op->xq->ds || !hone_k_gemv_epiq_takes (op, producer)
+      || (producer && !eq->out.ds))
+    return (int) cudaErrorInvalidValue;
+  GemvArgs a;
+  const int rc = args_from_op (op, pf, a);
+  if (rc)
+    return rc;
+  if (eq)
+    {
+      a.in_ssq = eq->in_ssq;
+      a.out_q = eq->out.q;
+      a.out_ds = eq->out.ds;
+      a.out_ssq = eq->out_ssq;
+      a.out_g = eq->out_g;
+    }
+  epiq_runs++;
+  switch (op->w->type)
+    {
+    case HONE_K_Q8_0:
+      a.nchunk = op->w->cols / 16;
+      return launch_eq<HONE_K_Q8_0> (a, stream);
+    case HONE_K_Q4_0:
+      a.nchunk = op->w->cols / 32;
+      return launch_eq<HONE_K_Q4_0> (a, stream);
+    default:
+      a.nchunk = op->w->cols / 32;
+      return launch_eq<HONE_K_Q4_1> (a, stream);
     }
 }
 

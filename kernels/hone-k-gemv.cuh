@@ -36,6 +36,18 @@ struct GemvArgs {
   int late_trigger;   /* PDL: let the next kernel launch only after the main loop, not at entry */
   int pf_first;       /* blocks from this one on prefetch a slice of pf after their main loop */
   HoneKPrefetch pf;
+  /* Quantization in the epilogue (hone_k_gemv_epiq; hone-k-gemv.cu only, NULL elsewhere).
+   * Consumer: xq holds the int8 quantization of x·g (not normalized) and
+   * in_ssq[cols/32] the Σx² of each 32 inputs: the row sums are multiplied
+   * by rsqrt(Σ/cols + eps) before the epilogue. Producer: every 32 outputs
+   * (after ADD/SWIGLU) are quantized as out·out_g (out_g NULL: 1) into
+   * out_q/out_ds, and their Σout² into out_ssq (NULL: not written), by the
+   * first block of a thread-block cluster that owns those 32 outputs. */
+  const float *in_ssq;
+  int8_t *out_q;
+  float2 *out_ds;
+  float *out_ssq;
+  const float *out_g;
 };
 
 /* Write one rotated (or plain) pair of a q/k/v row pair for token t. */
@@ -192,6 +204,33 @@ epi_rows (const GemvArgs &a, int row0, int lane, const float (&acc)[R][MAXT])
           }
     }
 }
+
+/* ---- quantization in the epilogue (hone-k-gemv.cu) -------------------------
+ * One-token decode of Q8_0/Q4_0/Q4_1 layers without the RMSNorm+quantize and
+ * quantize launches. Per-32 int8 quantization is scale-invariant (quantizing
+ * s·v gives the q of v and s·d), so the producing GEMV (o, down: residual
+ * ADD; gate|up: SWIGLU) quantizes its output times the next norm's weights
+ * (h·g) plus Σh² per 32 outputs, and the consuming GEMV (qkv, gate|up,
+ * lm_head) multiplies its row sums by s = rsqrt(ΣΣh²/n + eps), summed in a
+ * fixed order: deterministic. */
+struct HoneKEpiQ {
+  const float *in_ssq;   /* consumer: Σx² of each 32 inputs (op->xq holds x·g quantized); NULL: a plain input */
+  HoneKActQ8 out;        /* producer: quantized output (out.q NULL: none) */
+  float *out_ssq;        /* producer: Σout² of each 32 outputs, or NULL */
+  const float *out_g;    /* producer: weights the output is multiplied by before quantizing, or NULL */
+};
+/* Whether hone_k_gemv_epiq() takes op (one token, Q8_0/Q4_0/Q4_1, sm_90; as a
+ * producer: ADD/STORE with rows % 32 == 0 or SWIGLU with rows % 64 == 0). */
+bool hone_k_gemv_epiq_takes (const HoneKGemvOp *op, bool producer);
+int hone_k_gemv_epiq (const HoneKGemvOp *op, const HoneKEpiQ *eq, const HoneKPrefetch *pf, cudaStream_t stream);
+/* Producers' launch shape: -1 the GEMV's own (default), else 0..HONE_K_GEMV_CONFIGS-1 (HONE_EPIQ_PCFG). */
+void hone_k_gemv_epiq_set_producer_config (int cfg);
+/* How many hone_k_gemv_epiq launches were enqueued so far (checks: which path ran). */
+unsigned hone_k_gemv_epiq_runs (void);
+/* decode_step's use of it: 1 on, 0 off (the default: measured slower), else a mask of the producers
+ * that write an int8 output: 2 o, 4 gate|up (SwiGLU), 8 down (1 = 14);
+ * -1 reads HONE_DECODE_EPIQ (the same values). */
+extern "C" void hone_k_decode_set_epiq (int on);
 
 /* ---- the staged GEMV (hone-k-gemv-staged.cu) ------------------------------- */
 

@@ -70,14 +70,27 @@ typedef enum {
   HONE_K_F32 = 0, HONE_K_F16 = 1, HONE_K_Q4_0 = 2, HONE_K_Q4_1 = 3, HONE_K_Q8_0 = 8,
   HONE_K_Q4_K = 12, HONE_K_Q6_K = 14, HONE_K_BF16 = 30,
   HONE_K_Q4Z = 100,   /* Hone-internal AWQ int4 (HONE_DTYPE_Q4Z), never in GGUF */
+  HONE_K_PARTS = 101, /* a fused matrix of row-range parts in their own types (HoneKMatrix.parts) */
 } HoneKType;
 
-typedef struct {
-  int type;          /* HoneKType of the GPU layout: BF16, F16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, Q4Z */
+#define HONE_K_MAX_PARTS 3
+
+typedef struct HoneKMatrix {
+  int type;          /* HoneKType of the GPU layout: BF16, F16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, Q4Z, PARTS */
   int rows, cols;
   void *q;           /* values or packed quants (device) */
   void *s;           /* scales (device), NULL for BF16/F16 */
   int group;         /* Q4Z: weights per scale (32/64/128; 0 means 32); unused otherwise */
+  /* HONE_K_PARTS only (q and s unused): a fused matrix whose pieces differ in
+   * type — llama.cpp's Q4_K_M stores attn_q/attn_k as Q4_K and attn_v as Q6_K
+   * in some layers — kept as n_parts (2..HONE_K_MAX_PARTS) matrices, each in
+   * its own native layout, stacked in order: part i holds rows
+   * [Σ_{j<i} parts[j].rows, + parts[i].rows); every part has this cols, and
+   * the parts' rows sum to rows. Decode runs one GEMV a part
+   * (hone_k_gemv_parts), prefill dequantizes part by part
+   * (hone_k_parts_dequant); the host array is the caller's. */
+  int n_parts;
+  const struct HoneKMatrix *parts;
 } HoneKMatrix;
 
 /* Bytes the GPU layout of a rows×cols matrix of @type takes (q and s); 0 for a shape the type cannot have. */
@@ -111,6 +124,9 @@ int hone_k_kquant_embed (const HoneKMatrix *w, const int32_t *tokens, int n_tok,
 /* Tuning hook of the K-quant GEMV: launch shape 0..HONE_K_KQUANT_CONFIGS-1 (-1: automatic). */
 #define HONE_K_KQUANT_CONFIGS 8
 void hone_k_kquant_set_config (int config);
+/* K-quant GEMV at 2..4 tokens: 1 runs the kernel built for at most 4 tokens, 0 the 8-token one
+ * (-1: HONE_KQUANT_TIERS=0/1, default 0: not measured yet). */
+void hone_k_kquant_set_tiers (int on);
 /* Tuning hook of the Q4Z GEMV: 4 keeps 4 chunk loads a lane per batch instead of 2 (0: automatic). */
 void hone_k_q4z_set_config (int config);
 /* Which Q4Z GEMV kernel the last hone_k_gemv_ex call on a Q4Z matrix launched: 1 the first, 2 variant 2,
@@ -167,6 +183,18 @@ typedef struct {
 int hone_k_gemv_ex (const HoneKGemvOp *op, cudaStream_t stream);
 /* Q4_K / Q6_K weights (hone_k_gemv_pf dispatches to it). */
 int hone_k_kquant_gemv (const HoneKGemvOp *op, cudaStream_t stream);
+/* HONE_K_PARTS matrices (kernels/hone-k-gemv-kquant.cu). The GEMV: y[t][row0_i + r] =
+ * (part_i · x_t)[r] (+ bias[row0_i + r]), STORE only (RoPE/KV then run apart:
+ * hone_k_rope_kv). op->x: the f32 input [n_tok][cols], RMSNorm'ed by op->norm_g
+ * (eps op->eps) unless norm_g is NULL; BF16/F16/Q4Z parts take it as it is,
+ * the quantized ones read op->xq, which this function fills first (one
+ * norm+quantize launch) when any part needs it. One token: each part writes
+ * its rows of y directly; 2..HONE_K_MAX_DECODE tokens: each part writes
+ * @tmp (f32, n_tok × the largest part's rows) and a copy launch scatters it
+ * into y's row stride (rows). */
+int hone_k_gemv_parts (const HoneKGemvOp *op, float *tmp, cudaStream_t stream);
+/* Dequantize a HONE_K_PARTS matrix to f16 (or bf16) [rows][cols], each part at its row offset. */
+int hone_k_parts_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream);
 
 /* RMSNorm of [n_tok][n] rows: y = x·rsqrt(mean(x²)+eps)·g (g f32). Writes any
  * of y (f32), yq (quantized, n % 32 == 0), y16 (bf16, or f16 when y16_is_f16). */
@@ -254,6 +282,10 @@ void hone_k_gemv_set_config (int config);
 /* Tuning hook: 1 (default) issues a GEMV's first weight loads before it waits
  * for the previous kernel under PDL, 0 after (HONE_GEMV_EARLY=0 likewise). */
 void hone_k_gemv_set_early (int on);
+/* One-token Q8_0/Q4_0/Q4_1 decode steps: quantization in the GEMV epilogues
+ * (no RMSNorm/quantize launches; kernels/hone-k-forward.cu) 1 on, 0 off (the
+ * default: measured slower), -1 from HONE_DECODE_EPIQ. */
+void hone_k_decode_set_epiq (int on);
 /* One-token GEMVs on sm_90 run the staged kernel (weights bulk-copied through
  * shared memory, one wave; kernels/hone-k-gemv-staged.cu) where the shape
  * allows: 1 on, 0 the register-streamed kernel (the default: the staged one

@@ -13,8 +13,11 @@
  *
  * Usage: hone-cuda-check [--check] [--bench] [--quick]   (default both)
  *        hone-cuda-check --prefill | --check-prefill   (prefill benchmarks / checks only)
- *        hone-cuda-check --decode | --check-staged     (decode session 3: staged vs old GEMVs and steps /
- *                                                       the staged GEMV's checks, small, for compute-sanitizer)
+ *        hone-cuda-check --decode | --check-epiq       (decode session 4: GEMVs and steps with the quantization
+ *                                                       in the epilogues vs old / its checks, small, for
+ *                                                       compute-sanitizer; HONE_DECODE_STAGED=1: session 3's
+ *                                                       staged-vs-old tables instead)
+ *        hone-cuda-check --check-staged                (the staged GEMV's checks, small, for compute-sanitizer)
  *        hone-cuda-check --decode2                     (decode session 2's variants)
  */
 #include <cuda_runtime.h>
@@ -281,6 +284,241 @@ check_gemv (int type, int rows, int cols, int n_tok, int epi, bool with_norm, bo
     }
   matrix_free (&m);
   cudaFree (dx); cudaFree (dres); cudaFree (dbias); cudaFree (dg); cudaFree (dy); cudaFree (xq.q); cudaFree (xq.ds);
+}
+
+/* ---- quantization in the GEMV epilogue (HoneKEpiQ, engineer fuseq) ----------
+ * role 0: consumer: the input is the int8 of x·g (hone_k_quantize of the
+ * product) with Σx² per 32 inputs, the kernel scales the row sums by
+ * rsqrt(Σ/cols + eps); role 1: producer: a plain int8 input, the outputs
+ * (ADD or SWIGLU) also quantized as out·g_out with Σout² per 32; role 2:
+ * both (gate|up as decode_step runs it). References: the f64 GEMV on the
+ * dequantized operands; the int8 output against the format's definition
+ * applied in f32 to the GPU's own f32 outputs (d = absmax/127, q = rint(v/d):
+ * bit for bit) and, dequantized, against the f64 outputs; Σout² against f64.
+ * Every case runs twice (the same bits both times: deterministic, no state
+ * left behind); y_null: the second run passes no f32 output (SWIGLU). */
+static void
+check_epiq (int type, int rows, int cols, int epi, int role, int cfg = -1, bool y_null = false)
+{
+  const bool cons = role != 1, prod = role != 0;
+  const int out_cols = epi == HONE_K_EPI_SWIGLU ? rows / 2 : rows;
+  std::vector<float> w ((size_t) rows * cols), x (cols), bias (rows), res (rows), g (cols), go (out_cols);
+  for (auto &v : w) v = rng_normal () * 0.05f;
+  for (auto &v : x) v = rng_normal ();
+  for (auto &v : bias) v = rng_normal ();
+  for (auto &v : res) v = rng_normal ();
+  for (auto &v : g) v = 1.f + 0.3f * rng_normal ();
+  for (auto &v : go) v = 1.f + 0.3f * rng_normal ();
+  std::vector<double> wd;
+  HoneKMatrix m = matrix_from_gguf (type, gguf_quantize (type, w, rows, cols, wd), rows, cols);
+  /* the activation: consumer x·g (quantized as is; the scale comes from the partials), else x */
+  std::vector<float> xa (cols), part (cols / 32);
+  for (int k = 0; k < cols; k++)
+    xa[k] = cons ? x[k] * g[k] : x[k];
+  double ssum = 0;
+  for (int b = 0; b < cols / 32; b++)
+    {
+      double p = 0;
+      for (int i = 0; i < 32; i++) p += (double) x[b * 32 + i] * x[b * 32 + i];
+      part[b] = (float) p;
+      ssum += part[b];
+    }
+  const double sc = cons ? 1.0 / sqrt (ssum / cols + 1e-5) : 1.0;
+  std::vector<double> xad (xa.begin (), xa.end ());
+  const std::vector<double> xq_ref = act_q8_roundtrip (xad);
+  const bool with_bias = epi == HONE_K_EPI_STORE;
+  std::vector<double> ref (out_cols);
+  {
+    std::vector<double> acc (rows);
+    for (int r = 0; r < rows; r++)
+      {
+        double t = 0;
+        for (int k = 0; k < cols; k++) t += wd[(size_t) r * cols + k] * xq_ref[k];
+        acc[r] = sc * t + (with_bias ? bias[r] : 0.0);
+      }
+    for (int r = 0; r < out_cols; r++)
+      ref[r] = epi == HONE_K_EPI_SWIGLU ? acc[2 * r] / (1 + exp (-acc[2 * r])) * acc[2 * r + 1]
+                                        : acc[r] + (epi == HONE_K_EPI_ADD ? res[r] : 0.0);
+  }
+  float *dxa = dev_upload (xa), *dpart = dev_upload (part), *dbias = dev_upload (bias), *dgo = dev_upload (go);
+  float *dres = dev_upload (res);
+  HoneKActQ8 xq, oq;
+  xq.q = (int8_t *) dev_poisoned (cols);
+  xq.ds = (float2 *) dev_poisoned (cols / 32 * 8);
+  CK (hone_k_quantize (dxa, 1, cols, &xq, NULL, 0, 0));
+  oq.q = (int8_t *) dev_poisoned (out_cols);
+  oq.ds = (float2 *) dev_poisoned ((out_cols + 31) / 32 * 8);
+  float *dssq = (float *) dev_poisoned ((out_cols + 31) / 32 * 4);
+  float *dy = (float *) dev_poisoned ((size_t) out_cols * 4);
+  std::vector<int8_t> q_first;
+  std::vector<float2> ds_first;
+  std::vector<float> y_first, ss_first;
+  hone_k_gemv_set_config (cfg);
+  char what[200];
+  snprintf (what, sizeof what, "epiq gemv %s %dx%d epi=%d %s cfg=%d%s", type_name (type), rows, cols, epi,
+            role == 0 ? "consumer" : role == 1 ? "producer" : "consumer+producer", cfg, y_null ? " y=NULL" : "");
+  bool same = true, ran = true;
+  for (int run = 0; run < 2; run++)
+    {
+      const bool no_y = y_null && run == 1;
+      if (epi == HONE_K_EPI_ADD)
+        CK (cudaMemcpy (dy, dres, (size_t) rows * 4, cudaMemcpyDeviceToDevice));
+      CK (cudaMemset (oq.q, 0xff, out_cols));
+      CK (cudaMemset (oq.ds, 0xff, (out_cols + 31) / 32 * 8));
+      CK (cudaMemset (dssq, 0xff, (out_cols + 31) / 32 * 4));
+      HoneKGemvOp op;
+      memset (&op, 0, sizeof op);
+      op.w = &m;
+      op.n_tok = 1;
+      op.xq = &xq;
+      op.bias = with_bias ? dbias : NULL;
+      op.res = epi == HONE_K_EPI_ADD ? dy : NULL;
+      op.y = no_y ? NULL : dy;
+      op.epilogue = epi;
+      op.eps = 1e-5f;
+      HoneKEpiQ eq;
+      memset (&eq, 0, sizeof eq);
+      if (cons)
+        eq.in_ssq = dpart;
+      if (prod)
+        {
+          eq.out = oq;
+          eq.out_ssq = epi == HONE_K_EPI_ADD ? dssq : NULL;
+          eq.out_g = dgo;
+        }
+      const unsigned r0 = hone_k_gemv_epiq_runs ();
+      CK (hone_k_gemv_epiq (&op, &eq, NULL, 0));
+      CK (cudaDeviceSynchronize ());
+      ran &= hone_k_gemv_epiq_runs () == r0 + 1;
+      const std::vector<float> y = dev_download<float> (dy, out_cols);
+      const std::vector<int8_t> q = dev_download<int8_t> (oq.q, out_cols);
+      const std::vector<float2> ds = dev_download<float2> (oq.ds, out_cols / 32);
+      const std::vector<float> ss = dev_download<float> (dssq, out_cols / 32);
+      if (run == 0)
+        {
+          y_first = y;
+          q_first = q;
+          ds_first = ds;
+          ss_first = ss;
+          bool fin;
+          const double e = rel_err (y.data (), ref.data (), y.size (), &fin);
+          check (fin && e < 2e-5 && ran, what, e, 2e-5);
+          if (!prod)
+            continue;
+          /* the int8 format applied in f32 to the GPU's f32 outputs: the same bits */
+          int bad = 0;
+          std::vector<double> deq (out_cols), vref (out_cols);
+          double ssq_err = 0;
+          for (int b = 0; b < out_cols / 32; b++)
+            {
+              float amax = 0, v[32];
+              for (int i = 0; i < 32; i++)
+                {
+                  v[i] = y[b * 32 + i] * go[b * 32 + i];
+                  amax = fmaxf (amax, fabsf (v[i]));
+                }
+              const float d = amax / 127.f;
+              float sq = 0;
+              for (int i = 0; i < 32; i++)
+                {
+                  const int qi = d > 0 ? (int) rintf (v[i] / d) : 0;
+                  bad += q[b * 32 + i] != qi;
+                  sq += (float) qi;
+                  deq[b * 32 + i] = (double) q[b * 32 + i] * ds[b].x;
+                  vref[b * 32 + i] = ref[b * 32 + i] * go[b * 32 + i];
+                }
+              bad += ds[b].x != d || ds[b].y != d * sq;
+              if (epi == HONE_K_EPI_ADD)
+                {
+                  double t = 0;
+                  for (int i = 0; i < 32; i++) t += (double) y[b * 32 + i] * y[b * 32 + i];
+                  ssq_err = std::max (ssq_err, fabs (ss[b] - t) / (t + 1e-30));
+                }
+            }
+          snprintf (what, sizeof what, "  int8 output = the format applied to the f32 outputs (mismatches)");
+          check (bad == 0, what, bad, 0);
+          std::vector<float> deqf (deq.begin (), deq.end ());
+          const double e2 = rel_err (deqf.data (), vref.data (), deqf.size (), &fin);
+          /* int8 rounding: ~d/sqrt(12) an element, d = absmax/127 (heavy-tailed SwiGLU outputs: ~1e-2) */
+          snprintf (what, sizeof what, "  int8 output dequantized vs f64 out*g");
+          check (fin && e2 < 2e-2, what, e2, 2e-2);
+          if (epi == HONE_K_EPI_ADD)
+            {
+              snprintf (what, sizeof what, "  sum of squares per 32 vs f64");
+              check (ssq_err < 1e-5, what, ssq_err, 1e-5);
+            }
+        }
+      else
+        {
+          /* bytes (poisoned NaN outputs a case does not write compare equal too) */
+          same &= !memcmp (q.data (), q_first.data (), q.size ())
+                  && !memcmp (ss.data (), ss_first.data (), ss.size () * 4)
+                  && !memcmp (ds.data (), ds_first.data (), ds.size () * 8)
+                  && (no_y || !memcmp (y.data (), y_first.data (), y.size () * 4));
+        }
+    }
+  snprintf (what, sizeof what, "  second run: the same bits%s", y_null ? " (without the f32 output)" : "");
+  check (same && ran, what, same ? 0 : 1, 0);
+  hone_k_gemv_set_config (-1);
+  matrix_free (&m);
+  cudaFree (dxa); cudaFree (dpart); cudaFree (dbias); cudaFree (dgo); cudaFree (dres); cudaFree (xq.q); cudaFree (xq.ds);
+  cudaFree (oq.q); cudaFree (oq.ds); cudaFree (dssq); cudaFree (dy);
+}
+
+/* Shapes the producer cannot take are refused (no launch, an error code). */
+static void
+check_epiq_refuses (void)
+{
+  std::vector<float> w ((size_t) 100 * 64, 0.01f);
+  std::vector<double> wd;
+  HoneKMatrix m = matrix_from_gguf (HONE_K_Q4_0, gguf_quantize (HONE_K_Q4_0, w, 100, 64, wd), 100, 64);
+  HoneKActQ8 xq;
+  xq.q = (int8_t *) dev_poisoned (128);
+  xq.ds = (float2 *) dev_poisoned (64);
+  float *dy = (float *) dev_poisoned (400);
+  HoneKGemvOp op;
+  memset (&op, 0, sizeof op);
+  op.w = &m; op.n_tok = 1; op.xq = &xq; op.y = dy; op.res = dy; op.epilogue = HONE_K_EPI_ADD;
+  HoneKEpiQ eq;
+  memset (&eq, 0, sizeof eq);
+  eq.out = xq;
+  const unsigned r0 = hone_k_gemv_epiq_runs ();
+  const int rc1 = hone_k_gemv_epiq (&op, &eq, NULL, 0);   /* 100 rows: not whole groups of 32 */
+  op.n_tok = 2;
+  memset (&eq, 0, sizeof eq);
+  const int rc2 = hone_k_gemv_epiq (&op, &eq, NULL, 0);   /* two tokens */
+  check (rc1 == cudaErrorInvalidValue && rc2 == cudaErrorInvalidValue && hone_k_gemv_epiq_runs () == r0
+         && cudaGetLastError () == cudaSuccess, "epiq refuses 100 rows as a producer and 2 tokens", 0, 0);
+  matrix_free (&m);
+  cudaFree (xq.q); cudaFree (xq.ds); cudaFree (dy);
+}
+
+static void
+check_epiq_all (bool small)
+{
+  for (int type : { HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1 })
+    {
+      /* odd shapes (3 groups, 18 blocks of 32 columns), every launch shape: clusters of 1/4/2/8 blocks */
+      for (int cfg = -1; cfg < HONE_K_GEMV_CONFIGS; cfg++)
+        check_epiq (type, 96, 576, HONE_K_EPI_ADD, 1, cfg);
+      /* gate|up: consumer + SwiGLU producer (cfg 3 would need clusters of 16: cfg 1 instead) */
+      for (int cfg = -1; cfg < HONE_K_GEMV_CONFIGS; cfg++)
+        check_epiq (type, 2 * 224, 512, HONE_K_EPI_SWIGLU, 2, cfg);
+      check_epiq (type, 2 * 224, 512, HONE_K_EPI_SWIGLU, 1, -1, true);
+      /* the producers' own launch shape (HONE_EPIQ_PCFG): 32 rows a block, clusters of 1 / 2 */
+      hone_k_gemv_epiq_set_producer_config (0);
+      check_epiq (type, 96, 576, HONE_K_EPI_ADD, 1);
+      check_epiq (type, 2 * 224, 512, HONE_K_EPI_SWIGLU, 2);
+      hone_k_gemv_epiq_set_producer_config (-1);
+      check_epiq (type, 1000, 256, HONE_K_EPI_STORE, 0);    /* consumer, rows not a multiple of 32, bias */
+      if (!small)
+        {
+          check_epiq (type, 4096, 14336, HONE_K_EPI_ADD, 1);   /* down: 4 K slices, clusters of 8 */
+          check_epiq (type, 2 * 1024, 4096, HONE_K_EPI_SWIGLU, 2);
+          check_epiq (type, 4000, 4096, HONE_K_EPI_STORE, 0);
+        }
+    }
+  check_epiq_refuses ();
 }
 
 /* rope in f64: pairs per pairing */
@@ -984,9 +1222,15 @@ tiny_ref (const TinyModel &t, const std::vector<int> &tok)
 }
 
 /* staged: as check_gemv (-1 default dispatch, 0 off, 1 on); modes: bit mask of the modes below */
+/* epiq: quantization in the GEMV epilogues (decode_step, one token): -1 the
+ * default, 0 off, 1 on (then every one-token quantized step must use it);
+ * forced off when the staged kernel is forced on (it takes those GEMVs). */
 static void
-check_tiny_model (int type, int staged = -1, int modes = 7)
+check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1)
 {
+  if (staged == 1)
+    epiq = 0;
+  hone_k_decode_set_epiq (epiq);
   TinyModel t;
   tiny_build (t, type);
   const int n = 70;   /* > one KV page, > HONE_K_MAX_DECODE: the GEMM path */
@@ -1019,7 +1263,7 @@ check_tiny_model (int type, int staged = -1, int modes = 7)
       CK (hone_k_state_alloc (&st, &t.m, n, n));
       std::vector<int32_t> tk (tok.begin (), tok.end ());
       std::vector<float> got ((size_t) n * t.V, NAN);
-      const unsigned runs0 = hone_k_gemv_staged_runs ();
+      const unsigned runs0 = hone_k_gemv_staged_runs (), eq0 = hone_k_gemv_epiq_runs ();
       int p = 0;
       while (p < n)
         {
@@ -1061,12 +1305,19 @@ check_tiny_model (int type, int staged = -1, int modes = 7)
       /* bound: BF16 prefill rounds activations to bf16 for the GEMMs (~4e-3 per
        * matrix); quantized decode quantizes activations to int8 (~1e-2). */
       const double bound = (type == HONE_K_BF16 || type == HONE_K_F16) ? 2e-2 : 5e-2;
-      const unsigned runs = hone_k_gemv_staged_runs () - runs0;
-      snprintf (what, sizeof what, "tiny llama %s %s: logits of %d positions vs f64 (%u staged GEMVs)", type_name (type),
-                mode == 0 ? "prefill+decode" : mode == 2 ? "prefill 20+47+decode" : "decode x1", n, runs);
+      const unsigned runs = hone_k_gemv_staged_runs () - runs0, eqr = hone_k_gemv_epiq_runs () - eq0;
+      snprintf (what, sizeof what, "tiny llama %s %s: logits of %d positions vs f64 (%u staged, %u epiq GEMVs)",
+                type_name (type), mode == 0 ? "prefill+decode" : mode == 2 ? "prefill 20+47+decode" : "decode x1", n,
+                runs, eqr);
       /* forced on, every one-token GEMV is staged (the tiny shapes qualify); forced off, none */
-      const bool path_ok = staged < 0 || (staged == 1 ? (mode != 1 || runs >= (unsigned) (n * (4 * t.L + 1)))
-                                                     : runs == 0);
+      bool path_ok = staged < 0 || (staged == 1 ? (mode != 1 || runs >= (unsigned) (n * (4 * t.L + 1)))
+                                               : runs == 0);
+      /* epiq on: every GEMV of a one-token step but layer 0's qkv (after the embedding) */
+      const bool quant = type != HONE_K_BF16 && type != HONE_K_F16;
+      if (epiq == 1 && quant && mode == 1)
+        path_ok &= eqr == (unsigned) (n * 4 * t.L);
+      if (epiq == 0 || !quant)
+        path_ok &= eqr == 0;
       check (fin && e < bound && pos_after == n && path_ok, what, e, bound);
       snprintf (what, sizeof what, "  top-1 agreement %d/%d where the margin exceeds 3x the error (of %d)", top1,
                 decided, n);
@@ -1074,6 +1325,7 @@ check_tiny_model (int type, int staged = -1, int modes = 7)
       hone_k_state_free (&st);
     }
   hone_k_gemv_set_staged (-1);
+  hone_k_decode_set_epiq (-1);
   for (int l = 0; l < t.L; l++) { cudaFree (kp[l]); cudaFree (vp[l]); }
   cache_free (c);
 }
@@ -2231,11 +2483,238 @@ bench_decode_staged (int type)
   big_free (b);
 }
 
+/* ---- decode with quantization in the epilogues (fuseq) ------------------------ */
+
+struct EpiqBench {
+  std::vector<HoneKMatrix> ms;
+  int cur;
+  HoneKActQ8 in, out;
+  float *ssq, *g, *y, *res;
+  int epi;
+  bool cons, prod;
+};
+
+/* One GEMV as decode_step runs it with EpiQ: one launch, no norm/quantize. */
+static void
+epiq_bench_fn (void *p)
+{
+  EpiqBench *b = (EpiqBench *) p;
+  HoneKMatrix *m = &b->ms[b->cur];
+  b->cur = (b->cur + 1) % (int) b->ms.size ();
+  HoneKGemvOp op;
+  memset (&op, 0, sizeof op);
+  op.w = m;
+  op.n_tok = 1;
+  op.xq = &b->in;
+  op.epilogue = b->epi;
+  op.eps = 1e-5f;
+  op.res = b->epi == HONE_K_EPI_ADD ? b->res : NULL;
+  op.y = b->epi == HONE_K_EPI_SWIGLU && b->prod ? NULL : b->y;
+  HoneKEpiQ eq;
+  memset (&eq, 0, sizeof eq);
+  if (b->cons)
+    eq.in_ssq = b->ssq;
+  if (b->prod)
+    {
+      eq.out = b->out;
+      eq.out_ssq = b->epi == HONE_K_EPI_ADD ? b->ssq + 1024 : NULL;
+      eq.out_g = b->g;
+    }
+  CK (hone_k_gemv_epiq (&op, &eq, NULL, 0));
+}
+
+/* Per GEMV: old (register-streamed + its norm/quantize launch, as decode_step
+ * enqueued it; o reads attention's int8) vs EpiQ (one launch), PDL on. */
+static void
+bench_gemvs_epiq (void)
+{
+  struct { const char *name; int rows, cols, epi; bool norm, cons, prod; } shapes[] = {
+    { "qkv 6144x4096 +norm", 6144, 4096, HONE_K_EPI_STORE, true, true, false },
+    { "o 4096x4096 +res", 4096, 4096, HONE_K_EPI_ADD, false, false, true },
+    { "gate|up 28672x4096 +norm swiglu", 28672, 4096, HONE_K_EPI_SWIGLU, true, true, true },
+    { "down 4096x14336 +res", 4096, 14336, HONE_K_EPI_ADD, false, false, true },
+    { "lm_head 128256x4096 +norm", 128256, 4096, HONE_K_EPI_STORE, true, true, false },
+  };
+  report ("\n== one-token GEMVs: old (+ its norm/quantize launch, as decode_step enqueued it) vs epiq (quantization in "
+          "the epilogue, one launch); PDL on; weights rotated over >= 400 MB, median of 5x20 ==\n");
+  report ("%-32s %-5s %7s %8s | %8s %6s | %8s %6s %7s | producers shape 0 / 2 us\n", "matrix", "type", "MB",
+          "ideal us", "old us", "%read", "epiq us", "%read", "-old");
+  float *x, *g, *y, *res, *ssq;
+  CK (cudaMalloc (&x, 14336 * 4));
+  CK (cudaMalloc (&g, 14336 * 4));
+  CK (cudaMalloc (&y, (size_t) 128256 * 4));
+  CK (cudaMalloc (&res, (size_t) 128256 * 4));
+  CK (cudaMalloc (&ssq, 2048 * 4));
+  fill_random<<<64, 256>>> ((uint8_t *) x, 14336 * 4, 7, 3);
+  fill_random<<<64, 256>>> ((uint8_t *) g, 14336 * 4, 8, 3);
+  CK (cudaMemset (res, 0, (size_t) 128256 * 4));
+  CK (cudaMemset (ssq, 0, 2048 * 4));
+  HoneKActQ8 xq, oq;
+  CK (cudaMalloc (&xq.q, 14336));
+  CK (cudaMalloc (&xq.ds, 14336 / 32 * 8));
+  CK (cudaMalloc (&oq.q, 14336));
+  CK (cudaMalloc (&oq.ds, 14336 / 32 * 8));
+  CK (hone_k_quantize (x, 1, 14336, &xq, NULL, 0, 0));
+  for (int type : { HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1 })
+    for (auto &sh : shapes)
+      {
+        StagedBench b;
+        EpiqBench e;
+        const size_t one = hone_k_matrix_bytes (type, sh.rows, sh.cols, NULL, NULL);
+        const int copies = (int) std::max<size_t> (2, (400u << 20) / one + 1);
+        for (int i = 0; i < copies; i++)
+          {
+            HoneKMatrix m = matrix_alloc (type, sh.rows, sh.cols);
+            fill_matrix (m, 100 + i);
+            b.ms.push_back (m);
+          }
+        e.ms = b.ms;
+        b.cur = e.cur = 0;
+        b.x = x; b.g = g; b.y = y; b.res = res; b.xq = xq; b.epi = sh.epi; b.norm = sh.norm;
+        b.quant = true;
+        b.staged = false;
+        e.in = xq; e.out = oq; e.ssq = ssq; e.g = g; e.y = y; e.res = res; e.epi = sh.epi;
+        e.cons = sh.cons; e.prod = sh.prod;
+        const double act = (1.0 + 8.0 / 32) * sh.cols
+                           + 4.0 * (sh.epi == HONE_K_EPI_SWIGLU ? sh.rows / 2 : sh.rows) * (sh.epi == HONE_K_EPI_ADD ? 2 : 1);
+        const double bytes = one + act, ideal = bytes / 4.4e12 * 1e6;
+        hone_k_gemv_set_staged (0);
+        hone_k_set_pdl (1);
+        const double t_old = bench_ms (0, 20, staged_bench_fn, &b) * 1e3;
+        const double t_new = bench_ms (0, 20, epiq_bench_fn, &e) * 1e3;
+        double t_p[2] = { NAN, NAN };
+        for (int i = 0; i < 2 && sh.prod; i++)
+          {
+            hone_k_gemv_epiq_set_producer_config (i == 0 ? 0 : 2);
+            t_p[i] = bench_ms (0, 20, epiq_bench_fn, &e) * 1e3;
+          }
+        hone_k_gemv_epiq_set_producer_config (-1);
+        hone_k_gemv_set_staged (-1);
+        hone_k_set_pdl (-1);
+        report ("%-32s %-5s %7.1f %8.2f | %8.2f %5.1f%% | %8.2f %5.1f%% %+7.2f | %.2f %.2f\n", sh.name, type_name (type),
+                one / 1e6, ideal, t_old, 100 * bytes / (t_old * 1e-6) / READ_CEIL, t_new,
+                100 * bytes / (t_new * 1e-6) / READ_CEIL, t_new - t_old, t_p[0], t_p[1]);
+        for (auto &m : b.ms) matrix_free (&m);
+      }
+  cudaFree (x); cudaFree (g); cudaFree (y); cudaFree (res); cudaFree (ssq);
+  cudaFree (xq.q); cudaFree (xq.ds); cudaFree (oq.q); cudaFree (oq.ds);
+}
+
+/* The whole step (CUDA graph, greedy on the GPU): the default (EpiQ off:
+ * measured slower) against EpiQ variants (producer mask, producer launch
+ * shape), each captured in its own graph in the same process, at ctx 128
+ * (default, old and EpiQ-all also at 4k / 16k). Logits at position 128 of the two against each other: relative L2
+ * within max(2e-2, 4 × what another launch shape moves them) — the model's
+ * own sensitivity to rounding order (int8 re-quantization in 32 layers
+ * amplifies it). HONE_DECODE_DEFAULT_ONLY: the default alone. */
+static void
+bench_decode_epiq (int type)
+{
+  struct Var { const char *name; int epiq, cfg, pcfg; };
+  const bool q = type != HONE_K_BF16;
+  std::vector<Var> vars = { { q ? "default (epiq off)" : "default", -1, -1, -1 } };
+  if (q && !getenv ("HONE_DECODE_DEFAULT_ONLY"))
+    {
+      vars.push_back ({ "default, launch shape 0", -1, 0, -1 });
+      vars.push_back ({ "old (norm/quantize launches)", 0, -1, -1 });
+      vars.push_back ({ "epiq all", 1, -1, -1 });
+      vars.push_back ({ "epiq all, producers shape 0", 1, -1, 0 });
+      vars.push_back ({ "epiq all, producers shape 2", 1, -1, 2 });
+      vars.push_back ({ "epiq down only", 8, -1, -1 });
+      vars.push_back ({ "epiq down only, shape 0", 8, -1, 0 });
+      vars.push_back ({ "epiq gate|up+down", 12, -1, -1 });
+      vars.push_back ({ "epiq o+down", 10, -1, -1 });
+    }
+  const int max_ctx = 16384 + 256;
+  BigModel b;
+  big_build (b, type, max_ctx);
+  HoneKKv kv = { b.kp.data (), b.vp.data (), b.table, (max_ctx + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK };
+  HoneKState st;
+  CK (hone_k_state_alloc (&st, &b.m, HONE_K_MAX_DECODE, HONE_K_MAX_DECODE));
+  cudaStream_t s;
+  CK (cudaStreamCreateWithFlags (&s, cudaStreamNonBlocking));
+  std::vector<float> logits0;
+  double sens = 0;
+  for (size_t vi = 0; vi < vars.size (); vi++)
+    {
+      const Var &v = vars[vi];
+      hone_k_decode_set_epiq (v.epiq);
+      hone_k_gemv_set_config (v.cfg);
+      hone_k_gemv_epiq_set_producer_config (v.pcfg);
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      const unsigned r0 = hone_k_gemv_epiq_runs ();
+      CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
+      const int r = hone_k_forward (&b.m, &kv, &st, 1, 0, 1, 1, 0.f, 0, s);
+      CK (cudaStreamEndCapture (s, &g));
+      CK (r);
+      const unsigned eq = hone_k_gemv_epiq_runs () - r0;
+      size_t nodes = 0;
+      CK (cudaGraphGetNodes (g, NULL, &nodes));
+      CK (cudaGraphInstantiate (&ge, g, 0));
+      const int32_t tok = 1, p0 = 128;
+      CK (cudaMemcpyAsync (st.tokens, &tok, 4, cudaMemcpyHostToDevice, s));
+      CK (cudaMemcpyAsync (st.pos, &p0, 4, cudaMemcpyHostToDevice, s));
+      CK (cudaMemsetAsync (st.logits, 0xff, 128256 * 4, s));
+      CK (cudaGraphLaunch (ge, s));
+      CK (cudaStreamSynchronize (s));
+      const std::vector<float> lg = dev_download<float> (st.logits, 128256);
+      char cmp[128] = "(reference)";
+      if (vi > 0)
+        {
+          double num = 0, den = 0;
+          bool fin = true;
+          for (size_t i = 0; i < lg.size (); i++)
+            {
+              fin &= std::isfinite (lg[i]);
+              num += ((double) lg[i] - logits0[i]) * ((double) lg[i] - logits0[i]);
+              den += (double) logits0[i] * logits0[i];
+            }
+          const double e = sqrt (num / (den + 1e-300));
+          if (vi == 1)
+            {
+              sens = e;
+              snprintf (cmp, sizeof cmp, "logits vs default: rel L2 %.2e (sensitivity to rounding order)", e);
+            }
+          else
+            {
+              const double bound = std::max (2e-2, 4 * sens);
+              const bool ok = fin && e < bound;
+              if (!ok)
+                n_fail++;
+              snprintf (cmp, sizeof cmp, "logits vs default: rel L2 %.2e (bound %.1e)%s", e, bound, ok ? "" : " FAIL");
+            }
+        }
+      else
+        logits0 = lg;
+      for (int ctx : { 128, 4096, 16384 })
+        {
+          if (vi > 3 && ctx != 128)   /* default, old, epiq all: every context */
+            continue;
+          if (v.cfg >= 0 && ctx != 128)
+            continue;
+          const double ms = decode_graph_ms (ge, st, s, ctx);
+          const double kvbytes = 2.0 * 32 * (ctx + 25) * 8 * 128 * 2;
+          const double gbs = (b.weight_bytes + kvbytes) / (ms * 1e-3) / 1e9;
+          report ("decode4 %-5s %-30s ctx %5d: %7.3f ms  %6.1f tok/s  %5.1f%% of 4.52 TB/s  [%zu nodes, %u epiq]  %s\n",
+                  type_name (type), v.name, ctx, ms, 1e3 / ms, 100 * gbs * 1e9 / READ_CEIL, nodes, eq, cmp);
+        }
+      cudaGraphExecDestroy (ge);
+      cudaGraphDestroy (g);
+    }
+  hone_k_decode_set_epiq (-1);
+  hone_k_gemv_set_config (-1);
+  hone_k_gemv_epiq_set_producer_config (-1);
+  hone_k_state_free (&st);
+  cudaStreamDestroy (s);
+  big_free (b);
+}
+
 int
 main (int argc, char **argv)
 {
   bool do_check = true, do_bench = true, quick = false, prefill_only = false, check_prefill = false;
-  bool decode_only = false, check_staged = false, decode2 = false;
+  bool decode_only = false, check_staged = false, decode2 = false, check_epiq_only = false;
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp (argv[i], "--check")) do_bench = false;
@@ -2246,6 +2725,7 @@ main (int argc, char **argv)
       else if (!strcmp (argv[i], "--check-prefill")) { do_check = false; do_bench = false; check_prefill = true; }
       else if (!strcmp (argv[i], "--check-staged")) { do_check = false; do_bench = false; check_staged = true; }
       else if (!strcmp (argv[i], "--decode2")) { do_check = false; do_bench = false; decode2 = true; }   /* session 2's variants */
+      else if (!strcmp (argv[i], "--check-epiq")) { do_check = false; do_bench = false; check_epiq_only = true; }
     }
   const char *out = getenv ("OUT");
   if (out && *out)
@@ -2332,15 +2812,31 @@ main (int argc, char **argv)
       check_gemm (HONE_K_BF16, 640, 512, 300, false, true);   /* n >= 256: the first call times the candidates */
       check_gemm (HONE_K_Q4_0, 512, 256, 260, false, true);
       check_sample ();
+      check_epiq_all (false);
       check_tiny_model (HONE_K_BF16, 0);
       check_tiny_model (HONE_K_Q8_0, 0);
       check_tiny_model (HONE_K_Q4_1, 0);
+      /* quantization in the epilogues (decode_step) on and off, every quantized type */
+      for (int type : { HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1 })
+        {
+          check_tiny_model (type, 0, 7, 1);
+          check_tiny_model (type, 0, 2, 0);
+        }
       /* staged forced on: decode one token at a time, and prefill + 1- and 2-token steps */
       for (int type : { HONE_K_BF16, HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1 })
         check_tiny_model (type, 1, 3);
       hone_k_gemv_set_stage_loader (2);   /* and the cp.async loader */
       check_tiny_model (HONE_K_Q4_1, 1, 2);
       hone_k_gemv_set_stage_loader (-1);
+      report ("checks: %d passed, %d failed\n", n_pass, n_fail);
+    }
+  if (check_epiq_only)
+    {
+      /* quantization in the epilogue alone, small (compute-sanitizer) */
+      report ("== epiq checks ==\n");
+      check_epiq_all (true);
+      if (!getenv ("HONE_CHECK_NO_TINY"))
+        check_tiny_model (HONE_K_Q4_0, 0, 2, 1);
       report ("checks: %d passed, %d failed\n", n_pass, n_fail);
     }
   if (check_staged)
@@ -2362,14 +2858,26 @@ main (int argc, char **argv)
     {
       /* decode session 3: staged GEMVs against the register-streamed ones, same process
        * (session 2's variants: bench_decode_variants, bench_gemv_norm, bench_o_after_attn) */
-      if (!getenv ("HONE_DECODE_DEFAULT_ONLY"))
+      if (getenv ("HONE_DECODE_STAGED"))   /* session 3's staged GEMVs */
         {
-          bench_gemvs_staged ();
-          bench_attn ();
+          if (!getenv ("HONE_DECODE_DEFAULT_ONLY"))
+            {
+              bench_gemvs_staged ();
+              bench_attn ();
+            }
+          report ("\n== decode session 3: whole step, old vs staged (CUDA graph, greedy on the GPU) ==\n");
+          for (int type : { HONE_K_BF16, HONE_K_Q4_0, HONE_K_Q4_1, HONE_K_Q8_0 })
+            bench_decode_staged (type);
         }
-      report ("\n== decode session 3: whole step, old vs staged (CUDA graph, greedy on the GPU) ==\n");
-      for (int type : { HONE_K_BF16, HONE_K_Q4_0, HONE_K_Q4_1, HONE_K_Q8_0 })
-        bench_decode_staged (type);
+      else
+        {
+          /* decode session 4: quantization in the GEMV epilogues vs the norm/quantize launches */
+          if (!getenv ("HONE_DECODE_DEFAULT_ONLY"))
+            bench_gemvs_epiq ();
+          report ("\n== decode session 4: whole step, epiq vs old (CUDA graph, greedy on the GPU) ==\n");
+          for (int type : { HONE_K_BF16, HONE_K_Q4_0, HONE_K_Q4_1, HONE_K_Q8_0 })
+            bench_decode_epiq (type);
+        }
     }
   if (decode2)
     {

@@ -6,7 +6,10 @@
  * one matrix and gate/up interleaved row by row, so that a decode step is
  * five launches a layer; Q/K rows of half-split (HF, qwen) models are
  * permuted to adjacent-pair order at upload (scores are unchanged because q
- * and k move alike). Matrices whose parts differ in type go up as F16.
+ * and k move alike). A q|k|v whose parts differ in type (llama.cpp's Q4_K_M
+ * mix: q, k Q4_K, v Q6_K in some layers) stays native as HONE_K_PARTS: each
+ * run of equal type one matrix in its own layout (plan_qkv). A gate/up pair
+ * that differs in type still goes up as F16 (their rows interleave).
  *
  * Steps of one token run as a CUDA graph per sequence, captured on first use
  * (the graph reads the token and the position from device memory); longer
@@ -56,6 +59,7 @@ typedef struct {
   HoneModel *model;
   HoneKModel km;
   HoneKLayer *layers;
+  HoneKMatrix *parts;         /* [n_layers][HONE_K_MAX_PARTS]: the parts of mixed-type q|k|v */
   GPtrArray *allocs;          /* device pointers we free at unload */
   char *arena;                /* all weights: one allocation, so no per-allocation rounding */
   size_t arena_size, arena_used;
@@ -154,7 +158,7 @@ context_for (HoneModel *model, const HoneBackendOptions *options)
   return MIN (n, DEFAULT_CONTEXT_CAP);
 }
 
-/* GPU type of a matrix fused from @n parts: their common upload type, or F16. */
+/* GPU type of gate|up fused from @n parts: their common upload type, or F16. */
 static int
 fused_type (const HoneTensor *const *parts, int n)
 {
@@ -163,6 +167,43 @@ fused_type (const HoneTensor *const *parts, int n)
     if (hone_k_upload_type (parts[i]->type) != t)
       return HONE_K_F16;
   return t;
+}
+
+/* q|k|v (@t, @rows each): one matrix in their common GPU type, or where the
+ * types differ a HONE_K_PARTS matrix whose parts (written to @parts, room for
+ * HONE_K_MAX_PARTS) are the runs of equal type, each kept native — Q4_K_M's
+ * Q4_K q, k and Q6_K v make 2 parts (q|k, v), so 2 GEMVs in decode. */
+static void
+plan_qkv (HoneKMatrix *m, const HoneTensor *const *t, const int *rows, int cols, int group, HoneKMatrix *parts)
+{
+  int n = 0;
+  memset (m, 0, sizeof *m);
+  m->cols = cols;
+  m->group = group;
+  for (int i = 0; i < 3; i++)
+    {
+      const int ty = hone_k_upload_type (t[i]->type);
+      if (n > 0 && parts[n - 1].type == ty)
+        parts[n - 1].rows += rows[i];
+      else
+        {
+          memset (&parts[n], 0, sizeof parts[n]);
+          parts[n].type = ty;
+          parts[n].rows = rows[i];
+          parts[n].cols = cols;
+          parts[n].group = group;
+          n++;
+        }
+      m->rows += rows[i];
+    }
+  if (n == 1)
+    {
+      m->type = parts[0].type;
+      return;
+    }
+  m->type = HONE_K_PARTS;
+  m->n_parts = n;
+  m->parts = parts;
 }
 
 static gboolean
@@ -182,9 +223,9 @@ check_matrix (const HoneTensor *t, const char *what, GError **error)
   return TRUE;
 }
 
-/* Fill km/layers with types and shapes (no device pointers). */
+/* Fill km/layers (and parts: [n_layers][HONE_K_MAX_PARTS]) with types and shapes (no device pointers). */
 static gboolean
-plan (HoneModel *model, HoneKModel *km, HoneKLayer *layers, GError **error)
+plan (HoneModel *model, HoneKModel *km, HoneKLayer *layers, HoneKMatrix *parts, GError **error)
 {
   const HoneModelConfig *c = &model->config;
   const int nq = c->n_heads, nkv = c->n_kv_heads, hd = c->head_dim;
@@ -221,9 +262,11 @@ plan (HoneModel *model, HoneKModel *km, HoneKLayer *layers, GError **error)
         if (!check_matrix (all[i], "layer matrix", error))
           return FALSE;
       memset (y, 0, sizeof *y);
-      y->wqkv.type = fused_type (qkv, 3);
-      y->wqkv.rows = (nq + 2 * nkv) * hd;
-      y->wqkv.cols = c->hidden;
+      {
+        const int qkv_rows[3] = { nq * hd, nkv * hd, nkv * hd };
+        plan_qkv (&y->wqkv, qkv, qkv_rows, c->hidden, model->awq_group_size > 0 ? model->awq_group_size : 32,
+                  parts + (gsize) HONE_K_MAX_PARTS * l);
+      }
       y->wo.type = hone_k_upload_type (L->wo.type);
       y->wo.rows = c->hidden;
       y->wo.cols = nq * hd;
@@ -264,6 +307,22 @@ typedef struct {
   int pages;
 } Sizes;
 
+/* Arena bytes of a planned matrix (each part's, for HONE_K_PARTS). */
+static gint64
+matrix_arena_bytes (const HoneKMatrix *m)
+{
+  size_t qb = 0, sb = 0;
+  if (m->type == HONE_K_PARTS)
+    {
+      gint64 sum = 0;
+      for (int i = 0; i < m->n_parts; i++)
+        sum += matrix_arena_bytes (&m->parts[i]);
+      return sum;
+    }
+  hone_k_matrix_bytes_g (m->type, m->rows, m->cols, m->group, &qb, &sb);
+  return WALIGN (qb) + (sb ? WALIGN (sb) : 0);
+}
+
 static void
 sizes_for (HoneModel *model, const HoneKModel *km, int max_context, Sizes *s)
 {
@@ -274,12 +333,8 @@ sizes_for (HoneModel *model, const HoneKModel *km, int max_context, Sizes *s)
       const HoneKLayer *y = &km->layers[l];
       const HoneLayerWeights *L = &model->layers[l];
       const HoneKMatrix *ms[4] = { &y->wqkv, &y->wo, &y->wgu, &y->wdown };
-      size_t qb, sb;
       for (int i = 0; i < 4; i++)
-        {
-          hone_k_matrix_bytes_g (ms[i]->type, ms[i]->rows, ms[i]->cols, ms[i]->group, &qb, &sb);
-          s->weights += WALIGN (qb) + (sb ? WALIGN (sb) : 0);
-        }
+        s->weights += matrix_arena_bytes (ms[i]);
       s->weights += WALIGN ((gint64) 4 * (2 * c->hidden + (L->bq.data ? (c->n_heads + 2 * c->n_kv_heads) * c->head_dim : 0)
                                           + (L->q_norm.data ? 2 * c->head_dim : 0)));
     }
@@ -400,6 +455,15 @@ static gboolean
 alloc_matrix (HoneCudaBackend *b, HoneKMatrix *m, GError **error)
 {
   size_t qb, sb;
+  if (m->type == HONE_K_PARTS)
+    {
+      /* the parts live in b->parts (ours): each gets its own pieces */
+      for (int i = 0; i < m->n_parts; i++)
+        if (!alloc_matrix (b, (HoneKMatrix *) &m->parts[i], error))
+          return FALSE;
+      m->q = m->s = NULL;
+      return TRUE;
+    }
   hone_k_matrix_bytes_g (m->type, m->rows, m->cols, m->group, &qb, &sb);
   m->q = wtake (b, qb, error);
   if (!m->q)
@@ -408,6 +472,23 @@ alloc_matrix (HoneCudaBackend *b, HoneKMatrix *m, GError **error)
   if (sb && !(m->s = wtake (b, sb, error)))
     return FALSE;
   return TRUE;
+}
+
+/* The matrix that row @row0 of a fused q|k|v goes to (a part for
+ * HONE_K_PARTS: every tensor lies in one part) and the row there. */
+static HoneKMatrix *
+qkv_target (HoneKMatrix *m, int row0, int *local)
+{
+  *local = row0;
+  if (m->type != HONE_K_PARTS)
+    return m;
+  for (int i = 0; i < m->n_parts; i++)
+    {
+      if (*local < m->parts[i].rows)
+        return (HoneKMatrix *) &m->parts[i];
+      *local -= m->parts[i].rows;
+    }
+  return m;   /* unreachable: the parts' rows sum to m->rows */
 }
 
 /* A vector (F32/F16/BF16) to f32 on the device, written at dst (n floats),
@@ -459,6 +540,7 @@ unload_impl (HoneBackend *self)
       g_ptr_array_set_size (b->allocs, 0);
     }
   g_clear_pointer (&b->layers, g_free);
+  g_clear_pointer (&b->parts, g_free);
   g_clear_pointer (&b->k_pool, g_free);
   g_clear_pointer (&b->v_pool, g_free);
   g_clear_pointer (&b->free_pages, g_free);
@@ -476,8 +558,9 @@ estimate_impl (HoneBackend *self, HoneModel *model, const HoneBackendOptions *op
 {
   HoneKModel km;
   g_autofree HoneKLayer *layers = g_new0 (HoneKLayer, MAX (1, model->config.n_layers));
+  g_autofree HoneKMatrix *parts = g_new0 (HoneKMatrix, (gsize) HONE_K_MAX_PARTS * MAX (1, model->config.n_layers));
   Sizes s;
-  if (!plan (model, &km, layers, NULL))
+  if (!plan (model, &km, layers, parts, NULL))
     return -1;
   sizes_for (model, &km, context_for (model, options), &s);
   return s.weights + s.kv + s.workspace + s.other;
@@ -504,7 +587,8 @@ load_impl (HoneBackend *self, HoneModel *model, const HoneBackendOptions *option
   if (cuda_failed (cudaSetDevice (b->device), "cudaSetDevice", error))
     return FALSE;
   b->layers = g_new0 (HoneKLayer, MAX (1, c->n_layers));
-  if (!plan (model, &b->km, b->layers, error))
+  b->parts = g_new0 (HoneKMatrix, (gsize) HONE_K_MAX_PARTS * MAX (1, c->n_layers));
+  if (!plan (model, &b->km, b->layers, b->parts, error))
     goto fail;
   b->max_context = context_for (model, options);
   sizes_for (model, &b->km, b->max_context, &s);
@@ -545,6 +629,8 @@ load_impl (HoneBackend *self, HoneModel *model, const HoneBackendOptions *option
       {
         const HoneLayerWeights *L = &model->layers[l];
         HoneKLayer *y = &b->layers[l];
+        HoneKMatrix *dq, *dk, *dv;
+        int rq, rk, rv;
         float *vec;
         const int nvec = 2 * c->hidden + (L->bq.data ? qrows + 2 * krows : 0) + (L->q_norm.data ? 2 * hd : 0);
         if (!(vec = wtake (b, (size_t) nvec * 4, error)))
@@ -580,9 +666,11 @@ load_impl (HoneBackend *self, HoneModel *model, const HoneBackendOptions *option
           }
         if (!alloc_matrix (b, &y->wqkv, error) || !alloc_matrix (b, &y->wo, error) || !alloc_matrix (b, &y->wgu, error)
             || !alloc_matrix (b, &y->wdown, error)
-            || !upload_part (&u, &L->wq, &y->wqkv, 0, 1, perm ? nq : 0, hd, error)
-            || !upload_part (&u, &L->wk, &y->wqkv, qrows, 1, perm ? nkv : 0, hd, error)
-            || !upload_part (&u, &L->wv, &y->wqkv, qrows + krows, 1, 0, 0, error)
+            || !(dq = qkv_target (&y->wqkv, 0, &rq)) || !(dk = qkv_target (&y->wqkv, qrows, &rk))
+            || !(dv = qkv_target (&y->wqkv, qrows + krows, &rv))
+            || !upload_part (&u, &L->wq, dq, rq, 1, perm ? nq : 0, hd, error)
+            || !upload_part (&u, &L->wk, dk, rk, 1, perm ? nkv : 0, hd, error)
+            || !upload_part (&u, &L->wv, dv, rv, 1, 0, 0, error)
             || !upload_part (&u, &L->wo, &y->wo, 0, 1, 0, 0, error)
             || !upload_part (&u, &L->w_gate, &y->wgu, 0, 2, 0, 0, error)
             || !upload_part (&u, &L->w_up, &y->wgu, 1, 2, 0, 0, error)
