@@ -5,7 +5,8 @@
 #      models of every weight type, CPU vs CUDA);
 #   2. each kernel harness's checks (f64 references, outputs poisoned):
 #      hone-cuda-check, hone-attn-check, hone-kquant-check, hone-prefill-check,
-#      hone-w4-check; compute-sanitizer memcheck + racecheck on small shapes;
+#      hone-w4-check; compute-sanitizer memcheck + racecheck on small shapes
+#      (attention, prefill, the epilogue-quantizing GEMVs, W4A16 mma, K-quant parts);
 #   3. benchmarks: decode attention old vs new, prefill (2,048 tokens, per-op
 #      profile), the whole decode step of the 8B shape for BF16/Q8_0/Q4_0/Q4_1
 #      at ctx 128/4k/16k (CUDA graph, default kernels), then the engine end to
@@ -44,7 +45,10 @@ for s in $steps; do
     suite)
       HONE_DEFAULT_MODEL=$MODEL G_DEBUG=gc-friendly timeout 200 $B/test-cuda-backend --verbose > "$OUT/suite.txt" 2>&1
       note "test-cuda-backend rc $?: $(grep -c '^ok' "$OUT/suite.txt") ok, $(grep -c '^not ok' "$OUT/suite.txt") not ok"
-      grep -E "^not ok|ERROR|FAIL" "$OUT/suite.txt" | head -10 ;;
+      grep -E "^not ok|ERROR|FAIL" "$OUT/suite.txt" | head -10
+      G_DEBUG=gc-friendly timeout 200 $B/test-cuda-awq --verbose > "$OUT/suite-awq.txt" 2>&1
+      note "test-cuda-awq rc $?: $(grep -c '^ok' "$OUT/suite-awq.txt") ok, $(grep -c '^not ok' "$OUT/suite-awq.txt") not ok"
+      grep -E "^not ok|ERROR|FAIL" "$OUT/suite-awq.txt" | head -10 ;;
     checks)
       for h in "hone-cuda-check --check" "hone-cuda-check --check-prefill" "hone-attn-check --check" \
                "hone-kquant-check --check" "hone-prefill-check --check-quick" "hone-w4-check --check"; do
@@ -57,10 +61,16 @@ for s in $steps; do
     sanitize)
       OUT= timeout 60 compute-sanitizer --tool memcheck --print-limit 10 $B/hone-attn-check --small > "$OUT/san-attn-mem.txt" 2>&1
       note "memcheck attn: $(tail -1 "$OUT/san-attn-mem.txt")"
-      OUT= timeout 60 compute-sanitizer --tool racecheck --print-limit 10 $B/hone-attn-check --small > "$OUT/san-attn-race.txt" 2>&1
+      OUT= timeout ${HONE_RACE_TIMEOUT:-60} compute-sanitizer --tool racecheck --print-limit 10 $B/hone-attn-check --small > "$OUT/san-attn-race.txt" 2>&1
       note "racecheck attn: $(tail -1 "$OUT/san-attn-race.txt")"
       OUT= HONE_CHECK_NO_TINY=1 timeout 90 compute-sanitizer --tool memcheck --print-limit 10 $B/hone-cuda-check --check-prefill > "$OUT/san-prefill-mem.txt" 2>&1
-      note "memcheck prefill kernels: $(tail -1 "$OUT/san-prefill-mem.txt")" ;;
+      note "memcheck prefill kernels: $(tail -1 "$OUT/san-prefill-mem.txt")"
+      for h in "hone-cuda-check --check-epiq" "hone-w4-check --mma" "hone-kquant-check --small"; do
+        set -- $h
+        log="$OUT/san-${1#hone-}${2#--}.txt"
+        OUT= HONE_CHECK_NO_TINY=1 timeout 90 compute-sanitizer --tool memcheck --print-limit 10 $B/$1 $2 > "$log" 2>&1
+        note "memcheck $h: $(tail -1 "$log")"
+      done ;;
     attn)
       OUT=$OUT timeout 60 $B/hone-attn-check --bench > "$OUT/attn-bench.txt" 2>&1
       note "attention bench rc $?"; grep -iE "ctx|old|v3" "$OUT/attn-bench.txt" | head -30 ;;
@@ -69,7 +79,7 @@ for s in $steps; do
       note "prefill bench rc $?"; tail -40 "$OUT/prefill-bench.txt" ;;
     decode)
       OUT=$OUT HONE_DECODE_DEFAULT_ONLY=1 timeout 150 $B/hone-cuda-check --decode > "$OUT/decode.txt" 2>&1
-      note "decode step rc $?"; grep -E "^decode3" "$OUT/decode.txt" | cut -c1-130 ;;
+      note "decode step rc $?"; grep -E "^decode[34]" "$OUT/decode.txt" | cut -c1-140 ;;
     engine)
       M=/dev/shm/hone-models; mkdir -p $M
       for t in bf16 q4_0; do
