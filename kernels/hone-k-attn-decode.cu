@@ -28,6 +28,7 @@
  * memory idle, but the prefetch measured slower: RESULTS-cuda.md).
  */
 #include "hone-k-common.cuh"
+#include "hone-k-stage.cuh"   /* hone_k_stage_supported: sm_90 (clusters) */
 #include <string.h>
 #include <stdlib.h>
 #include <cooperative_groups.h>
@@ -1078,8 +1079,18 @@ static int min_chunk = 32;
  * off (one more round trip) and at 4–8 tokens at short context, so A there.
  * The cluster shapes (H, I: 5.8 / 6.2 / 7.8 µs at 128 / 512 / 1k, A 7.9 /
  * 10.7 / 11.5) lose 20–25 % from 4k up (64 clusters of 8 > the 62 the chip
- * holds at once): selectable only, since one launch serves every context. */
+ * holds at once): only for launches bounded to short contexts (below). */
 static char v3_shape = 'A';
+/* ... except that a launch bounded to short contexts (hone_k_attn_decode_ctx,
+ * one token, ≤ SHORT_CTX_DEFAULT keys, HONE_ATTN_SHORT_CTX) takes H, whose
+ * splits combine in distributed shared memory: one launch serves only the
+ * contexts its caller bounded it to, so the 4k+ loss does not apply. Whole
+ * 8B step (RESULTS-cuda.md "Decode, session 4: short-context attention"):
+ * harness 128 / 1k / 2k keys BF16 −2.2 / −0.8 / −0.9 %, Q4_0 −0.7 / −0.3 /
+ * −3.9 %; 4k +0.7 to +2.5 % (so the bound stops at 2k); engine at 900–1,020
+ * keys BF16 +2.7 % tok/s, Q4_0 −0.3 to −1.7 %, at 1,800–1,920 Q4_0 +1.0 to
+ * +2.7 %, BF16 ±0.5 %. */
+#define SHORT_CTX_DEFAULT 2048
 
 template <int HD, int NW, int RING, bool COAL, bool EARLY, int CL, bool TWO>
 static int
@@ -1155,11 +1166,38 @@ hone_k_attn_set_min_chunk (int keys)
   min_chunk = keys >= 16 ? keys : 16;
 }
 
+/* Contexts of at most this many keys take shape H for one token when the
+ * caller bounds the context (hone_k_attn_decode_ctx); -1: not read yet. */
+static int short_ctx = -1;
+
+extern "C" int
+hone_k_attn_short_ctx (void)
+{
+  if (short_ctx < 0)
+    {
+      const char *e = getenv ("HONE_ATTN_SHORT_CTX");
+      short_ctx = e && *e ? (atoi (e) > 0 ? atoi (e) : 0) : SHORT_CTX_DEFAULT;
+      if (!hone_k_stage_supported ())   /* thread-block clusters are sm_90's */
+        short_ctx = 0;
+    }
+  return short_ctx;
+}
+
 extern "C" int
 hone_k_attn_decode_pf (const float *qkv, int n_tok, int nq, int nkv, int hd, const int32_t *pos,
                        const void *k_pool, const void *v_pool, const int32_t *block_table,
                        void *scratch, float *out, HoneKActQ8 *out_q, const HoneKPrefetch *pf,
                        cudaStream_t stream)
+{
+  return hone_k_attn_decode_ctx (qkv, n_tok, nq, nkv, hd, pos, k_pool, v_pool, block_table, scratch, out, out_q, pf,
+                                 0, stream);
+}
+
+extern "C" int
+hone_k_attn_decode_ctx (const float *qkv, int n_tok, int nq, int nkv, int hd, const int32_t *pos,
+                        const void *k_pool, const void *v_pool, const int32_t *block_table,
+                        void *scratch, float *out, HoneKActQ8 *out_q, const HoneKPrefetch *pf,
+                        int max_ctx, cudaStream_t stream)
 {
   AttnArgs a;
   if (n_tok < 1 || n_tok > HONE_K_MAX_DECODE || nkv < 1 || nq % nkv || (hd != 64 && hd != 128))
@@ -1195,7 +1233,11 @@ hone_k_attn_decode_pf (const float *qkv, int n_tok, int nq, int nkv, int hd, con
       const char *ch = getenv ("HONE_ATTN_CHUNK");
       a.min_chunk = ch && atoi (ch) >= 16 ? atoi (ch) : 0;
       const char *sh = getenv ("HONE_ATTN_V3");
-      const char shape = sh && *sh ? sh[0] : hone_k_pdl_enabled () && n_tok <= 2 ? 'G' : v3_shape;
+      const int lim = hone_k_attn_short_ctx ();
+      const char shape = sh && *sh                                   ? sh[0]
+                         : n_tok == 1 && max_ctx > 0 && max_ctx <= lim ? 'H'
+                         : hone_k_pdl_enabled () && n_tok <= 2          ? 'G'
+                                                                        : v3_shape;
       return hd == 128 ? launch_attn3_shape<128> (a, shape, stream) : launch_attn3_shape<64> (a, shape, stream);
     }
   const size_t smem = (size_t) TILE * (hd + 8) * 2 + (size_t) TILE * hd * 2

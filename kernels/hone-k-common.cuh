@@ -173,6 +173,14 @@ extern "C" int hone_k_attn_decode_pf (const float *qkv, int n_tok, int nq, int n
                                       const void *k_pool, const void *v_pool, const int32_t *block_table,
                                       void *scratch, float *out, HoneKActQ8 *out_q, const HoneKPrefetch *pf,
                                       cudaStream_t stream);
+/* The same for a launch that only ever sees contexts of at most @max_ctx keys
+ * (0: any — a CUDA graph replays one launch at growing contexts, so the
+ * caller states the bound it captured for): one token within
+ * hone_k_attn_short_ctx () keys takes the clustered shape (hone-k-attn-decode.cu). */
+extern "C" int hone_k_attn_decode_ctx (const float *qkv, int n_tok, int nq, int nkv, int hd, const int32_t *pos,
+                                       const void *k_pool, const void *v_pool, const int32_t *block_table,
+                                       void *scratch, float *out, HoneKActQ8 *out_q, const HoneKPrefetch *pf,
+                                       int max_ctx, cudaStream_t stream);
 /* Decode tuning (also HONE_DECODE_PF, HONE_DECODE_PF_ATTN in MB, HONE_DECODE_FUSE=0/1,
  * HONE_DECODE_PF_HOW): -1 keeps a value. See hone-k-forward.cu. */
 extern "C" void hone_k_decode_tune (int pf_gemv_mb, int pf_attn_mb, int fuse_quant, int pf_how);

@@ -867,9 +867,10 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
         HONE_K_CHECK ((cudaError_t) hone_k_rope_kv (st->qkv, n, nq, nkv, hd, st->pos, c->rope_inv_freq, 0,
                                                     L->q_norm, L->k_norm, c->rms_eps, kv->k_pool[l],
                                                     kv->v_pool[l], kv->block_table, s));
-      HONE_K_CHECK ((cudaError_t) hone_k_attn_decode_pf (st->qkv, n, nq, nkv, hd, st->pos, kv->k_pool[l],
-                                                         kv->v_pool[l], kv->block_table, st->attn_scratch, st->attn,
-                                                         attn_q ? &st->xq : NULL, &pf_attn, s));
+      /* st->ctx_bound: the contexts this step will see (a captured graph's bound), for the launch shape */
+      HONE_K_CHECK ((cudaError_t) hone_k_attn_decode_ctx (st->qkv, n, nq, nkv, hd, st->pos, kv->k_pool[l],
+                                                          kv->v_pool[l], kv->block_table, st->attn_scratch, st->attn,
+                                                          attn_q ? &st->xq : NULL, &pf_attn, st->ctx_bound, s));
       /* o, gate|up, down with EpiQ where the types allow (decode_step_ffn) */
       HONE_K_CHECK ((cudaError_t) decode_step_ffn (m, st, l, n, epiq ? &eb : NULL, epiq_mode, attn_q, &ready, &pf_o, &pf_gu,
                                                    &pf_down, s));

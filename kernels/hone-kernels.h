@@ -220,6 +220,13 @@ int hone_k_rope_kv (float *qkv, int n_tok, int nq, int nkv, int hd, const int32_
 
 /* Attention scratch (flash-decoding partials), sized by hone_k_attn_scratch_bytes. */
 size_t hone_k_attn_scratch_bytes (int nq, int nkv, int hd, int max_tok);
+/* Decode attention of one token over at most this many keys has a faster
+ * launch shape (splits combined in distributed shared memory; measured
+ * slower from 4k keys up): a one-token step whose HoneKState.ctx_bound is
+ * in 1..this value uses it, so a caller replaying a captured step
+ * re-captures it when the context passes the bound. 0 = never
+ * (HONE_ATTN_SHORT_CTX overrides the default). */
+int hone_k_attn_short_ctx (void);
 /* Decode attention for 1..HONE_K_MAX_DECODE new tokens (already in the cache):
  * token t attends keys 0..*pos+t. q from qkv (row stride (nq+2nkv)·hd); out
  * f32 [n_tok][nq·hd]. Split over the KV length, combined by the last block. */
@@ -332,6 +339,8 @@ typedef struct {
 /* Scratch of a step of up to max_tok tokens (device buffers, made by hone_k_state_alloc). */
 typedef struct {
   int max_tok;
+  int ctx_bound;         /* decode steps run by this state see at most this many keys (0: any);
+                          * set before capturing a graph: see hone_k_attn_short_ctx */
   int32_t *tokens;       /* [max_tok] input ids */
   int32_t *pos;          /* scalar: sequence length before the step */
   int32_t *step;         /* scalar: sampling counter */

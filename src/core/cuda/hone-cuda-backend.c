@@ -12,7 +12,10 @@
  * that differs in type still goes up as F16 (their rows interleave).
  *
  * Steps of one token run as a CUDA graph per sequence, captured on first use
- * (the graph reads the token and the position from device memory); longer
+ * (the graph reads the token and the position from device memory; while the
+ * context is within hone_k_attn_short_ctx () keys it is captured bounded to
+ * that, for attention's short-context shape, and captured again once the
+ * context passes the bound); longer
  * steps run the GEMM path in chunks. KV: f16 pages of HONE_K_KV_BLOCK tokens
  * from one pool sized for POOL_SEQS sequences of max_context tokens.
  */
@@ -46,6 +49,8 @@ typedef struct {
   gint32 *table;              /* host copy of the block table */
   gint32 *d_table;            /* device */
   cudaGraphExec_t graph;      /* one-token step, captured on first use */
+  int graph_bound;            /* the context bound it was captured for (HoneKState.ctx_bound) */
+  gint64 graph_bytes;         /* device memory its capture took (counted in other_bytes) */
 } Seq;
 
 typedef struct {
@@ -879,6 +884,17 @@ release_pages (HoneCudaBackend *b, Seq *s, int keep)
 }
 
 static void
+drop_graph (HoneCudaBackend *b, Seq *s)
+{
+  if (!s->graph)
+    return;
+  cudaGraphExecDestroy (s->graph);
+  s->graph = NULL;
+  b->other_bytes -= s->graph_bytes;
+  s->graph_bytes = 0;
+}
+
+static void
 seq_free_impl (HoneBackend *self, int seq)
 {
   HoneCudaBackend *b = cu (self);
@@ -886,8 +902,7 @@ seq_free_impl (HoneBackend *self, int seq)
   if (!s)
     return;
   release_pages (b, s, 0);
-  if (s->graph)
-    cudaGraphExecDestroy (s->graph);
+  drop_graph (b, s);
   cudaFree (s->d_table);
   g_free (s->table);
   memset (s, 0, sizeof *s);
@@ -927,6 +942,13 @@ run_chunk (HoneCudaBackend *b, Seq *s, const gint32 *tokens, int n, int pos, int
     return FALSE;
   if (n == 1 && n_logits == 1)
     {
+      /* A graph replays at growing contexts: captured while the context fits
+       * the short-context attention bound it uses that launch shape, and is
+       * captured again (without the bound) once the context passes it. */
+      const int lim = hone_k_attn_short_ctx ();
+      const int bound = lim > 0 && pos + 1 <= lim ? lim : 0;
+      if (s->graph && s->graph_bound != bound)
+        drop_graph (b, s);
       if (!s->graph)
         {
           cudaGraph_t g = NULL;
@@ -935,7 +957,9 @@ run_chunk (HoneCudaBackend *b, Seq *s, const gint32 *tokens, int n, int pos, int
           cudaMemGetInfo (&f0, &t);
           if (cuda_failed (cudaStreamBeginCapture (b->stream, cudaStreamCaptureModeThreadLocal), "graph capture", error))
             return FALSE;
+          st->ctx_bound = bound;
           r = hone_k_forward (&b->km, &kv, st, 1, pos, 1, 0, 0.f, 0, b->stream);
+          st->ctx_bound = 0;
           e = cudaStreamEndCapture (b->stream, &g);
           if (cuda_failed ((cudaError_t) r, "decode step", error) || cuda_failed (e, "graph capture", error))
             {
@@ -951,8 +975,9 @@ run_chunk (HoneCudaBackend *b, Seq *s, const gint32 *tokens, int n, int pos, int
               return FALSE;
             }
           cudaMemGetInfo (&f1, &t);
-          if (f0 > f1)
-            b->other_bytes += (gint64) (f0 - f1);
+          s->graph_bound = bound;
+          s->graph_bytes = f0 > f1 ? (gint64) (f0 - f1) : 0;
+          b->other_bytes += s->graph_bytes;
         }
       if (cuda_failed (cudaGraphLaunch (s->graph, b->stream), "graph launch", error))
         return FALSE;
