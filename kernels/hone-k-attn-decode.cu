@@ -55,6 +55,39 @@ struct AttnArgs {
   HoneKPrefetch pf;
 };
 
+/* One thread's 4 output values at o (on: a real query; off-query threads
+ * still join the shuffles) and, with the int8 output, their 32-value block:
+ * 8 adjacent threads hold one block (HD/4 is a multiple of 8, so a block
+ * never straddles two heads); quant32_store's arithmetic: d = absmax/127,
+ * q = rint(v/d), (d, d·Σq). Every thread of the warp must call it. */
+static __device__ __forceinline__ void
+store_out4 (const AttnArgs &a, size_t o, float4 acc, bool on, int d4)
+{
+  if (on)
+    *(float4 *) (a.out + o) = acc;
+  if (a.out_q)
+    {
+      float amax = fmaxf (fmaxf (fabsf (acc.x), fabsf (acc.y)), fmaxf (fabsf (acc.z), fabsf (acc.w)));
+#pragma unroll
+      for (int m = 1; m < 8; m <<= 1)
+        amax = fmaxf (amax, __shfl_xor_sync (0xffffffffu, amax, m));
+      const float d = amax / 127.f;
+      const int q0 = d > 0.f ? __float2int_rn (acc.x / d) : 0, q1 = d > 0.f ? __float2int_rn (acc.y / d) : 0;
+      const int q2 = d > 0.f ? __float2int_rn (acc.z / d) : 0, q3 = d > 0.f ? __float2int_rn (acc.w / d) : 0;
+      float sum = (float) (q0 + q1 + q2 + q3);
+#pragma unroll
+      for (int m = 1; m < 8; m <<= 1)
+        sum += __shfl_xor_sync (0xffffffffu, sum, m);
+      if (on)
+        {
+          *(uint32_t *) (a.out_q + o) = (uint32_t) (q0 & 0xff) | ((uint32_t) (q1 & 0xff) << 8)
+                                        | ((uint32_t) (q2 & 0xff) << 16) | ((uint32_t) (q3 & 0xff) << 24);
+          if ((d4 & 7) == 0)
+            a.out_ds[o >> 5] = make_float2 (d, d * sum);
+        }
+    }
+}
+
 static __device__ __forceinline__ const __half *
 kv_row (const __half *pool, const int32_t *table, int key, int nkv, int kvh, int hd)
 {
@@ -305,32 +338,7 @@ attn_decode_kernel (AttnArgs a)
         }
       const int t = qi / G, g = qi - t * G;
       const size_t o = (size_t) t * a.nq * HD + (size_t) (kvh * G + g) * HD + 4 * d4;
-      if (on)
-        *(float4 *) (a.out + o) = acc;
-      if (a.out_q)
-        {
-          /* 8 adjacent threads hold one 32-value block (HD/4 is a multiple
-           * of 8, so a block never straddles two heads); quant32_store's
-           * arithmetic: d = absmax/127, q = rint(v/d), (d, d·Σq) */
-          float amax = fmaxf (fmaxf (fabsf (acc.x), fabsf (acc.y)), fmaxf (fabsf (acc.z), fabsf (acc.w)));
-#pragma unroll
-          for (int m = 1; m < 8; m <<= 1)
-            amax = fmaxf (amax, __shfl_xor_sync (0xffffffffu, amax, m));
-          const float d = amax / 127.f;
-          const int q0 = d > 0.f ? __float2int_rn (acc.x / d) : 0, q1 = d > 0.f ? __float2int_rn (acc.y / d) : 0;
-          const int q2 = d > 0.f ? __float2int_rn (acc.z / d) : 0, q3 = d > 0.f ? __float2int_rn (acc.w / d) : 0;
-          float sum = (float) (q0 + q1 + q2 + q3);
-#pragma unroll
-          for (int m = 1; m < 8; m <<= 1)
-            sum += __shfl_xor_sync (0xffffffffu, sum, m);
-          if (on)
-            {
-              *(uint32_t *) (a.out_q + o) = (uint32_t) (q0 & 0xff) | ((uint32_t) (q1 & 0xff) << 8)
-                                            | ((uint32_t) (q2 & 0xff) << 16) | ((uint32_t) (q3 & 0xff) << 24);
-              if ((d4 & 7) == 0)
-                a.out_ds[o >> 5] = make_float2 (d, d * sum);
-            }
-        }
+      store_out4 (a, o, acc, on, d4);
     }
   if (tid == 0)
     a.counters[kvh] = 0;
@@ -433,29 +441,7 @@ v3_store (const AttnArgs &a, const float *fin, int kvh, int z, int qn, int tid)
       const float4 acc = on ? *(const float4 *) (fin + q * HD + 4 * d4) : make_float4 (0.f, 0.f, 0.f, 0.f);
       const int qi = V3_QG * z + q, t = qi / a.G, g = qi - t * a.G;
       const size_t o = (size_t) t * a.nq * HD + (size_t) (kvh * a.G + g) * HD + 4 * d4;
-      if (on)
-        *(float4 *) (a.out + o) = acc;
-      if (a.out_q)
-        {
-          float amax = fmaxf (fmaxf (fabsf (acc.x), fabsf (acc.y)), fmaxf (fabsf (acc.z), fabsf (acc.w)));
-#pragma unroll
-          for (int m = 1; m < 8; m <<= 1)
-            amax = fmaxf (amax, __shfl_xor_sync (0xffffffffu, amax, m));
-          const float d = amax / 127.f;
-          const int q0 = d > 0.f ? __float2int_rn (acc.x / d) : 0, q1 = d > 0.f ? __float2int_rn (acc.y / d) : 0;
-          const int q2 = d > 0.f ? __float2int_rn (acc.z / d) : 0, q3 = d > 0.f ? __float2int_rn (acc.w / d) : 0;
-          float sum = (float) (q0 + q1 + q2 + q3);
-#pragma unroll
-          for (int m = 1; m < 8; m <<= 1)
-            sum += __shfl_xor_sync (0xffffffffu, sum, m);
-          if (on)
-            {
-              *(uint32_t *) (a.out_q + o) = (uint32_t) (q0 & 0xff) | ((uint32_t) (q1 & 0xff) << 8)
-                                            | ((uint32_t) (q2 & 0xff) << 16) | ((uint32_t) (q3 & 0xff) << 24);
-              if ((d4 & 7) == 0)
-                a.out_ds[o >> 5] = make_float2 (d, d * sum);
-            }
-        }
+      store_out4 (a, o, acc, on, d4);
     }
 }
 
