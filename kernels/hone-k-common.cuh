@@ -165,6 +165,27 @@ prefetch_slice (const HoneKPrefetch &pf, unsigned part, unsigned nparts, int lan
     }
 }
 
+/* The epilogue half of a GEMV's arguments (output, bias, residual, RoPE + KV
+ * store), named alike in every GEMV kernel's argument struct (GemvArgs,
+ * W4Args), copied from the op. */
+template <class A>
+static inline void
+epi_args_from_op (A &a, const HoneKGemvOp *op)
+{
+  a.bias = op->bias;
+  a.res = op->res;
+  a.y = op->y;
+  a.epi = op->epilogue;
+  a.nq = op->nq;
+  a.nkv = op->nkv;
+  a.hd = op->hd;
+  a.pos = op->pos;
+  a.inv_freq = op->inv_freq;
+  a.k_pool = (__half *) op->k_pool;
+  a.v_pool = (__half *) op->v_pool;
+  a.block_table = op->block_table;
+}
+
 /* Internal entry points of decode_step (hone-k-forward.cu): the public ones
  * plus the next weights to prefetch and, for attention, its output also
  * quantized to int8 for a quantized o projection (no quantize launch). */

@@ -588,18 +588,7 @@ hone_k_kquant_gemv (const HoneKGemvOp *op, cudaStream_t stream)
   a.xq = op->xq->q;
   a.xds = op->xq->ds;
   a.n_tok = op->n_tok;
-  a.bias = op->bias;
-  a.res = op->res;
-  a.y = op->y;
-  a.epi = op->epilogue;
-  a.nq = op->nq;
-  a.nkv = op->nkv;
-  a.hd = op->hd;
-  a.pos = op->pos;
-  a.inv_freq = op->inv_freq;
-  a.k_pool = (__half *) op->k_pool;
-  a.v_pool = (__half *) op->v_pool;
-  a.block_table = op->block_table;
+  epi_args_from_op (a, op);
   return w->type == HONE_K_Q4_K ? kq_launch<HONE_K_Q4_K> (ka, w->cols, stream)
                                 : kq_launch<HONE_K_Q6_K> (ka, w->cols, stream);
 }

@@ -1770,18 +1770,7 @@ hone_k_q4z_gemv (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t st
   a.ntask = (w->rows + W4_R - 1) / W4_R;
   a.norm_g = op->norm_g;
   a.eps = op->eps;
-  a.bias = op->bias;
-  a.res = op->res;
-  a.y = op->y;
-  a.epi = op->epilogue;
-  a.nq = op->nq;
-  a.nkv = op->nkv;
-  a.hd = op->hd;
-  a.pos = op->pos;
-  a.inv_freq = op->inv_freq;
-  a.k_pool = (__half *) op->k_pool;
-  a.v_pool = (__half *) op->v_pool;
-  a.block_table = op->block_table;
+  epi_args_from_op (a, op);
   a.x = op->x;
   /* Tokens whose f16 rows fit the shared budget go in one launch; more take
    * several launches over the same weights (long rows at several tokens).

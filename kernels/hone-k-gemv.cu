@@ -15,6 +15,7 @@
  * wave, once through their rows, prefetch a slice of the next matrix into L2.
  */
 #include "hone-k-gemv.cuh"
+#include "hone-k-stage.cuh"   /* hone_k_stage_supported: sm_90 (clusters) */
 #include <cooperative_groups.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -590,20 +591,9 @@ args_from_op (const HoneKGemvOp *op, const HoneKPrefetch *pf, GemvArgs &a)
   a.xq = op->xq ? op->xq->q : NULL;
   a.xds = op->xq ? op->xq->ds : NULL;
   a.n_tok = op->n_tok;
-  a.bias = op->bias;
-  a.res = op->res;
-  a.y = op->y;
-  a.epi = op->epilogue;
   a.norm_g = op->norm_g;
   a.eps = op->eps;
-  a.nq = op->nq;
-  a.nkv = op->nkv;
-  a.hd = op->hd;
-  a.pos = op->pos;
-  a.inv_freq = op->inv_freq;
-  a.k_pool = (__half *) op->k_pool;
-  a.v_pool = (__half *) op->v_pool;
-  a.block_table = op->block_table;
+  epi_args_from_op (a, op);
   if (early_loads < 0)
     {
       const char *env = getenv ("HONE_GEMV_EARLY");
@@ -677,26 +667,12 @@ hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t str
 
 /* ---- quantization in the epilogue (HoneKEpiQ) ------------------------------ */
 
-static int
-sm_major (void)
-{
-  static int major = -1;
-  if (major < 0)
-    {
-      int dev = 0;
-      cudaGetDevice (&dev);
-      if (cudaDeviceGetAttribute (&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-        major = 0;
-    }
-  return major;
-}
-
 bool
 hone_k_gemv_epiq_takes (const HoneKGemvOp *op, bool producer)
 {
   const HoneKMatrix *w = op->w;
   if (!w || op->n_tok != 1 || op->norm_g || w->rows < 1 || w->cols < 32 || (w->cols & 31)
-      || (w->type != HONE_K_Q8_0 && w->type != HONE_K_Q4_0 && w->type != HONE_K_Q4_1) || sm_major () < 9)
+      || (w->type != HONE_K_Q8_0 && w->type != HONE_K_Q4_0 && w->type != HONE_K_Q4_1) || !hone_k_stage_supported ())
     return false;
   if (!producer)
     return true;
