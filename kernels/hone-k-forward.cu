@@ -165,8 +165,9 @@ n_bucket (int n)
   return b;
 }
 
+/* The cached plan of this GEMM under the current pick, or NULL. */
 static LtPlan *
-lt_plan (GemmCtx *g, int m, int n, int k, cudaDataType_t ab, cudaDataType_t d, int acc, int align)
+lt_find (GemmCtx *g, int m, int n, int k, cudaDataType_t ab, cudaDataType_t d, int acc, int align)
 {
   const int pick = gemm_pick ();
   for (int i = 0; i < g->n_plans; i++)
@@ -176,7 +177,16 @@ lt_plan (GemmCtx *g, int m, int n, int k, cudaDataType_t ab, cudaDataType_t d, i
           && p->align == align && p->pick == pick)
         return p;
     }
-  LtPlan *p;
+  return NULL;
+}
+
+static LtPlan *
+lt_plan (GemmCtx *g, int m, int n, int k, cudaDataType_t ab, cudaDataType_t d, int acc, int align)
+{
+  LtPlan *p = lt_find (g, m, n, k, ab, d, acc, align);
+  if (p)
+    return p;
+  const int pick = gemm_pick ();
   if (g->n_plans < LT_PLANS)
     p = &g->plans[g->n_plans++];
   else
@@ -1057,19 +1067,6 @@ prefill_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int
  * them; nothing a later step reads changes, so results do not either.
  * HONE_PREFILL_WARM=0 skips it, =2 stops after the 9-token prefill;
  * HONE_PREFILL_WARM_VERBOSE prints each phase's host time (with syncs). */
-static LtPlan *
-lt_find (GemmCtx *g, int m, int n, int k, cudaDataType_t ab, cudaDataType_t d, int acc, int align)
-{
-  const int pick = gemm_pick ();
-  for (int i = 0; i < g->n_plans; i++)
-    {
-      LtPlan *p = &g->plans[i];
-      if (p->m == m && p->n == n && p->k == k && p->ab == (int) ab && p->d == (int) d && p->acc == acc
-          && p->align == align && p->pick == pick)
-        return p;
-    }
-  return NULL;
-}
 
 /* One GEMM of w at n the way prefill_step runs it, unless its plan exists already. */
 static int
