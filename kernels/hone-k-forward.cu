@@ -582,6 +582,20 @@ prefetch_plan (const HoneKMatrix *a, const HoneKMatrix *b, int mb)
   return pf;
 }
 
+/* A GEMV op of w over n_tok tokens: y (+ res for ADD) with epilogue epi, every other field unset. */
+static HoneKGemvOp
+gemv_op (const HoneKMatrix *w, int n_tok, const float *res, float *y, int epi)
+{
+  HoneKGemvOp op;
+  memset (&op, 0, sizeof op);
+  op.w = w;
+  op.n_tok = n_tok;
+  op.res = res;
+  op.y = y;
+  op.epilogue = epi;
+  return op;
+}
+
 /* y[n_tok][rows] (+)= W·norm(x): the norm fused for BF16/F16 and for staged
  * quantized GEMVs, else a norm+quantize launch. */
 static int
@@ -619,13 +633,7 @@ static int
 gemv_plain (HoneKState *st, const HoneKMatrix *w, const float *x, int n_tok, const float *res, float *y,
             int epi, cudaStream_t s, const HoneKPrefetch *pf = NULL, bool x_ready = false)
 {
-  HoneKGemvOp op;
-  memset (&op, 0, sizeof op);
-  op.w = w;
-  op.n_tok = n_tok;
-  op.res = res;
-  op.y = y;
-  op.epilogue = epi;
+  HoneKGemvOp op = gemv_op (w, n_tok, res, y, epi);
   if (takes_f32 (w))
     op.x = x;
   else if (x_ready)
@@ -686,11 +694,7 @@ epiq_bufs (const HoneKModel *m, HoneKState *st, EpiqBufs *b)
 static bool
 epiq_consumer (const HoneKMatrix *w, int epi)
 {
-  HoneKGemvOp op;
-  memset (&op, 0, sizeof op);
-  op.w = w;
-  op.n_tok = 1;
-  op.epilogue = epi;
+  const HoneKGemvOp op = gemv_op (w, 1, NULL, NULL, epi);
   return hone_k_gemv_epiq_takes (&op, false);
 }
 
@@ -709,13 +713,7 @@ decode_step_ffn (const HoneKModel *m, HoneKState *st, int l, int n, const EpiqBu
   *ready = NULL;
   if (n != 1)
     eb = NULL;
-  HoneKGemvOp op;
-  memset (&op, 0, sizeof op);
-  op.w = &L->wo;
-  op.n_tok = 1;
-  op.res = st->h;
-  op.y = st->h;
-  op.epilogue = HONE_K_EPI_ADD;
+  HoneKGemvOp op = gemv_op (&L->wo, 1, st->h, st->h, HONE_K_EPI_ADD);
   op.xq = &st->xq;
   const HoneKActQ8 *gu_in = NULL;
   if (eb && (mask & EPIQ_O) && attn_q && hone_k_gemv_epiq_takes (&op, true)
@@ -731,11 +729,7 @@ decode_step_ffn (const HoneKModel *m, HoneKState *st, int l, int n, const EpiqBu
     }
   else
     HONE_K_CHECK ((cudaError_t) gemv_plain (st, &L->wo, st->attn, n, st->h, st->h, HONE_K_EPI_ADD, s, pf_o, attn_q));
-  memset (&op, 0, sizeof op);
-  op.w = &L->wgu;
-  op.n_tok = 1;
-  op.y = st->gu;
-  op.epilogue = HONE_K_EPI_SWIGLU;
+  op = gemv_op (&L->wgu, 1, NULL, st->gu, HONE_K_EPI_SWIGLU);
   op.eps = c->rms_eps;
   const HoneKActQ8 *down_in = NULL;
   const bool gu_prod = eb && (mask & EPIQ_GU) && hone_k_gemv_epiq_takes (&op, true)
@@ -770,12 +764,7 @@ decode_step_ffn (const HoneKModel *m, HoneKState *st, int l, int n, const EpiqBu
   const HoneKMatrix *next_w = last ? &m->lm_head : &m->layers[l + 1].wqkv;
   const float *next_g = last ? m->out_norm : m->layers[l + 1].attn_norm;
   const int next_epi = !last && m->layers[l + 1].q_norm == NULL ? (int) HONE_K_EPI_ROPE_KV : (int) HONE_K_EPI_STORE;
-  memset (&op, 0, sizeof op);
-  op.w = &L->wdown;
-  op.n_tok = 1;
-  op.res = st->h;
-  op.y = st->h;
-  op.epilogue = HONE_K_EPI_ADD;
+  op = gemv_op (&L->wdown, 1, st->h, st->h, HONE_K_EPI_ADD);
   op.xq = down_in ? down_in : &st->xq;
   if (eb && (mask & EPIQ_DOWN) && hone_k_gemv_epiq_takes (&op, true) && epiq_consumer (next_w, next_epi))
     {
@@ -888,12 +877,7 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
   const float *hl = st->h + (size_t) (n - n_logits) * c->hidden;
   if (ready)
     {
-      HoneKGemvOp op;
-      memset (&op, 0, sizeof op);
-      op.w = &m->lm_head;
-      op.n_tok = 1;
-      op.y = st->logits;
-      op.epilogue = HONE_K_EPI_STORE;
+      HoneKGemvOp op = gemv_op (&m->lm_head, 1, NULL, st->logits, HONE_K_EPI_STORE);
       op.eps = c->rms_eps;
       op.xq = ready;
       HoneKEpiQ eq;
