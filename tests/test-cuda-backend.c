@@ -151,16 +151,23 @@ argmax (const float *v, int n)
  * 8-layer cut carried to the GPU machine has flatter distributions.) */
 #define MARGIN 0.25
 
-static void
-compare (const float *got, int first, int n, const char *what)
-{
-  const int V = model->config.vocab;
-  double num = 0, den = 0, err;
-  int agree = 0, decided = 0, decided_agree = 0;
+/* Logits @got against @ref, n rows of V (row p is position first + p):
+ * relative L2 error, top-1 agreement overall and where the reference's
+ * margin is >= MARGIN (a row that differs below the margin is reported). */
+typedef struct {
+  double err;
+  int agree, decided, decided_agree;
+} LogitStats;
 
-  for (int p = first; p < first + n; p++)
+static LogitStats
+logit_stats (const float *got, const float *ref, int first, int n, int V)
+{
+  LogitStats st = { 0 };
+  double num = 0, den = 0;
+
+  for (int p = 0; p < n; p++)
     {
-      const float *g = got + (gsize) (p - first) * V, *r = cpu_logits + (gsize) p * V;
+      const float *g = got + (gsize) p * V, *r = ref + (gsize) p * V;
       const int rb = argmax (r, V);
       float second = -G_MAXFLOAT;
       gboolean same;
@@ -173,16 +180,26 @@ compare (const float *got, int first, int n, const char *what)
             second = r[i];
         }
       same = argmax (g, V) == rb;
-      agree += same;
+      st.agree += same;
       if (r[rb] - second >= MARGIN)
         {
-          decided++;
-          decided_agree += same;
+          st.decided++;
+          st.decided_agree += same;
         }
       else if (!same)
-        g_printerr ("#   position %d: top-1 differs where the CPU margin is %.3f\n", p, r[rb] - second);
+        g_printerr ("#   position %d: top-1 differs where the reference margin is %.3f\n", first + p, r[rb] - second);
     }
-  err = sqrt (num / den);
+  st.err = sqrt (num / den);
+  return st;
+}
+
+static void
+compare (const float *got, int first, int n, const char *what)
+{
+  const int V = model->config.vocab;
+  const LogitStats st = logit_stats (got, cpu_logits + (gsize) first * V, first, n, V);
+  const double err = st.err;
+  const int agree = st.agree, decided = st.decided, decided_agree = st.decided_agree;
   g_printerr ("# %s: relative L2 error %.4g, top-1 agreement %d/%d (%.1f %%), %d/%d where the margin >= %.2f\n", what,
               err, agree, n, 100.0 * agree / n, decided_agree, decided, MARGIN);
   g_assert_cmpfloat (err, <, 5e-2);
@@ -386,32 +403,9 @@ run_tokens (HoneBackend *be, const gint32 *toks, int n, int V, float *logits, gb
 static void
 compare_tiny (const float *got, const float *ref, int n, int V, const char *what)
 {
-  double num = 0, den = 0, err;
-  int agree = 0, decided = 0, decided_agree = 0;
-
-  for (int p = 0; p < n; p++)
-    {
-      const float *g = got + (gsize) p * V, *r = ref + (gsize) p * V;
-      const int rb = argmax (r, V);
-      float second = -G_MAXFLOAT;
-      gboolean same;
-      for (int i = 0; i < V; i++)
-        {
-          g_assert_true (isfinite (g[i]));
-          num += (double) (g[i] - r[i]) * (g[i] - r[i]);
-          den += (double) r[i] * r[i];
-          if (i != rb && r[i] > second)
-            second = r[i];
-        }
-      same = argmax (g, V) == rb;
-      agree += same;
-      if (r[rb] - second >= MARGIN)
-        {
-          decided++;
-          decided_agree += same;
-        }
-    }
-  err = sqrt (num / den);
+  const LogitStats st = logit_stats (got, ref, 0, n, V);
+  const double err = st.err;
+  const int agree = st.agree, decided = st.decided, decided_agree = st.decided_agree;
   g_printerr ("# %s: relative L2 error %.3g, top-1 agreement %d/%d, %d/%d where the margin >= %.2f\n", what, err,
               agree, n, decided_agree, decided, MARGIN);
   g_assert_cmpfloat (err, <, 5e-2);
