@@ -8,6 +8,9 @@
  * Quantized matrices add a norm+quantize (or quantize) launch before them,
  * except where the staged GEMV (one token, sm_90) takes the f32 input and
  * normalizes and quantizes it itself: then 5 launches a layer for every type.
+ * Streamed (one token, sm_90, hone_k_decode_set_stream): 2 launches a layer,
+ * attention and one persistent launch for o, gate|up, down and the next
+ * q|k|v (hone-k-decode-stream.cu).
  *
  * Prefill: cuBLASLt GEMMs (bf16 or f16 operands, an algorithm per shape
  * cached; f32 out with the residual added by beta = 1, or 16-bit out for
@@ -16,6 +19,7 @@
  */
 #include "hone-k-common.cuh"
 #include "hone-k-gemv.cuh"
+#include "hone-k-stream.h"
 #include <cublas_v2.h>
 #include <cublasLt.h>
 #include <stdlib.h>
@@ -410,7 +414,7 @@ swiglu16in (const void *gu, int n_tok, int ffn, void *y, int is_f16, cudaStream_
 #define ALIGN(x) (((x) + 255) & ~(size_t) 255)
 
 struct Layout {
-  size_t small, h, xn, qkv, attn, gu, logits, xq, xds, x16, w16, attn_s, ws, total;
+  size_t small, h, xn, qkv, attn, gu, logits, xq, xds, x16, w16, attn_s, sync, ws, total;
 };
 
 static Layout
@@ -431,8 +435,11 @@ layout (const HoneKModel *m, int max_tok, int logits_rows)
   L.x16 = ALIGN ((size_t) max_tok * md * 2);
   L.w16 = max_tok > HONE_K_MAX_DECODE ? ALIGN (dequant_scratch_elems (m) * 2) : 0;
   L.attn_s = ALIGN (hone_k_attn_scratch_bytes (c->n_heads, c->n_kv_heads, c->head_dim, max_tok));
+  /* streamed decode: a counter set a launch site (layer 0's q|k|v, then one after each attention) */
+  L.sync = ALIGN ((size_t) (c->n_layers + 1) * HONE_K_STREAM_SYNC * sizeof (unsigned));
   L.ws = max_tok > HONE_K_MAX_DECODE ? ((size_t) 32 << 20) : 0;
-  L.total = L.small + L.h + L.xn + L.qkv + L.attn + L.gu + L.logits + L.xq + L.xds + L.x16 + L.w16 + L.attn_s + L.ws;
+  L.total = L.small + L.h + L.xn + L.qkv + L.attn + L.gu + L.logits + L.xq + L.xds + L.x16 + L.w16 + L.attn_s + L.sync
+            + L.ws;
   return L;
 }
 
@@ -452,8 +459,8 @@ hone_k_state_alloc (HoneKState *st, const HoneKModel *m, int max_tok, int logits
   char *p = NULL;
   HONE_K_CHECK (cudaMalloc ((void **) &p, L.total));
   cudaError_t e = cudaMemset (p, 0, L.small);
-  if (e == cudaSuccess)
-    e = cudaMemset (p + L.total - L.ws - L.attn_s, 0, L.attn_s);   /* split counters start at 0 */
+  if (e == cudaSuccess)   /* attention's split counters and the streamed launches' counters start at 0 */
+    e = cudaMemset (p + L.total - L.ws - L.sync - L.attn_s, 0, L.attn_s + L.sync);
   if (e != cudaSuccess)
     {
       cudaFree (p);
@@ -479,6 +486,7 @@ hone_k_state_alloc (HoneKState *st, const HoneKModel *m, int max_tok, int logits
   st->x16 = p; p += L.x16;
   st->w16 = L.w16 ? (void *) p : NULL; p += L.w16;
   st->attn_scratch = p; p += L.attn_s;
+  st->stream_sync = (unsigned *) p; p += L.sync;
   st->cublas_ws = L.ws ? (void *) p : NULL;
   if (L.ws)
     {
@@ -783,6 +791,107 @@ decode_step_ffn (const HoneKModel *m, HoneKState *st, int l, int n, const EpiqBu
   if (down_in)
     return hone_k_gemv_pf (&op, pf_down, s);
   return gemv_plain (st, &L->wdown, st->gu, n, st->h, st->h, HONE_K_EPI_ADD, s, pf_down);
+}
+
+/* ---- streamed one-token steps (hone-k-decode-stream.cu) ---------------------
+ * embed, layer 0's q|k|v as one launch, then per layer attention and one
+ * launch of o (+ h), gate|up (+ SwiGLU), down (+ h) and the next layer's
+ * q|k|v (RoPE + KV fused, or STORE then hone_k_rope_kv for qwen3's q/k
+ * norms) or, after the last layer, the lm_head. */
+
+/* Layer l's q|k|v GEMV of the one token in st->h. */
+static HoneKGemvOp
+stream_qkv_op (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int l)
+{
+  const HoneKConfig *c = &m->cfg;
+  const HoneKLayer *L = &m->layers[l];
+  const bool fuse_rope = L->q_norm == NULL;
+  HoneKGemvOp op = gemv_op (&L->wqkv, 1, NULL, st->qkv, fuse_rope ? (int) HONE_K_EPI_ROPE_KV : (int) HONE_K_EPI_STORE);
+  op.x = st->h;
+  op.norm_g = L->attn_norm;
+  op.eps = c->rms_eps;
+  op.bias = L->bqkv;
+  op.nq = c->n_heads;
+  op.nkv = c->n_kv_heads;
+  op.hd = c->head_dim;
+  op.pos = st->pos;
+  op.inv_freq = c->rope_inv_freq;
+  op.k_pool = kv->k_pool[l];
+  op.v_pool = kv->v_pool[l];
+  op.block_table = kv->block_table;
+  return op;
+}
+
+/* The launch after layer l's attention (l = -1: layer 0's q|k|v alone) into ops; returns how many. */
+static int
+stream_ops (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int l, HoneKGemvOp *ops)
+{
+  const HoneKConfig *c = &m->cfg;
+  if (l < 0)
+    {
+      ops[0] = stream_qkv_op (m, kv, st, 0);
+      return 1;
+    }
+  const HoneKLayer *L = &m->layers[l];
+  ops[0] = gemv_op (&L->wo, 1, st->h, st->h, HONE_K_EPI_ADD);
+  ops[0].x = st->attn;
+  ops[1] = gemv_op (&L->wgu, 1, NULL, st->gu, HONE_K_EPI_SWIGLU);
+  ops[1].x = st->h;
+  ops[1].norm_g = L->ffn_norm;
+  ops[1].eps = c->rms_eps;
+  ops[2] = gemv_op (&L->wdown, 1, st->h, st->h, HONE_K_EPI_ADD);
+  ops[2].x = st->gu;
+  if (l + 1 < c->n_layers)
+    ops[3] = stream_qkv_op (m, kv, st, l + 1);
+  else
+    {
+      ops[3] = gemv_op (&m->lm_head, 1, NULL, st->logits, HONE_K_EPI_STORE);
+      ops[3].x = st->h;
+      ops[3].norm_g = m->out_norm;
+      ops[3].eps = c->rms_eps;
+    }
+  return 4;
+}
+
+/* Whether this one-token step can run streamed (switched on, every launch fits the kernel). */
+static bool
+stream_fits (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int n_logits)
+{
+  if (n != 1 || n_logits != 1 || !st->stream_sync || !hone_k_decode_stream_on ())
+    return false;
+  HoneKGemvOp ops[HONE_K_STREAM_MAX_PHASES];
+  for (int l = -1; l < m->cfg.n_layers; l++)
+    {
+      const int n_ops = stream_ops (m, kv, st, l, ops);
+      if (!hone_k_stream_takes (ops, n_ops))
+        return false;
+    }
+  return true;
+}
+
+static int
+decode_step_stream (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, cudaStream_t s)
+{
+  const HoneKConfig *c = &m->cfg;
+  HONE_K_CHECK ((cudaError_t) hone_k_embed (&m->embd, st->tokens, 1, st->h, s));
+  HoneKGemvOp ops[HONE_K_STREAM_MAX_PHASES];
+  for (int l = -1; l < c->n_layers; l++)
+    {
+      if (l >= 0)
+        HONE_K_CHECK ((cudaError_t) hone_k_attn_decode_ctx (st->qkv, 1, c->n_heads, c->n_kv_heads, c->head_dim, st->pos,
+                                                            kv->k_pool[l], kv->v_pool[l], kv->block_table,
+                                                            st->attn_scratch, st->attn, NULL, NULL, st->ctx_bound, s));
+      const int n_ops = stream_ops (m, kv, st, l, ops);
+      unsigned *sync = st->stream_sync + (size_t) (l + 1) * HONE_K_STREAM_SYNC;
+      HONE_K_CHECK ((cudaError_t) hone_k_stream_gemvs (ops, n_ops, sync, hone_k_stream_trace_for (l + 1), s));
+      const int next = l + 1;
+      if (next < c->n_layers && m->layers[next].q_norm)   /* qwen3: q/k norms before RoPE */
+        HONE_K_CHECK ((cudaError_t) hone_k_rope_kv (st->qkv, 1, c->n_heads, c->n_kv_heads, c->head_dim, st->pos,
+                                                    c->rope_inv_freq, 0, m->layers[next].q_norm,
+                                                    m->layers[next].k_norm, c->rms_eps, kv->k_pool[next],
+                                                    kv->v_pool[next], kv->block_table, s));
+    }
+  return 0;
 }
 
 static int
@@ -1162,9 +1271,14 @@ hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_to
       probe.epilogue = HONE_K_EPI_SWIGLU;
       pdl = hone_k_gemv_staged_takes (&probe);
     }
+  /* streamed steps: the weight stream of each launch starts during attention (PDL) */
+  const bool streamed = n_tok <= HONE_K_MAX_DECODE && stream_fits (m, kv, st, n_tok, n_logits);
+  if (streamed)
+    pdl = true;
   hone_k_pdl_hint (pdl);
-  const int r = n_tok <= HONE_K_MAX_DECODE ? decode_step (m, kv, st, n_tok, n_logits, stream)
-                                           : prefill_step (m, kv, st, n_tok, pos_host, n_logits, stream);
+  const int r = streamed                      ? decode_step_stream (m, kv, st, stream)
+                : n_tok <= HONE_K_MAX_DECODE ? decode_step (m, kv, st, n_tok, n_logits, stream)
+                                             : prefill_step (m, kv, st, n_tok, pos_host, n_logits, stream);
   if (r)
     return r;
   if (sample)

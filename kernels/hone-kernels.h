@@ -64,6 +64,7 @@ extern "C" {
 #define HONE_K_KV_BLOCK 64       /* tokens per KV page */
 #define HONE_K_MAX_DECODE 8      /* tokens per step taken by the GEMV path */
 #define HONE_K_ATTN_MAX_SPLITS 64
+#define HONE_K_STREAM_SYNC 16    /* counter words a streamed decode launch site needs */
 
 /* Numbers are GGUF's ggml_type, like HoneDType. */
 typedef enum {
@@ -293,6 +294,24 @@ void hone_k_gemv_set_early (int on);
  * (no RMSNorm/quantize launches; kernels/hone-k-forward.cu) 1 on, 0 off (the
  * default: measured slower), -1 from HONE_DECODE_EPIQ. */
 void hone_k_decode_set_epiq (int on);
+/* One-token decode steps on sm_90 run as streamed launches (kernels/
+ * hone-k-decode-stream.cu: per layer attention, then one persistent launch
+ * for o, gate|up, down and the next q|k|v or the lm_head, whose weight
+ * stream runs ahead of every dependency) where the model's matrices allow:
+ * 1 on, 0 off, -1 re-read HONE_DECODE_STREAM=0/1. */
+void hone_k_decode_set_stream (int on);
+/* How many streamed launches were enqueued so far (checks: which path ran). */
+unsigned hone_k_stream_runs (void);
+/* Experiments: shared memory a streamed block may take and its ring slot size, in KB,
+ * the % of a GEMV's rows split statically over the SMs (the rest claimed on demand),
+ * and the loader (0 bulk copies, 1 cp.async) (0, 0, -1, -1: HONE_STREAM_SMEM_KB /
+ * HONE_STREAM_SLOT_KB / HONE_STREAM_STATIC / HONE_STREAM_LOADER, default 200 / 32 / 75 / bulk). */
+void hone_k_stream_set_shape (int smem_kb, int slot_kb, int static_pct, int loader);
+/* Measurement only: the launch at site @site (0: layer 0's q|k|v, l + 1: after
+ * layer l's attention) enqueued from now on records per-block timestamps into
+ * @trace (SMs × 5 × 3, see hone-k-decode-stream.cu); NULL stops. */
+void hone_k_stream_set_trace (unsigned long long *trace, int site);
+
 /* One-token GEMVs on sm_90 run the staged kernel (weights bulk-copied through
  * shared memory, one wave; kernels/hone-k-gemv-staged.cu) where the shape
  * allows: 1 on, 0 the register-streamed kernel (the default: the staged one
@@ -352,6 +371,7 @@ typedef struct {
   void *attn_scratch, *sample_scratch;
   void *cublas;          /* GEMM context (cuBLASLt handle + plan cache, cuBLAS handle) */
   void *cublas_ws;
+  unsigned *stream_sync; /* streamed decode: HONE_K_STREAM_SYNC words a launch site, zeroed */
   size_t bytes;          /* device bytes held */
 } HoneKState;
 
