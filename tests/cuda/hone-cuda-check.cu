@@ -19,6 +19,8 @@
  *                                                       staged-vs-old tables instead)
  *        hone-cuda-check --check-staged                (the staged GEMV's checks, small, for compute-sanitizer)
  *        hone-cuda-check --decode2                     (decode session 2's variants)
+ *        hone-cuda-check --decode-stream | --check-stream (session 5: whole steps streamed vs per-GEMV kernels,
+ *                                                       with a per-block trace / the streamed checks alone)
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -1225,12 +1227,17 @@ tiny_ref (const TinyModel &t, const std::vector<int> &tok)
 /* epiq: quantization in the GEMV epilogues (decode_step, one token): -1 the
  * default, 0 off, 1 on (then every one-token quantized step must use it);
  * forced off when the staged kernel is forced on (it takes those GEMVs). */
+/* stream: streamed one-token steps (hone-k-decode-stream.cu) -1 default, 0 off, 1 on
+ * (then every one-token step must run streamed: L + 1 launches each) */
 static void
-check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1)
+check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1, int stream = 0)
 {
   if (staged == 1)
     epiq = 0;
+  if (stream == 1)
+    staged = epiq = 0;
   hone_k_decode_set_epiq (epiq);
+  hone_k_decode_set_stream (stream);
   TinyModel t;
   tiny_build (t, type);
   const int n = 70;   /* > one KV page, > HONE_K_MAX_DECODE: the GEMM path */
@@ -1263,7 +1270,8 @@ check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1)
       CK (hone_k_state_alloc (&st, &t.m, n, n));
       std::vector<int32_t> tk (tok.begin (), tok.end ());
       std::vector<float> got ((size_t) n * t.V, NAN);
-      const unsigned runs0 = hone_k_gemv_staged_runs (), eq0 = hone_k_gemv_epiq_runs ();
+      const unsigned runs0 = hone_k_gemv_staged_runs (), eq0 = hone_k_gemv_epiq_runs (), sr0 = hone_k_stream_runs ();
+      int one_token_steps = 0;
       int p = 0;
       while (p < n)
         {
@@ -1273,6 +1281,7 @@ check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1)
           CK (cudaMemcpy (st.tokens, tk.data () + p, 4 * step, cudaMemcpyHostToDevice));
           CK (cudaMemcpy (st.pos, &p, 4, cudaMemcpyHostToDevice));
           CK (cudaMemset (st.logits, 0xff, (size_t) step * t.V * 4));
+          one_token_steps += step == 1;
           CK (hone_k_forward (&t.m, &kv, &st, step, p, step, 0, 0.f, 0, 0));
           CK (cudaDeviceSynchronize ());
           CK (cudaMemcpy (&got[(size_t) p * t.V], st.logits, (size_t) step * t.V * 4, cudaMemcpyDeviceToHost));
@@ -1306,9 +1315,10 @@ check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1)
        * matrix); quantized decode quantizes activations to int8 (~1e-2). */
       const double bound = (type == HONE_K_BF16 || type == HONE_K_F16) ? 2e-2 : 5e-2;
       const unsigned runs = hone_k_gemv_staged_runs () - runs0, eqr = hone_k_gemv_epiq_runs () - eq0;
-      snprintf (what, sizeof what, "tiny llama %s %s: logits of %d positions vs f64 (%u staged, %u epiq GEMVs)",
+      const unsigned srr = hone_k_stream_runs () - sr0;
+      snprintf (what, sizeof what, "tiny llama %s %s: logits of %d positions vs f64 (%u staged, %u epiq GEMVs, %u streamed)",
                 type_name (type), mode == 0 ? "prefill+decode" : mode == 2 ? "prefill 20+47+decode" : "decode x1", n,
-                runs, eqr);
+                runs, eqr, srr);
       /* forced on, every one-token GEMV is staged (the tiny shapes qualify); forced off, none */
       bool path_ok = staged < 0 || (staged == 1 ? (mode != 1 || runs >= (unsigned) (n * (4 * t.L + 1)))
                                                : runs == 0);
@@ -1318,6 +1328,8 @@ check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1)
         path_ok &= eqr == (unsigned) (n * 4 * t.L);
       if (epiq == 0 || !quant)
         path_ok &= eqr == 0;
+      if (stream >= 0)
+        path_ok &= srr == (stream == 1 ? (unsigned) (one_token_steps * (t.L + 1)) : 0u);
       check (fin && e < bound && pos_after == n && path_ok, what, e, bound);
       snprintf (what, sizeof what, "  top-1 agreement %d/%d where the margin exceeds 3x the error (of %d)", top1,
                 decided, n);
@@ -1326,6 +1338,7 @@ check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1)
     }
   hone_k_gemv_set_staged (-1);
   hone_k_decode_set_epiq (-1);
+  hone_k_decode_set_stream (-1);
   for (int l = 0; l < t.L; l++) { cudaFree (kp[l]); cudaFree (vp[l]); }
   cache_free (c);
 }
@@ -2723,11 +2736,228 @@ bench_decode_epiq (int type)
   big_free (b);
 }
 
+/* Per-block timestamps of one streamed launch (site 5: after layer 4's
+ * attention), replayed at ctx 128: per phase the spread over blocks of the
+ * time its input was staged and its last task finished, and when the
+ * producers issued the phase's last copy, in µs from the earliest staging of
+ * phase 0 (the first block past attention). */
+static const HoneKModel *st_model_for_trace;
+static const HoneKKv *st_kv_for_trace;
+
+static void
+stream_trace_report (HoneKState &st, cudaStream_t s, const char *tag)
+{
+  int sms = 0;
+  CK (cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, 0));
+  unsigned long long *tr;
+  const size_t n = (size_t) sms * 5 * 3;
+  CK (cudaMalloc (&tr, n * 8));
+  /* the trace pointer is read when the launch is enqueued: a graph of its own */
+  hone_k_stream_set_trace (tr, 5);
+  cudaGraph_t g;
+  cudaGraphExec_t te;
+  CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
+  CK (hone_k_forward (st_model_for_trace, st_kv_for_trace, &st, 1, 0, 1, 1, 0.f, 0, s));
+  CK (cudaStreamEndCapture (s, &g));
+  hone_k_stream_set_trace (NULL, -1);
+  CK (cudaGraphInstantiate (&te, g, 0));
+  const int32_t p0 = 128;
+  for (int i = 0; i < 3; i++)
+    {
+      CK (cudaMemcpyAsync (st.pos, &p0, 4, cudaMemcpyHostToDevice, s));
+      if (i == 2)
+        CK (cudaMemsetAsync (tr, 0, n * 8, s));
+      CK (cudaGraphLaunch (te, s));
+    }
+  CK (cudaStreamSynchronize (s));
+  std::vector<unsigned long long> h = dev_download<unsigned long long> (tr, n);
+  unsigned long long t0 = ~0ull;
+  for (int b = 0; b < sms; b++)
+    if (h[(size_t) b * 15] && h[(size_t) b * 15] < t0)
+      t0 = h[(size_t) b * 15];
+  auto rel = [&] (unsigned long long x) { return (double) (long long) (x - t0) / 1e3; };
+  {
+    std::vector<double> v;
+    for (int b = 0; b < sms; b++)
+      if (h[((size_t) b * 5 + 4) * 3])
+        v.push_back (rel (h[((size_t) b * 5 + 4) * 3]));
+    std::sort (v.begin (), v.end ());
+    if (!v.empty ())
+      report ("stream trace %s block start %6.2f/%6.2f/%6.2f (%zu blocks)\n", tag, v.front (), v[v.size () / 2],
+              v.back (), v.size ());
+    /* which side waited: the producer for free slots (consumers the bottleneck) or
+     * consumer group 0 for full ones (the copies) */
+    std::vector<double> pw, cw;
+    for (int b = 0; b < sms; b++)
+      {
+        pw.push_back (h[((size_t) b * 5 + 4) * 3 + 1] / 1980.0);
+        cw.push_back (h[((size_t) b * 5 + 4) * 3 + 2] / 1980.0);
+      }
+    std::sort (pw.begin (), pw.end ());
+    std::sort (cw.begin (), cw.end ());
+    report ("stream trace %s waits (µs at 1.98 GHz, median/max over blocks): producer for a free slot %.1f/%.1f, "
+            "consumer group 0 for a full slot %.1f/%.1f\n", tag, pw[sms / 2], pw.back (), cw[sms / 2], cw.back ());
+  }
+  static const char *pn[4] = { "o", "gate|up", "down", "qkv" };
+  for (int p = 0; p < 4; p++)
+    {
+      std::vector<double> v[3];
+      for (int b = 0; b < sms; b++)
+        for (int k = 0; k < 3; k++)
+          {
+            const unsigned long long x = h[((size_t) b * 5 + p) * 3 + k];
+            if (x && t0 != ~0ull)
+              v[k].push_back (rel (x));
+          }
+      char line[256];
+      int o = snprintf (line, sizeof line, "stream trace %s %-8s", tag, pn[p]);
+      static const char *kn[3] = { "staged", "last task", "last copy" };
+      for (int k = 0; k < 3; k++)
+        {
+          std::sort (v[k].begin (), v[k].end ());
+          if (v[k].empty ())
+            o += snprintf (line + o, sizeof line - o, "  %s -", kn[k]);
+          else
+            o += snprintf (line + o, sizeof line - o, "  %s %6.2f/%6.2f/%6.2f", kn[k], v[k].front (),
+                           v[k][v[k].size () / 2], v[k].back ());
+        }
+      report ("%s  (µs from the first o staging: min/median/max over blocks)\n", line);
+    }
+  cudaGraphExecDestroy (te);
+  cudaGraphDestroy (g);
+  cudaFree (tr);
+}
+
+/* The whole one-token step (CUDA graph, greedy on the GPU), per-GEMV kernels
+ * against the streamed launches (hone-k-decode-stream.cu) and their shapes
+ * (shared memory a block, slot size, PDL), each in its own graph in the same
+ * process; logits at position 128 against the default within max(2e-2,
+ * 4 × what another launch shape of the default moves them). */
+static void
+bench_decode_stream (int type)
+{
+  struct Var { const char *name; int stream, smem_kb, slot_kb, pct, loader, pdl, cfg; };
+  const bool q = type != HONE_K_BF16;
+  std::vector<Var> vars = {
+    { "per-GEMV kernels", 0, 0, 0, -1, -1, -1, -1 },
+    { "per-GEMV, launch shape 0", 0, 0, 0, -1, -1, -1, 0 },
+    { "streamed", 1, 0, 0, -1, -1, -1, -1 },
+  };
+  if (!getenv ("HONE_DECODE_DEFAULT_ONLY"))
+    {
+      vars.push_back ({ "streamed, cp.async loader", 1, 0, 0, -1, 1, -1, -1 });
+      vars.push_back ({ "streamed, all claimed", 1, 0, 0, 0, -1, -1, -1 });
+      vars.push_back ({ "streamed, 90 % static", 1, 0, 0, 90, -1, -1, -1 });
+      vars.push_back ({ "streamed 226 KB", 1, 226, 0, -1, -1, -1, -1 });
+      vars.push_back ({ "streamed 226 KB, cp.async", 1, 226, 0, -1, 1, -1, -1 });
+      vars.push_back ({ "streamed slot 16 KB", 1, 0, 16, -1, -1, -1, -1 });
+      vars.push_back ({ "streamed slot 24 KB", 1, 0, 24, -1, -1, -1, -1 });
+      vars.push_back ({ "streamed, PDL off", 1, 0, 0, -1, -1, 0, -1 });
+      if (q)
+        vars.push_back ({ "streamed 176 KB (attn beside)", 1, 176, 0, -1, -1, -1, -1 });
+    }
+  (void) q;
+  const int max_ctx = 16384 + 256;
+  BigModel b;
+  big_build (b, type, max_ctx);
+  HoneKKv kv = { b.kp.data (), b.vp.data (), b.table, (max_ctx + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK };
+  HoneKState st;
+  CK (hone_k_state_alloc (&st, &b.m, HONE_K_MAX_DECODE, HONE_K_MAX_DECODE));
+  st_model_for_trace = &b.m;
+  st_kv_for_trace = &kv;
+  cudaStream_t s;
+  CK (cudaStreamCreateWithFlags (&s, cudaStreamNonBlocking));
+  std::vector<float> logits0;
+  double sens = 0;
+  for (size_t vi = 0; vi < vars.size (); vi++)
+    {
+      const Var &v = vars[vi];
+      hone_k_decode_set_stream (v.stream);
+      hone_k_stream_set_shape (v.smem_kb, v.slot_kb, v.pct, v.loader);
+      hone_k_gemv_set_config (v.cfg);
+      if (v.pdl >= 0)
+        hone_k_set_pdl (v.pdl);
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      const unsigned r0 = hone_k_stream_runs ();
+      CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
+      const int r = hone_k_forward (&b.m, &kv, &st, 1, 0, 1, 1, 0.f, 0, s);
+      CK (cudaStreamEndCapture (s, &g));
+      CK (r);
+      const unsigned sr = hone_k_stream_runs () - r0;
+      size_t nodes = 0;
+      CK (cudaGraphGetNodes (g, NULL, &nodes));
+      CK (cudaGraphInstantiate (&ge, g, 0));
+      const int32_t tok = 1, p0 = 128;
+      CK (cudaMemcpyAsync (st.tokens, &tok, 4, cudaMemcpyHostToDevice, s));
+      CK (cudaMemcpyAsync (st.pos, &p0, 4, cudaMemcpyHostToDevice, s));
+      CK (cudaMemsetAsync (st.logits, 0xff, 128256 * 4, s));
+      CK (cudaGraphLaunch (ge, s));
+      CK (cudaStreamSynchronize (s));
+      const std::vector<float> lg = dev_download<float> (st.logits, 128256);
+      char cmp[128] = "(reference)";
+      if (vi > 0)
+        {
+          double num = 0, den = 0;
+          bool fin = true;
+          for (size_t i = 0; i < lg.size (); i++)
+            {
+              fin &= std::isfinite (lg[i]);
+              num += ((double) lg[i] - logits0[i]) * ((double) lg[i] - logits0[i]);
+              den += (double) logits0[i] * logits0[i];
+            }
+          const double e = sqrt (num / (den + 1e-300));
+          if (vi == 1)
+            {
+              sens = e;
+              snprintf (cmp, sizeof cmp, "logits vs default: rel L2 %.2e (sensitivity to rounding order)", e);
+            }
+          else
+            {
+              const double bound = std::max (2e-2, 4 * sens);
+              const bool ok = fin && e < bound && (v.stream == 0 || sr > 0);
+              if (!ok)
+                n_fail++;
+              snprintf (cmp, sizeof cmp, "logits vs default: rel L2 %.2e (bound %.1e)%s", e, bound, ok ? "" : " FAIL");
+            }
+        }
+      else
+        logits0 = lg;
+      for (int ctx : { 128, 4096, 16384 })
+        {
+          if (vi > 2 && ctx != 128)
+            continue;
+          if (vi == 1 && ctx != 128)
+            continue;
+          const double ms = decode_graph_ms (ge, st, s, ctx);
+          const double kvbytes = 2.0 * 32 * (ctx + 25) * 8 * 128 * 2;
+          const double gbs = (b.weight_bytes + kvbytes) / (ms * 1e-3) / 1e9;
+          report ("stream %-5s %-30s ctx %5d: %7.3f ms  %6.1f tok/s  %5.1f%% of 4.52 TB/s  [%zu nodes, %u streamed]  %s\n",
+                  type_name (type), v.name, ctx, ms, 1e3 / ms, 100 * gbs * 1e9 / READ_CEIL, nodes, sr, cmp);
+        }
+      if (vi == 2 || (v.stream && v.loader == 1 && !v.smem_kb))
+        {
+          const std::string tag = std::string (type_name (type)) + (v.loader == 1 ? " cp.async" : "");
+          stream_trace_report (st, s, tag.c_str ());
+        }
+      cudaGraphExecDestroy (ge);
+      cudaGraphDestroy (g);
+      hone_k_set_pdl (-1);
+    }
+  hone_k_decode_set_stream (-1);
+  hone_k_stream_set_shape (0, 0, -1, -1);
+  hone_k_gemv_set_config (-1);
+  hone_k_state_free (&st);
+  cudaStreamDestroy (s);
+  big_free (b);
+}
+
 int
 main (int argc, char **argv)
 {
   bool do_check = true, do_bench = true, quick = false, prefill_only = false, check_prefill = false;
   bool decode_only = false, check_staged = false, decode2 = false, check_epiq_only = false;
+  bool decode_stream = false, check_stream = false;
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp (argv[i], "--check")) do_bench = false;
@@ -2739,6 +2969,8 @@ main (int argc, char **argv)
       else if (!strcmp (argv[i], "--check-staged")) { do_check = false; do_bench = false; check_staged = true; }
       else if (!strcmp (argv[i], "--decode2")) { do_check = false; do_bench = false; decode2 = true; }   /* session 2's variants */
       else if (!strcmp (argv[i], "--check-epiq")) { do_check = false; do_bench = false; check_epiq_only = true; }
+      else if (!strcmp (argv[i], "--decode-stream")) { do_check = false; do_bench = false; decode_stream = true; }
+      else if (!strcmp (argv[i], "--check-stream")) { do_check = false; do_bench = false; check_stream = true; }
     }
   const char *out = getenv ("OUT");
   if (out && *out)
@@ -2841,7 +3073,37 @@ main (int argc, char **argv)
       hone_k_gemv_set_stage_loader (2);   /* and the cp.async loader */
       check_tiny_model (HONE_K_Q4_1, 1, 2);
       hone_k_gemv_set_stage_loader (-1);
+      /* streamed one-token steps, every type the kernel takes, each on the
+       * same model as a per-GEMV run just before it (same seed) */
+      for (int type : { HONE_K_BF16, HONE_K_F16, HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1 })
+        for (int on : { 0, 1 })
+          {
+            rng_state = HONE_CHECK_SEED + 77 * (uint64_t) type;
+            check_tiny_model (type, -1, 7, -1, on);
+          }
       report ("checks: %d passed, %d failed\n", n_pass, n_fail);
+    }
+  if (check_stream)
+    {
+      /* the streamed steps alone (small: compute-sanitizer) */
+      report ("== streamed decode checks ==\n");
+      /* each model twice from the same seed: per-GEMV kernels, then streamed */
+      const int modes = getenv ("HONE_CHECK_STREAM_MODES") ? atoi (getenv ("HONE_CHECK_STREAM_MODES")) : 7;
+      for (int type : { HONE_K_BF16, HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1 })
+        for (int run : { 0, 1, 2 })   /* per-GEMV, streamed with bulk copies, streamed with cp.async */
+          {
+            rng_state = HONE_CHECK_SEED + 77 * (uint64_t) type;
+            hone_k_stream_set_shape (0, 0, -1, run == 2 ? 1 : 0);
+            check_tiny_model (type, -1, modes, -1, run > 0);
+          }
+      hone_k_stream_set_shape (0, 0, -1, -1);
+      report ("checks: %d passed, %d failed\n", n_pass, n_fail);
+    }
+  if (decode_stream)
+    {
+      report ("\n== decode session 5: whole step, streamed vs per-GEMV kernels (CUDA graph, greedy on the GPU) ==\n");
+      for (int type : { HONE_K_BF16, HONE_K_Q4_0, HONE_K_Q4_1, HONE_K_Q8_0 })
+        bench_decode_stream (type);
     }
   if (check_epiq_only)
     {

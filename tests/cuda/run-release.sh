@@ -18,7 +18,10 @@
 # model: tests/cuda/shrink-gguf.py). Every step runs under a timeout and in its
 # own process; logs go to $OUT, a summary to $OUT/summary.txt.
 #   usage (device tool, carry C): tests/cuda/run-release.sh [steps…]
-#   steps: suite checks sanitize attn prefill decode engine (default: all, in this order)
+#   steps: suite checks sanitize attn prefill decode engine stream (default: all but stream, in this order)
+#   stream: the streamed one-token step (hone-k-decode-stream.cu, off by default): its checks
+#   (per-GEMV vs streamed with both loaders, same models), memcheck, the engine suite with it
+#   on, and the whole-step table with its variants and per-block traces
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/hone-release-out}
@@ -91,6 +94,16 @@ for s in $steps; do
         note "hone bench $t -p 2048 -n 16 rc $?"; tail -8 "$OUT/bench-$t-ttft.txt"
         rm -f $M/8b-$t.gguf
       done ;;
+    stream)
+      OUT= timeout 120 $B/hone-cuda-check --check-stream > "$OUT/stream-check.txt" 2>&1
+      note "hone-cuda-check --check-stream rc $?: $(tail -1 "$OUT/stream-check.txt")"
+      grep -E "^FAIL" "$OUT/stream-check.txt" | head -5
+      OUT= HONE_CHECK_STREAM_MODES=2 timeout 150 compute-sanitizer --tool memcheck --print-limit 10 $B/hone-cuda-check --check-stream > "$OUT/stream-memcheck.txt" 2>&1
+      note "memcheck --check-stream: $(tail -1 "$OUT/stream-memcheck.txt")"
+      HONE_DECODE_STREAM=1 HONE_DEFAULT_MODEL=$MODEL G_DEBUG=gc-friendly timeout 200 $B/test-cuda-backend --verbose > "$OUT/stream-suite.txt" 2>&1
+      note "test-cuda-backend streamed rc $?: $(grep -c '^ok' "$OUT/stream-suite.txt") ok, $(grep -c '^not ok' "$OUT/stream-suite.txt") not ok"
+      OUT=$OUT timeout 420 $B/hone-cuda-check --decode-stream > "$OUT/stream-decode.txt" 2>&1
+      note "decode-stream rc $?"; grep -E "^stream" "$OUT/stream-decode.txt" | cut -c1-150 ;;
   esac
 done
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >> "$OUT/env.txt" 2>&1
