@@ -64,8 +64,8 @@ struct StreamArgs {
   int x_off;                    /* shared-memory offset of the staged input */
   int static_pct;               /* % of a phase's tasks split statically over the blocks, the rest claimed */
   int loader;                   /* HONE_K_STREAM_LOAD_BULK or _CPASYNC */
-  unsigned long long *trace;    /* NULL, or per block [5][3]: for phases 0..3 %globaltimer at staged, last task,
-                                 * and the producer's last copy issued; [4]: the block's start, then the cycles
+  unsigned long long *trace;    /* NULL, or per block [5][3]: for phases 0..3 %globaltimer at staged, the block's
+                                 * tasks published, and the producer's last copy issued; [4]: the block's start, then the cycles
                                  * the producer waited for free slots and consumer group 0 for full ones
                                  * (after its first slot) (measurement only) */
 };
@@ -299,8 +299,7 @@ stream_store (const GemvArgs &e, int row, float v, float res)
  * (q part, then the scales at TR·row_qb), input staged in xs. The group's
  * two warps take alternate runs of 32 chunks (wi: this warp's index in the
  * group); warp 1 hands its TR sums to warp 0 through xch, which runs the
- * epilogue (the caller's next group barrier orders its stores before warp
- * 1 publishes the task as done). All TR rows are computed (rows past n of a short last task read
+ * epilogue. All TR rows are computed (rows past n of a short last task read
  * whatever the slot holds and are dropped): no branch between the rows, so
  * their loads and dependency chains interleave. */
 template <int WT, int TR>
@@ -427,11 +426,17 @@ stream_task_any (const StreamPhase &P, const unsigned char *w, const unsigned ch
     }
 }
 
-/* slot metadata: phase, task (>= 0), or PAD_STAGE / PAD_SKIP: a slot with no
- * weights that only marks the phase for a consumer group that got no task of
- * it (stage the input or not: the block got tasks of the phase, or none) */
-#define PAD_STAGE (-1)
-#define PAD_SKIP (-2)
+/* Slot metadata (int2): (phase, task >= 0), or (phase, -1 - count): the
+ * phase's end mark, one a consumer group after the block's last task of the
+ * phase, carrying how many tasks of it the block took (no weights in it). A
+ * group that meets its end mark has finished its tasks of the phase; the
+ * group that meets the block's last one publishes the block's count to the
+ * phase's global done counter (one fence a block and phase, not a task). */
+static __device__ __forceinline__ int
+end_mark (int count)
+{
+  return -1 - count;
+}
 
 __global__ void __launch_bounds__ (ST_THREADS, 1)
 stream_kernel (const __grid_constant__ StreamArgs a)
@@ -442,6 +447,7 @@ stream_kernel (const __grid_constant__ StreamArgs a)
   __shared__ int2 meta[HONE_K_STREAM_MAX_SLOTS];
   __shared__ float red[ST_NC];
   __shared__ float xch[ST_CG][2][17];   /* a group's warp 1 → warp 0 row sums, by task parity */
+  __shared__ unsigned ends[HONE_K_STREAM_MAX_PHASES];   /* groups through each phase */
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int S = a.slots;
   unsigned *claim = a.sync, *done = a.sync + 4, *exits = a.sync + 8;
@@ -452,6 +458,8 @@ stream_kernel (const __grid_constant__ StreamArgs a)
    * 0's own arrival after it wrote the slot's metadata */
   const bool bulk = a.loader == HONE_K_STREAM_LOAD_BULK;
   const unsigned full_count = bulk ? 1u : 33u;
+  if (tid < HONE_K_STREAM_MAX_PHASES)
+    ends[tid] = 0;
   if (tid == 0)
     {
       for (int i = 0; i < S; i++)
@@ -482,7 +490,7 @@ stream_kernel (const __grid_constant__ StreamArgs a)
           waited += clock64 () - c0;
         return slot;
       };
-      /* a slot without weights: the 1 or 33 arrivals its barrier expects */
+      /* a slot without weights (an end mark): the 1 or 33 arrivals its barrier expects */
       auto mark_slot = [&] (int p, int what) {
         const int slot = take_slot ();
         if (lane == 0)
@@ -553,14 +561,13 @@ stream_kernel (const __grid_constant__ StreamArgs a)
                 issue (q * G + t);
               got = __shfl_sync (0xffffffffu, got, 0);
             }
-          const int mark = cnt ? PAD_STAGE : PAD_SKIP;
-          for (; cnt < ST_CG; cnt++)
-            mark_slot (p, mark);
+          for (int j = 0; j < ST_CG; j++)
+            mark_slot (p, end_mark (cnt));
           if (a.trace && p < 4 && lane == 0)
             a.trace[((size_t) blockIdx.x * 5 + p) * 3 + 2] = globaltimer ();
         }
-      for (int j = 0; j < ST_CG; j++)   /* one end mark a consumer group */
-        mark_slot (a.n_ph, PAD_SKIP);
+      for (int j = 0; j < ST_CG; j++)   /* the launch's end, one a consumer group */
+        mark_slot (a.n_ph, end_mark (0));
       if (a.trace && lane == 0)
         a.trace[((size_t) blockIdx.x * 5 + 4) * 3 + 1] = (unsigned long long) waited;
     }
@@ -583,10 +590,13 @@ stream_kernel (const __grid_constant__ StreamArgs a)
           if (m.x >= a.n_ph)
             break;
           const StreamPhase &P = a.ph[m.x];
+          const int count = m.y >= 0 ? -1 : -1 - m.y;   /* an end mark's count of the block's tasks */
           if (m.x != cur)
             {
               cur = m.x;
-              if (m.y != PAD_SKIP)
+              /* every group reaches this for every phase (its task, or its end
+               * mark first), and all agree whether the block has tasks of it */
+              if (m.y >= 0 || count > 0)
                 {
                   /* the input: the previous kernel's output (phase 0) or the
                    * previous phase's, finished on every SM */
@@ -607,18 +617,28 @@ stream_kernel (const __grid_constant__ StreamArgs a)
               const int row0 = m.y * P.tr;
               stream_task_any (P, smem + (size_t) slot * a.slot_bytes, xs, scale, row0, min (P.tr, P.rows - row0), wi,
                                xch[group][(k / ST_CG) & 1], group);
-              /* warp 0's epilogue stores are done: warp 1 publishes the task
-               * (fence, then the count other SMs wait on) while warp 0 goes on */
-              group_sync (group);
-              if (wi == 1 && lane == 0)
+            }
+          else if (wi == 0)
+            {
+              /* this group is through its tasks of the phase (their stores by
+               * warp 0's lanes, ordered here by the warp barrier); the last
+               * group to get here publishes the block's count */
+              __syncwarp ();
+              if (lane == 0)
                 {
-                  __threadfence ();
-                  atomicAdd (&done[cur], 1u);
-                  if (a.trace && cur < 4)
-                    a.trace[((size_t) blockIdx.x * 5 + cur) * 3 + 1] = globaltimer ();
+                  __threadfence_block ();
+                  if (atomicAdd (&ends[cur], 1u) == ST_CG - 1)
+                    {
+                      __threadfence ();
+                      if (count)
+                        atomicAdd (&done[cur], (unsigned) count);
+                      if (a.trace && cur < 4)
+                        a.trace[((size_t) blockIdx.x * 5 + cur) * 3 + 1] = globaltimer ();
+                    }
                 }
             }
-          /* both warps are done with the slot (or it is a mark): warp 0 frees it */
+          /* both warps are done with the slot (the task's group barrier, or
+           * it is a mark): warp 0 frees it */
           __syncwarp ();
           if (wi == 0 && lane == 0)
             bar_arrive_plain (&empty[slot]);
