@@ -152,7 +152,7 @@ consumers_sum (float v, float *red)
   return s;
 }
 
-#define ST_XB 8   /* float4 loads in flight a thread while staging (one batch: 4,096 values) */
+#define ST_XB 8   /* float4 loads in flight a consumer thread while staging (one batch: 8,192 values) */
 
 /* The 32 values held 4 a lane by 8 consecutive lanes (v: this lane's 4)
  * quantized as quant32_store does (d = absmax/127, q = rn(v/d): the same

@@ -298,7 +298,8 @@ void hone_k_decode_set_epiq (int on);
  * hone-k-decode-stream.cu: per layer attention, then one persistent launch
  * for o, gate|up, down and the next q|k|v or the lm_head, whose weight
  * stream runs ahead of every dependency) where the model's matrices allow:
- * 1 on, 0 off, -1 re-read HONE_DECODE_STREAM=0/1. */
+ * 1 on, 0 off (the default: its first form measured 2x slower, see
+ * tests/bench/RESULTS-cuda.md "Decode, session 5"), -1 re-read HONE_DECODE_STREAM=0/1. */
 void hone_k_decode_set_stream (int on);
 /* How many streamed launches were enqueued so far (checks: which path ran). */
 unsigned hone_k_stream_runs (void);

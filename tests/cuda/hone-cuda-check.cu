@@ -2738,9 +2738,10 @@ bench_decode_epiq (int type)
 
 /* Per-block timestamps of one streamed launch (site 5: after layer 4's
  * attention), replayed at ctx 128: per phase the spread over blocks of the
- * time its input was staged and its last task finished, and when the
- * producers issued the phase's last copy, in µs from the earliest staging of
- * phase 0 (the first block past attention). */
+ * time its input was staged and the block's tasks of it were published, and
+ * when the producers issued the phase's last copy, in µs from the earliest
+ * staging of phase 0 (the first block past attention); and how long the
+ * producer waited for free slots and consumer group 0 for full ones. */
 static const HoneKModel *st_model_for_trace;
 static const HoneKKv *st_kv_for_trace;
 
@@ -2811,7 +2812,7 @@ stream_trace_report (HoneKState &st, cudaStream_t s, const char *tag)
           }
       char line[256];
       int o = snprintf (line, sizeof line, "stream trace %s %-8s", tag, pn[p]);
-      static const char *kn[3] = { "staged", "last task", "last copy" };
+      static const char *kn[3] = { "staged", "published", "last copy" };
       for (int k = 0; k < 3; k++)
         {
           std::sort (v[k].begin (), v[k].end ());
@@ -2856,7 +2857,6 @@ bench_decode_stream (int type)
       if (q)
         vars.push_back ({ "streamed 176 KB (attn beside)", 1, 176, 0, -1, -1, -1, -1 });
     }
-  (void) q;
   const int max_ctx = 16384 + 256;
   BigModel b;
   big_build (b, type, max_ctx);
