@@ -210,6 +210,20 @@ void hone_k_attn_set_min_chunk (int keys);
 /* BF16/F16 GEMVs with a fused RMSNorm: 1 scale at the end (default), 0 the prologue. */
 void hone_k_gemv_set_norm_end (int on);
 
+/* Host: the current device's multiprocessors (cached; 1 if it cannot be read). */
+static inline int
+hone_k_sm_count (void)
+{
+  static int sms;
+  if (!sms)
+    {
+      int dev = 0, n = 0;
+      cudaGetDevice (&dev);
+      sms = cudaDeviceGetAttribute (&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 1;
+    }
+  return sms;
+}
+
 /* Host: launch with the PDL attribute where the device supports it. */
 int hone_k_pdl_enabled (void);
 /* hone_k_forward: whether PDL pays for this step's weights (automatic mode). */

@@ -78,40 +78,11 @@ ld_acquire (const unsigned *p)
   return v;
 }
 
-static __device__ __forceinline__ void
-bar_arrive_plain (uint64_t *bar)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const uint32_t a = (uint32_t) __cvta_generic_to_shared (bar);
-  asm volatile ("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(a) : "memory");
-#endif
-}
-
 /* the consumer warps' barrier (named barrier 1; the producer never joins) */
 static __device__ __forceinline__ void
 consumers_sync (void)
 {
   asm volatile ("bar.sync 1, %0;" :: "r"(ST_NC * 32) : "memory");
-}
-
-/* One 16-byte asynchronous copy global → shared (the LSU path, cached in L2 only). */
-static __device__ __forceinline__ void
-cp_async16 (void *dst, const void *src)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const uint32_t d = (uint32_t) __cvta_generic_to_shared (dst);
-  asm volatile ("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
-#endif
-}
-
-/* The mbarrier gets one arrival once this thread's cp.async copies so far have landed. */
-static __device__ __forceinline__ void
-cp_async_arrive_noinc (uint64_t *bar)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const uint32_t b = (uint32_t) __cvta_generic_to_shared (bar);
-  asm volatile ("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(b) : "memory");
-#endif
 }
 
 /* the two warps of consumer group g (named barrier 2 + g) */
@@ -497,9 +468,9 @@ stream_kernel (const __grid_constant__ StreamArgs a)
           meta[slot] = make_int2 (p, what);
         __syncwarp ();
         if (lane == 0 || !bulk)
-          bar_arrive_plain (&full[slot]);
+          stage_bar_arrive (&full[slot]);
         if (lane == 0 && !bulk)
-          bar_arrive_plain (&full[slot]);
+          stage_bar_arrive (&full[slot]);
         k++;
       };
       const int G = (int) gridDim.x;
@@ -538,7 +509,7 @@ stream_kernel (const __grid_constant__ StreamArgs a)
                 cp_async_arrive_noinc (&full[slot]);
                 __syncwarp ();
                 if (lane == 0)
-                  bar_arrive_plain (&full[slot]);   /* after meta: the release the consumers acquire */
+                  stage_bar_arrive (&full[slot]);   /* after meta: the release the consumers acquire */
               }
             k++;
             cnt++;
@@ -641,7 +612,7 @@ stream_kernel (const __grid_constant__ StreamArgs a)
            * it is a mark): warp 0 frees it */
           __syncwarp ();
           if (wi == 0 && lane == 0)
-            bar_arrive_plain (&empty[slot]);
+            stage_bar_arrive (&empty[slot]);
         }
       if (a.trace && warp == 0 && lane == 0)
         a.trace[((size_t) blockIdx.x * 5 + 4) * 3 + 2] = (unsigned long long) waited;
@@ -881,15 +852,6 @@ hone_k_stream_gemvs (const HoneKGemvOp *ops, int n_ops, unsigned *sync, unsigned
       HONE_K_CHECK (cudaFuncSetAttribute (stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem));
       raised = smem;
     }
-  static int sms;
-  if (!sms)
-    {
-      int dev = 0;
-      cudaGetDevice (&dev);
-      cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, dev);
-      if (sms < 1)
-        sms = 1;
-    }
   stream_runs++;
-  return hone_k_launch (stream_kernel, dim3 (sms), dim3 (ST_THREADS), smem, stream, a);
+  return hone_k_launch (stream_kernel, dim3 (hone_k_sm_count ()), dim3 (ST_THREADS), smem, stream, a);
 }

@@ -57,21 +57,9 @@ enum { XM_F32_SMEM = 0, XM_F32_GLOBAL = 1, XM_QUANTIZE = 2, XM_COPY_Q = 3 };
  * scales), bulk copies of at most 4 KB, or cp.async 16-byte copies issued by
  * every thread (LDGSTS, committed as one group a stage). Only LD_BULK is
  * verified on the device for every type (session 3, call 2); LD_CPASYNC in
- * this plain form has not run (see cp_async16). */
+ * this plain form has not run (see cp_async16 in hone-k-stage.cuh). */
 enum { LD_BULK = 0, LD_BULK_SPLIT = 1, LD_CPASYNC = 2 };
 #define ST_SPLIT_BYTES 4096
-
-/* The plain form: the .L2::cache_hint form (with the evict_first policy)
- * raised "illegal instruction" on the H200 for the scale copies of
- * quantized matrices (session 3, call 3; the BF16/F16 checks had passed). */
-static __device__ __forceinline__ void
-cp_async16 (void *dst, const void *src)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const uint32_t d = (uint32_t) __cvta_generic_to_shared (dst);
-  asm volatile ("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
-#endif
-}
 
 static __device__ __forceinline__ void
 cp_async_commit (void)

@@ -399,22 +399,14 @@ static int
 resident_blocks (const void *kernel, size_t smem)
 {
   static struct { const void *k; size_t smem; int n; } cache[128];
-  static int n_cache, sms;
+  static int n_cache;
   for (int i = 0; i < n_cache; i++)
     if (cache[i].k == kernel && cache[i].smem == smem)
       return cache[i].n;
-  if (!sms)
-    {
-      int dev = 0;
-      cudaGetDevice (&dev);
-      cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, dev);
-      if (sms < 1)
-        sms = 1;
-    }
   int per = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor (&per, kernel, 256, smem) != cudaSuccess || per < 1)
     per = 1;
-  const int n = per * sms;
+  const int n = per * hone_k_sm_count ();
   if (n_cache < 128)
     {
       cache[n_cache].k = kernel;

@@ -1,4 +1,4 @@
-/* hone-k-stage.cuh — bulk copies of weights into shared memory (internal).
+/* hone-k-stage.cuh — bulk and asynchronous copies of weights into shared memory (internal).
  *
  * The staged decode GEMVs stream a block's contiguous slice of a matrix into
  * a ring of shared-memory buffers with the Hopper bulk-copy engine (the 1-D
@@ -60,6 +60,41 @@ stage_bar_wait (uint64_t *bar, uint32_t parity)
                 "WAIT_%=:\n\t"
                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n\t"
                 "@!p bra WAIT_%=;\n}" :: "r"(a), "r"(parity) : "memory");
+#endif
+}
+
+/* A plain arrival on @bar (release: the thread's earlier shared-memory stores
+ * are seen by whoever waits for the phase). */
+static __device__ __forceinline__ void
+stage_bar_arrive (uint64_t *bar)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t a = (uint32_t) __cvta_generic_to_shared (bar);
+  asm volatile ("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(a) : "memory");
+#endif
+}
+
+/* One 16-byte asynchronous copy global → shared (the LSU path, cached in L2
+ * only; sm_80+). The plain form: the .L2::cache_hint form (with the
+ * evict_first policy) raised "illegal instruction" on the H200 for the scale
+ * copies of quantized matrices (session 3, hone-k-gemv-staged.cu). */
+static __device__ __forceinline__ void
+cp_async16 (void *dst, const void *src)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint32_t d = (uint32_t) __cvta_generic_to_shared (dst);
+  asm volatile ("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
+#endif
+}
+
+/* @bar gets one arrival once this thread's cp.async copies so far have landed
+ * (.noinc: the barrier's expected count includes these arrivals). */
+static __device__ __forceinline__ void
+cp_async_arrive_noinc (uint64_t *bar)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint32_t b = (uint32_t) __cvta_generic_to_shared (bar);
+  asm volatile ("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(b) : "memory");
 #endif
 }
 
