@@ -1962,6 +1962,51 @@ decode_graph_ms (cudaGraphExec_t ge, HoneKState &st, cudaStream_t s, int ctx)
   return ts[1];
 }
 
+/* The one-token step of b captured as a graph (its node count in *nodes). */
+static cudaGraphExec_t
+capture_decode_step (BigModel &b, HoneKKv &kv, HoneKState &st, cudaStream_t s, size_t *nodes)
+{
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
+  const int r = hone_k_forward (&b.m, &kv, &st, 1, 0, 1, 1, 0.f, 0, s);
+  CK (cudaStreamEndCapture (s, &g));
+  CK (r);
+  *nodes = 0;
+  CK (cudaGraphGetNodes (g, NULL, nodes));
+  CK (cudaGraphInstantiate (&ge, g, 0));
+  cudaGraphDestroy (g);
+  return ge;
+}
+
+/* The logits of one replay of ge for token 1 at position 128 (poisoned first). */
+static std::vector<float>
+decode_step_logits (cudaGraphExec_t ge, HoneKState &st, cudaStream_t s, int vocab)
+{
+  const int32_t tok = 1, p0 = 128;
+  CK (cudaMemcpyAsync (st.tokens, &tok, 4, cudaMemcpyHostToDevice, s));
+  CK (cudaMemcpyAsync (st.pos, &p0, 4, cudaMemcpyHostToDevice, s));
+  CK (cudaMemsetAsync (st.logits, 0xff, (size_t) vocab * 4, s));
+  CK (cudaGraphLaunch (ge, s));
+  CK (cudaStreamSynchronize (s));
+  return dev_download<float> (st.logits, (size_t) vocab);
+}
+
+/* ‖a − ref‖ / ‖ref‖; *fin: every value of a finite. */
+static double
+logits_rel_l2 (const std::vector<float> &a, const std::vector<float> &ref, bool *fin)
+{
+  double num = 0, den = 0;
+  *fin = true;
+  for (size_t i = 0; i < a.size (); i++)
+    {
+      *fin &= std::isfinite (a[i]);
+      num += ((double) a[i] - ref[i]) * ((double) a[i] - ref[i]);
+      den += (double) ref[i] * ref[i];
+    }
+  return sqrt (num / (den + 1e-300));
+}
+
 /* The BF16 GEMVs that take a normalized input: the RMSNorm as a prologue in
  * every block vs applied at the end. */
 static void
@@ -2664,37 +2709,17 @@ bench_decode_epiq (int type)
       hone_k_decode_set_epiq (v.epiq);
       hone_k_gemv_set_config (v.cfg);
       hone_k_gemv_epiq_set_producer_config (v.pcfg);
-      cudaGraph_t g;
-      cudaGraphExec_t ge;
       const unsigned r0 = hone_k_gemv_epiq_runs ();
-      CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
-      const int r = hone_k_forward (&b.m, &kv, &st, 1, 0, 1, 1, 0.f, 0, s);
-      CK (cudaStreamEndCapture (s, &g));
-      CK (r);
+      size_t nodes;
+      cudaGraphExec_t ge = capture_decode_step (b, kv, st, s, &nodes);
       st.ctx_bound = 0;
       const unsigned eq = hone_k_gemv_epiq_runs () - r0;
-      size_t nodes = 0;
-      CK (cudaGraphGetNodes (g, NULL, &nodes));
-      CK (cudaGraphInstantiate (&ge, g, 0));
-      const int32_t tok = 1, p0 = 128;
-      CK (cudaMemcpyAsync (st.tokens, &tok, 4, cudaMemcpyHostToDevice, s));
-      CK (cudaMemcpyAsync (st.pos, &p0, 4, cudaMemcpyHostToDevice, s));
-      CK (cudaMemsetAsync (st.logits, 0xff, 128256 * 4, s));
-      CK (cudaGraphLaunch (ge, s));
-      CK (cudaStreamSynchronize (s));
-      const std::vector<float> lg = dev_download<float> (st.logits, 128256);
+      const std::vector<float> lg = decode_step_logits (ge, st, s, 128256);
       char cmp[128] = "(reference)";
       if (vi > 0)
         {
-          double num = 0, den = 0;
-          bool fin = true;
-          for (size_t i = 0; i < lg.size (); i++)
-            {
-              fin &= std::isfinite (lg[i]);
-              num += ((double) lg[i] - logits0[i]) * ((double) lg[i] - logits0[i]);
-              den += (double) logits0[i] * logits0[i];
-            }
-          const double e = sqrt (num / (den + 1e-300));
+          bool fin;
+          const double e = logits_rel_l2 (lg, logits0, &fin);
           if (vi == 1 && !v.bound)
             {
               sens = e;
@@ -2726,7 +2751,6 @@ bench_decode_epiq (int type)
                   type_name (type), v.name, ctx, ms, 1e3 / ms, 100 * gbs * 1e9 / READ_CEIL, nodes, eq, cmp);
         }
       cudaGraphExecDestroy (ge);
-      cudaGraphDestroy (g);
     }
   hone_k_decode_set_epiq (-1);
   hone_k_gemv_set_config (-1);
@@ -2742,11 +2766,8 @@ bench_decode_epiq (int type)
  * when the producers issued the phase's last copy, in µs from the earliest
  * staging of phase 0 (the first block past attention); and how long the
  * producer waited for free slots and consumer group 0 for full ones. */
-static const HoneKModel *st_model_for_trace;
-static const HoneKKv *st_kv_for_trace;
-
 static void
-stream_trace_report (HoneKState &st, cudaStream_t s, const char *tag)
+stream_trace_report (BigModel &b, HoneKKv &kv, HoneKState &st, cudaStream_t s, const char *tag)
 {
   int sms = 0;
   CK (cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -2755,13 +2776,9 @@ stream_trace_report (HoneKState &st, cudaStream_t s, const char *tag)
   CK (cudaMalloc (&tr, n * 8));
   /* the trace pointer is read when the launch is enqueued: a graph of its own */
   hone_k_stream_set_trace (tr, 5);
-  cudaGraph_t g;
-  cudaGraphExec_t te;
-  CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
-  CK (hone_k_forward (st_model_for_trace, st_kv_for_trace, &st, 1, 0, 1, 1, 0.f, 0, s));
-  CK (cudaStreamEndCapture (s, &g));
+  size_t nodes;
+  cudaGraphExec_t te = capture_decode_step (b, kv, st, s, &nodes);
   hone_k_stream_set_trace (NULL, -1);
-  CK (cudaGraphInstantiate (&te, g, 0));
   const int32_t p0 = 128;
   for (int i = 0; i < 3; i++)
     {
@@ -2825,7 +2842,6 @@ stream_trace_report (HoneKState &st, cudaStream_t s, const char *tag)
       report ("%s  (µs from the first o staging: min/median/max over blocks)\n", line);
     }
   cudaGraphExecDestroy (te);
-  cudaGraphDestroy (g);
   cudaFree (tr);
 }
 
@@ -2863,8 +2879,6 @@ bench_decode_stream (int type)
   HoneKKv kv = { b.kp.data (), b.vp.data (), b.table, (max_ctx + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK };
   HoneKState st;
   CK (hone_k_state_alloc (&st, &b.m, HONE_K_MAX_DECODE, HONE_K_MAX_DECODE));
-  st_model_for_trace = &b.m;
-  st_kv_for_trace = &kv;
   cudaStream_t s;
   CK (cudaStreamCreateWithFlags (&s, cudaStreamNonBlocking));
   std::vector<float> logits0;
@@ -2877,36 +2891,16 @@ bench_decode_stream (int type)
       hone_k_gemv_set_config (v.cfg);
       if (v.pdl >= 0)
         hone_k_set_pdl (v.pdl);
-      cudaGraph_t g;
-      cudaGraphExec_t ge;
       const unsigned r0 = hone_k_stream_runs ();
-      CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
-      const int r = hone_k_forward (&b.m, &kv, &st, 1, 0, 1, 1, 0.f, 0, s);
-      CK (cudaStreamEndCapture (s, &g));
-      CK (r);
+      size_t nodes;
+      cudaGraphExec_t ge = capture_decode_step (b, kv, st, s, &nodes);
       const unsigned sr = hone_k_stream_runs () - r0;
-      size_t nodes = 0;
-      CK (cudaGraphGetNodes (g, NULL, &nodes));
-      CK (cudaGraphInstantiate (&ge, g, 0));
-      const int32_t tok = 1, p0 = 128;
-      CK (cudaMemcpyAsync (st.tokens, &tok, 4, cudaMemcpyHostToDevice, s));
-      CK (cudaMemcpyAsync (st.pos, &p0, 4, cudaMemcpyHostToDevice, s));
-      CK (cudaMemsetAsync (st.logits, 0xff, 128256 * 4, s));
-      CK (cudaGraphLaunch (ge, s));
-      CK (cudaStreamSynchronize (s));
-      const std::vector<float> lg = dev_download<float> (st.logits, 128256);
+      const std::vector<float> lg = decode_step_logits (ge, st, s, 128256);
       char cmp[128] = "(reference)";
       if (vi > 0)
         {
-          double num = 0, den = 0;
-          bool fin = true;
-          for (size_t i = 0; i < lg.size (); i++)
-            {
-              fin &= std::isfinite (lg[i]);
-              num += ((double) lg[i] - logits0[i]) * ((double) lg[i] - logits0[i]);
-              den += (double) logits0[i] * logits0[i];
-            }
-          const double e = sqrt (num / (den + 1e-300));
+          bool fin;
+          const double e = logits_rel_l2 (lg, logits0, &fin);
           if (vi == 1)
             {
               sens = e;
@@ -2938,10 +2932,9 @@ bench_decode_stream (int type)
       if (vi == 2 || (v.stream && v.loader == 1 && !v.smem_kb))
         {
           const std::string tag = std::string (type_name (type)) + (v.loader == 1 ? " cp.async" : "");
-          stream_trace_report (st, s, tag.c_str ());
+          stream_trace_report (b, kv, st, s, tag.c_str ());
         }
       cudaGraphExecDestroy (ge);
-      cudaGraphDestroy (g);
       hone_k_set_pdl (-1);
     }
   hone_k_decode_set_stream (-1);
