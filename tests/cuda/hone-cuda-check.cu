@@ -1546,17 +1546,42 @@ big_free (BigModel &b)
   b.frees.clear ();
 }
 
+/* What a whole-step benchmark runs on: the random 8B model with KV pages for
+ * 16k + 256 positions, a one-token decode state and a stream. */
+struct StepRig {
+  BigModel b;
+  HoneKKv kv;
+  HoneKState st;
+  cudaStream_t s;
+};
+
+static void
+step_rig_open (StepRig &r, int type)
+{
+  const int max_ctx = 16384 + 256;
+  big_build (r.b, type, max_ctx);
+  r.kv = { r.b.kp.data (), r.b.vp.data (), r.b.table, (max_ctx + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK };
+  CK (hone_k_state_alloc (&r.st, &r.b.m, HONE_K_MAX_DECODE, HONE_K_MAX_DECODE));
+  CK (cudaStreamCreateWithFlags (&r.s, cudaStreamNonBlocking));
+}
+
+static void
+step_rig_close (StepRig &r)
+{
+  hone_k_state_free (&r.st);
+  cudaStreamDestroy (r.s);
+  big_free (r.b);
+}
+
 static void
 bench_decode_step (int type, bool quick)
 {
-  const int max_ctx = 16384 + 256;
-  BigModel b;
-  big_build (b, type, max_ctx);
-  HoneKKv kv = { b.kp.data (), b.vp.data (), b.table, (max_ctx + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK };
-  HoneKState st;
-  CK (hone_k_state_alloc (&st, &b.m, HONE_K_MAX_DECODE, HONE_K_MAX_DECODE));
-  cudaStream_t s;
-  CK (cudaStreamCreateWithFlags (&s, cudaStreamNonBlocking));
+  StepRig rig;
+  step_rig_open (rig, type);
+  BigModel &b = rig.b;
+  HoneKKv &kv = rig.kv;
+  HoneKState &st = rig.st;
+  cudaStream_t s = rig.s;
   const int32_t zero_tok = 1;
   CK (cudaMemcpy (st.tokens, &zero_tok, 4, cudaMemcpyHostToDevice));
   for (int variant = 0; variant < 3; variant++)
@@ -1634,9 +1659,7 @@ bench_decode_step (int type, bool quick)
     cudaEventDestroy (e0);
     cudaEventDestroy (e1);
   }
-  hone_k_state_free (&st);
-  cudaStreamDestroy (s);
-  big_free (b);
+  step_rig_close (rig);
 }
 
 /* ---- prefill benchmarks (2,048 tokens of the Llama-3-8B shape) ---------------
@@ -2208,14 +2231,12 @@ bench_decode_variants (int type)
              { "attn-q line pf 16/48", 16, 48, 1, 1, 1, 1, false },
              { "attn-q no pdl", 0, 0, 1, 1, 1, 0, false },
              { "old no pdl", 0, 0, 1, 0, 1, 0, false } };
-  const int max_ctx = 16384 + 256;
-  BigModel b;
-  big_build (b, type, max_ctx);
-  HoneKKv kv = { b.kp.data (), b.vp.data (), b.table, (max_ctx + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK };
-  HoneKState st;
-  CK (hone_k_state_alloc (&st, &b.m, HONE_K_MAX_DECODE, HONE_K_MAX_DECODE));
-  cudaStream_t s;
-  CK (cudaStreamCreateWithFlags (&s, cudaStreamNonBlocking));
+  StepRig rig;
+  step_rig_open (rig, type);
+  BigModel &b = rig.b;
+  HoneKKv &kv = rig.kv;
+  HoneKState &st = rig.st;
+  cudaStream_t s = rig.s;
   std::vector<float> logits0[2];   /* per norm mode: the first variant's logits */
   for (size_t vi = 0; vi < vars.size (); vi++)
     {
@@ -2275,9 +2296,7 @@ bench_decode_variants (int type)
       cudaGraphDestroy (g);
     }
   hone_k_set_pdl (-1);
-  hone_k_state_free (&st);
-  cudaStreamDestroy (s);
-  big_free (b);
+  step_rig_close (rig);
 }
 
 /* ---- decode, session 3: staged GEMVs against the register-streamed ones ---- */
@@ -2439,14 +2458,12 @@ bench_decode_staged (int type)
   /* HONE_DECODE_DEFAULT_ONLY: the default kernels alone, at every context (the headline table) */
   if (getenv ("HONE_DECODE_DEFAULT_ONLY"))
     vars.resize (1);
-  const int max_ctx = 16384 + 256;
-  BigModel b;
-  big_build (b, type, max_ctx);
-  HoneKKv kv = { b.kp.data (), b.vp.data (), b.table, (max_ctx + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK };
-  HoneKState st;
-  CK (hone_k_state_alloc (&st, &b.m, HONE_K_MAX_DECODE, HONE_K_MAX_DECODE));
-  cudaStream_t s;
-  CK (cudaStreamCreateWithFlags (&s, cudaStreamNonBlocking));
+  StepRig rig;
+  step_rig_open (rig, type);
+  BigModel &b = rig.b;
+  HoneKKv &kv = rig.kv;
+  HoneKState &st = rig.st;
+  cudaStream_t s = rig.s;
   std::vector<float> logits0;
   double sens = 0;
   int best = -1;
@@ -2536,9 +2553,7 @@ bench_decode_staged (int type)
   hone_k_gemv_set_config (-1);
   hone_k_set_pdl (-1);
   hone_k_decode_tune (0, 0, 1, -1);
-  hone_k_state_free (&st);
-  cudaStreamDestroy (s);
-  big_free (b);
+  step_rig_close (rig);
 }
 
 /* ---- decode with quantization in the epilogues (fuseq) ------------------------ */
@@ -2692,14 +2707,12 @@ bench_decode_epiq (int type)
    * while the context is within hone_k_attn_short_ctx () (0: not on this device) */
   if (hone_k_attn_short_ctx () > 0)
     vars.push_back ({ "default, short-ctx attention", -1, -1, -1, hone_k_attn_short_ctx () });
-  const int max_ctx = 16384 + 256;
-  BigModel b;
-  big_build (b, type, max_ctx);
-  HoneKKv kv = { b.kp.data (), b.vp.data (), b.table, (max_ctx + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK };
-  HoneKState st;
-  CK (hone_k_state_alloc (&st, &b.m, HONE_K_MAX_DECODE, HONE_K_MAX_DECODE));
-  cudaStream_t s;
-  CK (cudaStreamCreateWithFlags (&s, cudaStreamNonBlocking));
+  StepRig rig;
+  step_rig_open (rig, type);
+  BigModel &b = rig.b;
+  HoneKKv &kv = rig.kv;
+  HoneKState &st = rig.st;
+  cudaStream_t s = rig.s;
   std::vector<float> logits0;
   double sens = 0;
   for (size_t vi = 0; vi < vars.size (); vi++)
@@ -2755,9 +2768,7 @@ bench_decode_epiq (int type)
   hone_k_decode_set_epiq (-1);
   hone_k_gemv_set_config (-1);
   hone_k_gemv_epiq_set_producer_config (-1);
-  hone_k_state_free (&st);
-  cudaStreamDestroy (s);
-  big_free (b);
+  step_rig_close (rig);
 }
 
 /* Per-block timestamps of one streamed launch (site 5: after layer 4's
@@ -2873,14 +2884,12 @@ bench_decode_stream (int type)
       if (q)
         vars.push_back ({ "streamed 176 KB (attn beside)", 1, 176, 0, -1, -1, -1, -1 });
     }
-  const int max_ctx = 16384 + 256;
-  BigModel b;
-  big_build (b, type, max_ctx);
-  HoneKKv kv = { b.kp.data (), b.vp.data (), b.table, (max_ctx + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK };
-  HoneKState st;
-  CK (hone_k_state_alloc (&st, &b.m, HONE_K_MAX_DECODE, HONE_K_MAX_DECODE));
-  cudaStream_t s;
-  CK (cudaStreamCreateWithFlags (&s, cudaStreamNonBlocking));
+  StepRig rig;
+  step_rig_open (rig, type);
+  BigModel &b = rig.b;
+  HoneKKv &kv = rig.kv;
+  HoneKState &st = rig.st;
+  cudaStream_t s = rig.s;
   std::vector<float> logits0;
   double sens = 0;
   for (size_t vi = 0; vi < vars.size (); vi++)
@@ -2940,9 +2949,7 @@ bench_decode_stream (int type)
   hone_k_decode_set_stream (-1);
   hone_k_stream_set_shape (0, 0, -1, -1);
   hone_k_gemv_set_config (-1);
-  hone_k_state_free (&st);
-  cudaStreamDestroy (s);
-  big_free (b);
+  step_rig_close (rig);
 }
 
 int
