@@ -26,11 +26,14 @@
  * ring bridges every wait. A launch site's counters (HONE_K_STREAM_SYNC
  * words) are zeroed again by the last block out.
  *
- * Measured (H200, tests/bench/RESULTS-cuda.md "Decode, session 5"): the first
- * form (one consumer warp a slot, a branch a row) was consumer-bound and ran
- * the 8B step at 2.1x (BF16) / 2.0x (Q4_0) the per-GEMV kernels' time, so it
- * is off by default; this form (groups, no per-row branch, a cp.async
- * loader to compare) has not run on a GPU yet.
+ * Measured (H200, tests/bench/RESULTS-cuda.md "Decode, sessions 5 and 6"):
+ * the first form (one consumer warp a slot, a branch a row) ran the 8B step
+ * at 2.1x (BF16) / 2.0x (Q4_0) the per-GEMV kernels' time; this form (groups
+ * of two warps, no per-row branch, one publication a block and phase) at
+ * 1.04x / 1.25x, so it stays off by default. What is left is outside the
+ * phases' streaming (4.4 TB/s in gate|up): the attention kernel between two
+ * launches (~17 µs a layer here, 10 µs alone), staging the input in every
+ * block (5 µs a layer BF16, 12 µs quantized) and the tails of the phases.
  *
  * sm_90 only (bulk copies, mbarriers); hone_k_stream_takes() says whether a
  * list of GEMVs can run here, else decode_step keeps the per-GEMV kernels.
@@ -64,11 +67,67 @@ struct StreamArgs {
   int x_off;                    /* shared-memory offset of the staged input */
   int static_pct;               /* % of a phase's tasks split statically over the blocks, the rest claimed */
   int loader;                   /* HONE_K_STREAM_LOAD_BULK or _CPASYNC */
-  unsigned long long *trace;    /* NULL, or per block [5][3]: for phases 0..3 %globaltimer at staged, the block's
-                                 * tasks published, and the producer's last copy issued; [4]: the block's start, then the cycles
-                                 * the producer waited for free slots and consumer group 0 for full ones
-                                 * (after its first slot) (measurement only) */
+  int early;                    /* 1: the producer copies from the launch on; 0: after the kernel before finished */
+  unsigned long long *trace;    /* NULL, or per block [7][3] (HONE_K_STREAM_TRACE_WORDS): for phases 0..3
+                                 * %globaltimer at staged, the block's tasks published, and the producer's last
+                                 * copy issued; [4]: the block's start, then the cycles the producer waited for
+                                 * free slots and consumer group 0 for full ones (after its first slot); [5]:
+                                 * the block's exit; [6]: when phases 1..3 saw their input finished on every SM
+                                 * (measurement only) */
+  unsigned *watch;              /* NULL, or per block and warp HONE_K_STREAM_WATCH_WORDS words in mapped host
+                                 * memory: where the warp is (watch_at), for a stalled launch (debugging only) */
 };
+
+/* Where a warp is (the watch's word 0; | W_STUCK once a wait has spun for
+ * about a second, with what it saw in word 6). */
+enum { W_EMPTY = 1, W_ISSUED, W_MARKED, W_PROD_DONE, W_FULL, W_META, W_DONE_WAIT, W_STAGE_SYNC, W_STAGED,
+       W_TASK, W_TASK_DONE, W_MARK_DONE, W_CONS_DONE, W_STUCK = 0x100 };
+
+static __device__ __forceinline__ unsigned long long globaltimer (void);
+
+/* words: where, k, slot, phase, task (or mark), cur, seen (a stuck wait's observed value), target */
+static __device__ __forceinline__ void
+watch_at (const unsigned *watch0, unsigned where, unsigned k, int slot, int p, int t, int cur, unsigned seen = 0,
+          unsigned target = 0)
+{
+  if (!watch0 || (threadIdx.x & 31))
+    return;
+  volatile unsigned *w = (volatile unsigned *) watch0
+                         + ((size_t) blockIdx.x * (ST_NC + 1) + (threadIdx.x >> 5)) * HONE_K_STREAM_WATCH_WORDS;
+  w[1] = k; w[2] = (unsigned) slot; w[3] = (unsigned) p; w[4] = (unsigned) t; w[5] = (unsigned) cur;
+  w[6] = seen; w[7] = target;
+  w[0] = where;
+  if (where & W_STUCK)
+    __threadfence_system ();
+}
+
+/* stage_bar_wait, but a watched launch records a wait that spins for a second (and goes on waiting) */
+static __device__ __forceinline__ void
+watched_wait (uint64_t *bar, uint32_t parity, const unsigned *watch, unsigned where, unsigned k, int slot, int cur)
+{
+  if (!watch)
+    {
+      stage_bar_wait (bar, parity);
+      return;
+    }
+  const uint32_t b = (uint32_t) __cvta_generic_to_shared (bar);
+  const unsigned long long t0 = globaltimer ();
+  bool flagged = false;
+  for (;;)
+    {
+      uint32_t ok;
+      asm volatile ("{\n\t.reg .pred p;\n\t"
+                    "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                    "selp.u32 %0, 1, 0, p;\n}" : "=r"(ok) : "r"(b), "r"(parity) : "memory");
+      if (ok)
+        return;
+      if (!flagged && globaltimer () - t0 > 1000000000ull)
+        {
+          watch_at (watch, where | W_STUCK, k, slot, -1, -1, cur, parity);
+          flagged = true;
+        }
+    }
+}
 
 static __device__ __forceinline__ unsigned
 ld_acquire (const unsigned *p)
@@ -276,7 +335,7 @@ stream_store (const GemvArgs &e, int row, float v, float res)
 template <int WT, int TR>
 static __device__ __forceinline__ void
 stream_task (const StreamPhase &P, const unsigned char *w, const unsigned char *xs, float scale, int row0, int n,
-             int wi, float *xch, int group)
+             int wi, float *xch, int group, uint64_t *slot_free)
 {
   const int lane = threadIdx.x & 31;
   const int nchunk = P.nchunk, rqb = P.row_qb, rsb = P.row_sb, cols = P.cols;
@@ -327,6 +386,10 @@ stream_task (const StreamPhase &P, const unsigned char *w, const unsigned char *
               }
           }
       }
+  /* this warp is done reading the slot: its half of the slot's release */
+  __syncwarp ();
+  if (lane == 0)
+    stage_bar_arrive (slot_free);
   /* lane r: row r's sum (and row r+1's, for pairs) */
   float mine = 0.f, next = 0.f;
 #pragma unroll
@@ -342,8 +405,10 @@ stream_task (const StreamPhase &P, const unsigned char *w, const unsigned char *
       if (lane + 1 == r)
         next = v;
     }
-  /* warp 1 → warp 0 of the group (xch: [TR + 1] floats a group; the barrier
-   * between two uses of xch by warp 1 is this same barrier one task later) */
+  /* warp 1 → warp 0 of the group (xch: [TR + 1] floats a group, by the
+   * parity of the group's task count; between two uses of one half by warp 1
+   * lies the group barrier of the task in between, which warp 0 reaches only
+   * after reading that half) */
   if (wi == 1 && lane < TR)
     xch[lane] = mine;
   group_sync (group);
@@ -372,11 +437,11 @@ stream_task (const StreamPhase &P, const unsigned char *w, const unsigned char *
 template <int WT>
 static __device__ __forceinline__ void
 stream_task_tr (const StreamPhase &P, const unsigned char *w, const unsigned char *xs, float scale, int row0, int n,
-                int wi, float *xch, int group)
+                int wi, float *xch, int group, uint64_t *slot_free)
 {
   switch (P.tr)
     {
-#define ST_CASE(t) case t: stream_task<WT, t> (P, w, xs, scale, row0, n, wi, xch, group); break;
+#define ST_CASE(t) case t: stream_task<WT, t> (P, w, xs, scale, row0, n, wi, xch, group, slot_free); break;
       ST_TR_LIST (ST_CASE)
 #undef ST_CASE
     default: break;
@@ -385,15 +450,15 @@ stream_task_tr (const StreamPhase &P, const unsigned char *w, const unsigned cha
 
 static __device__ __forceinline__ void
 stream_task_any (const StreamPhase &P, const unsigned char *w, const unsigned char *xs, float scale, int row0, int n,
-                 int wi, float *xch, int group)
+                 int wi, float *xch, int group, uint64_t *slot_free)
 {
   switch (P.type)
     {
-    case HONE_K_BF16: stream_task_tr<HONE_K_BF16> (P, w, xs, scale, row0, n, wi, xch, group); break;
-    case HONE_K_F16: stream_task_tr<HONE_K_F16> (P, w, xs, scale, row0, n, wi, xch, group); break;
-    case HONE_K_Q8_0: stream_task_tr<HONE_K_Q8_0> (P, w, xs, scale, row0, n, wi, xch, group); break;
-    case HONE_K_Q4_0: stream_task_tr<HONE_K_Q4_0> (P, w, xs, scale, row0, n, wi, xch, group); break;
-    default: stream_task_tr<HONE_K_Q4_1> (P, w, xs, scale, row0, n, wi, xch, group); break;
+    case HONE_K_BF16: stream_task_tr<HONE_K_BF16> (P, w, xs, scale, row0, n, wi, xch, group, slot_free); break;
+    case HONE_K_F16: stream_task_tr<HONE_K_F16> (P, w, xs, scale, row0, n, wi, xch, group, slot_free); break;
+    case HONE_K_Q8_0: stream_task_tr<HONE_K_Q8_0> (P, w, xs, scale, row0, n, wi, xch, group, slot_free); break;
+    case HONE_K_Q4_0: stream_task_tr<HONE_K_Q4_0> (P, w, xs, scale, row0, n, wi, xch, group, slot_free); break;
+    default: stream_task_tr<HONE_K_Q4_1> (P, w, xs, scale, row0, n, wi, xch, group, slot_free); break;
     }
 }
 
@@ -436,8 +501,9 @@ stream_kernel (const __grid_constant__ StreamArgs a)
       for (int i = 0; i < S; i++)
         {
           const uint32_t f = (uint32_t) __cvta_generic_to_shared (&full[i]);
+          const uint32_t e = (uint32_t) __cvta_generic_to_shared (&empty[i]);
           asm volatile ("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(f), "r"(full_count) : "memory");
-          stage_bar_init (&empty[i]);
+          asm volatile ("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(e), "r"(ST_WG) : "memory");
         }
       stage_bar_fence_init ();
     }
@@ -445,18 +511,20 @@ stream_kernel (const __grid_constant__ StreamArgs a)
   /* the next kernel (attention) may launch now: its blocks wait for this grid anyway */
   pdl_trigger ();
   if (a.trace && tid == 0)
-    a.trace[((size_t) blockIdx.x * 5 + 4) * 3] = globaltimer ();
+    a.trace[((size_t) blockIdx.x * 7 + 4) * 3] = globaltimer ();
 
   if (warp == ST_NC)
     {
       /* ---- producer warp: claims (lane 0) and copies, phase after phase ---- */
       const uint64_t pol = stage_policy_evict_first ();
+      if (!a.early)
+        pdl_wait ();   /* experiment: no copies while the kernel before still runs */
       unsigned k = 0;
       long long waited = 0;   /* trace: cycles spent waiting for a free slot */
       auto take_slot = [&] () -> int {
         const int slot = (int) (k % (unsigned) S);
         const long long c0 = a.trace ? clock64 () : 0;
-        stage_bar_wait (&empty[slot], ((k / (unsigned) S) & 1) ^ 1);
+        watched_wait (&empty[slot], ((k / (unsigned) S) & 1) ^ 1, a.watch, W_EMPTY, k, slot, -1);
         if (a.trace)
           waited += clock64 () - c0;
         return slot;
@@ -471,6 +539,7 @@ stream_kernel (const __grid_constant__ StreamArgs a)
           stage_bar_arrive (&full[slot]);
         if (lane == 0 && !bulk)
           stage_bar_arrive (&full[slot]);
+        watch_at (a.watch, W_MARKED, k, slot, p, what, -1);
         k++;
       };
       const int G = (int) gridDim.x;
@@ -511,6 +580,7 @@ stream_kernel (const __grid_constant__ StreamArgs a)
                 if (lane == 0)
                   stage_bar_arrive (&full[slot]);   /* after meta: the release the consumers acquire */
               }
+            watch_at (a.watch, W_ISSUED, k, slot, p, t, cnt);
             k++;
             cnt++;
           };
@@ -535,12 +605,13 @@ stream_kernel (const __grid_constant__ StreamArgs a)
           for (int j = 0; j < ST_CG; j++)
             mark_slot (p, end_mark (cnt));
           if (a.trace && p < 4 && lane == 0)
-            a.trace[((size_t) blockIdx.x * 5 + p) * 3 + 2] = globaltimer ();
+            a.trace[((size_t) blockIdx.x * 7 + p) * 3 + 2] = globaltimer ();
         }
       for (int j = 0; j < ST_CG; j++)   /* the launch's end, one a consumer group */
         mark_slot (a.n_ph, end_mark (0));
+      watch_at (a.watch, W_PROD_DONE, k, -1, a.n_ph, -1, -1);
       if (a.trace && lane == 0)
-        a.trace[((size_t) blockIdx.x * 5 + 4) * 3 + 1] = (unsigned long long) waited;
+        a.trace[((size_t) blockIdx.x * 7 + 4) * 3 + 1] = (unsigned long long) waited;
     }
   else
     {
@@ -548,18 +619,30 @@ stream_kernel (const __grid_constant__ StreamArgs a)
       unsigned char *xs = smem + a.x_off;
       const int group = warp / ST_WG, wi = warp % ST_WG;
       int cur = -1;
+      unsigned tasks = 0;   /* this group's tasks so far: the parity picks xch's half */
       float scale = 1.f;
       long long waited = 0;   /* trace: cycles group 0 spent waiting for a full slot, inputs staged */
-      for (unsigned k = (unsigned) group;; k += ST_CG)
+      unsigned k = (unsigned) group;
+      for (;; k += ST_CG)
         {
           const int slot = (int) (k % (unsigned) S);
           const long long c0 = a.trace ? clock64 () : 0;
-          stage_bar_wait (&full[slot], (k / (unsigned) S) & 1);
+          watched_wait (&full[slot], (k / (unsigned) S) & 1, a.watch, W_FULL, k, slot, cur);
           if (a.trace && cur >= 0)
             waited += clock64 () - c0;
           const int2 m = meta[slot];
+          watch_at (a.watch, W_META, k, slot, m.x, m.y, cur);
           if (m.x >= a.n_ph)
             break;
+          /* a slot is free again once both warps of the group are done with
+           * it — a task's weights read (in stream_task), a mark's metadata
+           * read (here) — one arrival each on empty[slot] */
+          if (m.y < 0)
+            {
+              __syncwarp ();
+              if (lane == 0)
+                stage_bar_arrive (&empty[slot]);
+            }
           const StreamPhase &P = a.ph[m.x];
           const int count = m.y >= 0 ? -1 : -1 - m.y;   /* an end mark's count of the block's tasks */
           if (m.x != cur)
@@ -574,20 +657,37 @@ stream_kernel (const __grid_constant__ StreamArgs a)
                   if (cur == 0)
                     pdl_wait ();
                   else if (warp == 0 && lane == 0)
-                    while (ld_acquire (&done[cur - 1]) < (unsigned) a.ph[cur - 1].n_tasks)
-                      ;
+                    {
+                      const unsigned want = (unsigned) a.ph[cur - 1].n_tasks;
+                      const unsigned long long t0 = a.watch ? globaltimer () : 0;
+                      bool flagged = false;
+                      unsigned seen;
+                      while ((seen = ld_acquire (&done[cur - 1])) < want)
+                        if (a.watch && !flagged && globaltimer () - t0 > 1000000000ull)
+                          {
+                            watch_at (a.watch, W_DONE_WAIT | W_STUCK, k, slot, m.x, m.y, cur, seen, want);
+                            flagged = true;
+                          }
+                    }
+                  if (a.trace && cur > 0 && cur < 4 && tid == 0)
+                    a.trace[((size_t) blockIdx.x * 7 + 6) * 3 + cur - 1] = globaltimer ();
                   __syncwarp ();
+                  watch_at (a.watch, W_STAGE_SYNC, k, slot, m.x, m.y, cur);
                   consumers_sync ();   /* also: every consumer is done reading the previous input */
                   scale = stage_input (P, xs, red);
+                  watch_at (a.watch, W_STAGED, k, slot, m.x, m.y, cur);
                   if (a.trace && cur < 4 && tid == 0)
-                    a.trace[((size_t) blockIdx.x * 5 + cur) * 3 + 0] = globaltimer ();
+                    a.trace[((size_t) blockIdx.x * 7 + cur) * 3 + 0] = globaltimer ();
                 }
             }
           if (m.y >= 0)
             {
               const int row0 = m.y * P.tr;
+              watch_at (a.watch, W_TASK, k, slot, m.x, m.y, cur);
               stream_task_any (P, smem + (size_t) slot * a.slot_bytes, xs, scale, row0, min (P.tr, P.rows - row0), wi,
-                               xch[group][(k / ST_CG) & 1], group);
+                               xch[group][tasks & 1], group, &empty[slot]);
+              tasks++;
+              watch_at (a.watch, W_TASK_DONE, k, slot, m.x, m.y, cur);
             }
           else if (wi == 0)
             {
@@ -604,23 +704,24 @@ stream_kernel (const __grid_constant__ StreamArgs a)
                       if (count)
                         atomicAdd (&done[cur], (unsigned) count);
                       if (a.trace && cur < 4)
-                        a.trace[((size_t) blockIdx.x * 5 + cur) * 3 + 1] = globaltimer ();
+                        a.trace[((size_t) blockIdx.x * 7 + cur) * 3 + 1] = globaltimer ();
                     }
                 }
+              watch_at (a.watch, W_MARK_DONE, k, slot, m.x, m.y, cur, count);
             }
-          /* both warps are done with the slot (the task's group barrier, or
-           * it is a mark): warp 0 frees it */
-          __syncwarp ();
-          if (wi == 0 && lane == 0)
-            stage_bar_arrive (&empty[slot]);
+          else
+            watch_at (a.watch, W_MARK_DONE, k, slot, m.x, m.y, cur, count);
         }
       if (a.trace && warp == 0 && lane == 0)
-        a.trace[((size_t) blockIdx.x * 5 + 4) * 3 + 2] = (unsigned long long) waited;
+        a.trace[((size_t) blockIdx.x * 7 + 4) * 3 + 2] = (unsigned long long) waited;
+      watch_at (a.watch, W_CONS_DONE, k, -1, a.n_ph, -1, cur);
     }
   /* the last block out zeroes the counters for the next launch at this site */
   __syncthreads ();
   if (tid == 0)
     {
+      if (a.trace)
+        a.trace[((size_t) blockIdx.x * 7 + 5) * 3] = globaltimer ();
       __threadfence ();
       if (atomicAdd (exits, 1u) == gridDim.x - 1)
         {
@@ -636,7 +737,7 @@ stream_kernel (const __grid_constant__ StreamArgs a)
 /* ---- host ------------------------------------------------------------------ */
 
 static int stream_mode = -2;   /* -2: HONE_DECODE_STREAM not read yet; 1 on, 0 off */
-static int smem_kb = -1, slot_kb = -1, static_pct = -1, loader = -1;
+static int smem_kb = -1, slot_kb = -1, static_pct = -1, loader = -1, blocks = 0, early = -1;
 static unsigned stream_runs;
 
 extern "C" void
@@ -654,6 +755,26 @@ hone_k_stream_set_shape (int smem_kb_, int slot_kb_, int static_pct_, int loader
   loader = loader_ < 0 ? -1 : loader_ ? HONE_K_STREAM_LOAD_CPASYNC : HONE_K_STREAM_LOAD_BULK;
 }
 
+static unsigned *watch_buf;
+
+extern "C" void
+hone_k_stream_set_blocks (int n)
+{
+  blocks = n > 0 ? n : 0;
+}
+
+extern "C" void
+hone_k_stream_set_early (int on)
+{
+  early = on < 0 ? -1 : on ? 1 : 0;
+}
+
+extern "C" void
+hone_k_stream_set_watch (unsigned *watch)
+{
+  watch_buf = watch;
+}
+
 static unsigned long long *trace_buf;
 static int trace_site = -1;
 
@@ -667,7 +788,9 @@ hone_k_stream_set_trace (unsigned long long *trace, int site)
 unsigned long long *
 hone_k_stream_trace_for (int site)
 {
-  return site == trace_site ? trace_buf : NULL;
+  if (trace_site < 0 || (site != trace_site && site != trace_site + 1))
+    return NULL;
+  return trace_buf + (size_t) (site - trace_site) * hone_k_sm_count () * HONE_K_STREAM_TRACE_WORDS;
 }
 
 extern "C" unsigned
@@ -814,6 +937,16 @@ plan (const HoneKGemvOp *ops, int n_ops, StreamArgs &a, size_t *smem)
   int S = (int) ((budget - xbytes) / (size_t) slot);
   if (S > HONE_K_STREAM_MAX_SLOTS)
     S = HONE_K_STREAM_MAX_SLOTS;
+  /* a multiple of ST_CG: then group g's slots are always g, g + ST_CG, …, so
+   * it waits for a slot's round r only after it consumed round r - 1 itself,
+   * which the mbarriers' parity waits need. Otherwise round r - 1 belongs to
+   * another group and may still be landing (copies complete out of order:
+   * the wait for k can come after k - ST_CG landed but before k - S did); a
+   * parity wait for round r then passes at once (the barrier's current phase
+   * is r - 1, the other parity) and the group reads a stale slot. The 8B
+   * steps crashed or hung that way (2026-12-01, session 6); tiny models, whose
+   * weights come from L2, did not. */
+  S -= S % ST_CG;
   a.slots = S;
   a.x_off = S * slot;
   *smem = (size_t) a.x_off + xbytes;
@@ -838,6 +971,7 @@ hone_k_stream_gemvs (const HoneKGemvOp *ops, int n_ops, unsigned *sync, unsigned
     return (int) cudaErrorInvalidValue;
   a.sync = sync;
   a.trace = trace;
+  a.watch = watch_buf;
   const int sp = static_pct >= 0 ? static_pct : env_or ("HONE_STREAM_STATIC", 75);
   a.static_pct = sp < 0 ? 0 : sp > 95 ? 95 : sp;
   if (loader < 0)
@@ -846,6 +980,7 @@ hone_k_stream_gemvs (const HoneKGemvOp *ops, int n_ops, unsigned *sync, unsigned
       loader = e && strcmp (e, "cpasync") == 0 ? HONE_K_STREAM_LOAD_CPASYNC : HONE_K_STREAM_LOAD_BULK;
     }
   a.loader = loader;
+  a.early = early >= 0 ? early : env_or ("HONE_STREAM_EARLY", 1) ? 1 : 0;
   static size_t raised;
   if (smem > raised)
     {
@@ -853,5 +988,6 @@ hone_k_stream_gemvs (const HoneKGemvOp *ops, int n_ops, unsigned *sync, unsigned
       raised = smem;
     }
   stream_runs++;
-  return hone_k_launch (stream_kernel, dim3 (hone_k_sm_count ()), dim3 (ST_THREADS), smem, stream, a);
+  const int G = blocks > 0 && blocks < hone_k_sm_count () ? blocks : hone_k_sm_count ();
+  return hone_k_launch (stream_kernel, dim3 (G), dim3 (ST_THREADS), smem, stream, a);
 }

@@ -21,7 +21,7 @@ bool hone_k_stream_takes (const HoneKGemvOp *ops, int n_ops);
  * waits for j to be finished everywhere first); op 0's input comes from the
  * kernels before (PDL wait). sync: HONE_K_STREAM_SYNC words of device memory,
  * zero before the first launch and left zero by each (one set a launch
- * site that can be in flight at once). trace: NULL, or gridDim × 5 × 3
+ * site that can be in flight at once). trace: NULL, or gridDim × HONE_K_STREAM_TRACE_WORDS
  * words (measurement only: hone-k-decode-stream.cu says what they hold). */
 int hone_k_stream_gemvs (const HoneKGemvOp *ops, int n_ops, unsigned *sync, unsigned long long *trace,
                          cudaStream_t stream);

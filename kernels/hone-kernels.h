@@ -298,8 +298,9 @@ void hone_k_decode_set_epiq (int on);
  * hone-k-decode-stream.cu: per layer attention, then one persistent launch
  * for o, gate|up, down and the next q|k|v or the lm_head, whose weight
  * stream runs ahead of every dependency) where the model's matrices allow:
- * 1 on, 0 off (the default: its first form measured 2x slower, see
- * tests/bench/RESULTS-cuda.md "Decode, session 5"), -1 re-read HONE_DECODE_STREAM=0/1. */
+ * 1 on, 0 off (the default: measured 4 % slower for BF16 and 25 % for Q4_0
+ * on an H200, see tests/bench/RESULTS-cuda.md "Decode, session 6"), -1
+ * re-read HONE_DECODE_STREAM=0/1. */
 void hone_k_decode_set_stream (int on);
 /* How many streamed launches were enqueued so far (checks: which path ran). */
 unsigned hone_k_stream_runs (void);
@@ -308,10 +309,25 @@ unsigned hone_k_stream_runs (void);
  * and the loader (0 bulk copies, 1 cp.async) (0, 0, -1, -1: HONE_STREAM_SMEM_KB /
  * HONE_STREAM_SLOT_KB / HONE_STREAM_STATIC / HONE_STREAM_LOADER, default 200 / 32 / 75 / bulk). */
 void hone_k_stream_set_shape (int smem_kb, int slot_kb, int static_pct, int loader);
-/* Measurement only: the launch at site @site (0: layer 0's q|k|v, l + 1: after
- * layer l's attention) enqueued from now on records per-block timestamps into
- * @trace (SMs × 5 × 3, see hone-k-decode-stream.cu); NULL stops. */
+/* Measurement only: the launches at sites @site and @site + 1 (0: layer 0's
+ * q|k|v, l + 1: after layer l's attention) enqueued from now on record
+ * per-block timestamps into @trace (2 × SMs × HONE_K_STREAM_TRACE_WORDS, site
+ * @site first; see hone-k-decode-stream.cu); NULL stops. */
+#define HONE_K_STREAM_TRACE_WORDS 21
 void hone_k_stream_set_trace (unsigned long long *trace, int site);
+/* Experiment: 1 the producer warps copy from the launch on, while the kernel
+ * before (attention) still runs (the default); 0 only after it finished; -1
+ * HONE_STREAM_EARLY=0/1. */
+void hone_k_stream_set_early (int on);
+/* Debugging a stalled streamed launch: launches enqueued from now on write
+ * each warp's position (HONE_K_STREAM_WATCH_WORDS words a warp, SMs × 9
+ * warps, see hone-k-decode-stream.cu) to @watch — a device pointer to mapped
+ * host memory, readable by the host while the kernel runs; NULL stops. */
+/* Checks: streamed launches run @n blocks (fewer than the SMs: each block
+ * goes round its ring many times even for a tiny model); 0: one an SM. */
+void hone_k_stream_set_blocks (int n);
+#define HONE_K_STREAM_WATCH_WORDS 8
+void hone_k_stream_set_watch (unsigned *watch);
 
 /* One-token GEMVs on sm_90 run the staged kernel (weights bulk-copied through
  * shared memory, one wave; kernels/hone-k-gemv-staged.cu) where the shape

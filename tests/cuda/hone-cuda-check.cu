@@ -35,6 +35,8 @@
 #include <vector>
 #include <algorithm>
 #include <string>
+#include <map>
+#include <unistd.h>
 #include "hone-kernels.h"
 #include "hone-k-common.cuh"   /* decode_step's internal entry points (prefetch, fused quantization) */
 #include "hone-k-gemv.cuh"     /* the staged GEMV's internals (which path ran, ring size) */
@@ -2783,7 +2785,8 @@ stream_trace_report (BigModel &b, HoneKKv &kv, HoneKState &st, cudaStream_t s, c
   int sms = 0;
   CK (cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, 0));
   unsigned long long *tr;
-  const size_t n = (size_t) sms * 5 * 3;
+  constexpr int W = HONE_K_STREAM_TRACE_WORDS;   /* [7][3] a block */
+  const size_t n = (size_t) 2 * sms * W;         /* sites 5 and 6: layer 4's launch and layer 5's */
   CK (cudaMalloc (&tr, n * 8));
   /* the trace pointer is read when the launch is enqueued: a graph of its own */
   hone_k_stream_set_trace (tr, 5);
@@ -2800,27 +2803,34 @@ stream_trace_report (BigModel &b, HoneKKv &kv, HoneKState &st, cudaStream_t s, c
     }
   CK (cudaStreamSynchronize (s));
   std::vector<unsigned long long> h = dev_download<unsigned long long> (tr, n);
+  auto at = [&] (int site, int blk, int row, int col) { return h[(size_t) site * sms * W + (size_t) blk * W + row * 3 + col]; };
   unsigned long long t0 = ~0ull;
   for (int b = 0; b < sms; b++)
-    if (h[(size_t) b * 15] && h[(size_t) b * 15] < t0)
-      t0 = h[(size_t) b * 15];
+    if (at (0, b, 0, 0) && at (0, b, 0, 0) < t0)
+      t0 = at (0, b, 0, 0);
   auto rel = [&] (unsigned long long x) { return (double) (long long) (x - t0) / 1e3; };
-  {
+  /* min/median/max over blocks of one word, µs from t0 */
+  auto stats = [&] (int site, int row, int col) -> std::string {
     std::vector<double> v;
     for (int b = 0; b < sms; b++)
-      if (h[((size_t) b * 5 + 4) * 3])
-        v.push_back (rel (h[((size_t) b * 5 + 4) * 3]));
+      if (at (site, b, row, col) && t0 != ~0ull)
+        v.push_back (rel (at (site, b, row, col)));
+    if (v.empty ())
+      return "-";
     std::sort (v.begin (), v.end ());
-    if (!v.empty ())
-      report ("stream trace %s block start %6.2f/%6.2f/%6.2f (%zu blocks)\n", tag, v.front (), v[v.size () / 2],
-              v.back (), v.size ());
+    char buf[64];
+    snprintf (buf, sizeof buf, "%6.2f/%6.2f/%6.2f", v.front (), v[v.size () / 2], v.back ());
+    return buf;
+  };
+  report ("stream trace %s block start %s (%d blocks)\n", tag, stats (0, 4, 0).c_str (), sms);
+  {
     /* which side waited: the producer for free slots (consumers the bottleneck) or
      * consumer group 0 for full ones (the copies) */
     std::vector<double> pw, cw;
     for (int b = 0; b < sms; b++)
       {
-        pw.push_back (h[((size_t) b * 5 + 4) * 3 + 1] / 1980.0);
-        cw.push_back (h[((size_t) b * 5 + 4) * 3 + 2] / 1980.0);
+        pw.push_back (at (0, b, 4, 1) / 1980.0);
+        cw.push_back (at (0, b, 4, 2) / 1980.0);
       }
     std::sort (pw.begin (), pw.end ());
     std::sort (cw.begin (), cw.end ());
@@ -2829,31 +2839,81 @@ stream_trace_report (BigModel &b, HoneKKv &kv, HoneKState &st, cudaStream_t s, c
   }
   static const char *pn[4] = { "o", "gate|up", "down", "qkv" };
   for (int p = 0; p < 4; p++)
-    {
-      std::vector<double> v[3];
-      for (int b = 0; b < sms; b++)
-        for (int k = 0; k < 3; k++)
-          {
-            const unsigned long long x = h[((size_t) b * 5 + p) * 3 + k];
-            if (x && t0 != ~0ull)
-              v[k].push_back (rel (x));
-          }
-      char line[256];
-      int o = snprintf (line, sizeof line, "stream trace %s %-8s", tag, pn[p]);
-      static const char *kn[3] = { "staged", "published", "last copy" };
-      for (int k = 0; k < 3; k++)
-        {
-          std::sort (v[k].begin (), v[k].end ());
-          if (v[k].empty ())
-            o += snprintf (line + o, sizeof line - o, "  %s -", kn[k]);
-          else
-            o += snprintf (line + o, sizeof line - o, "  %s %6.2f/%6.2f/%6.2f", kn[k], v[k].front (),
-                           v[k][v[k].size () / 2], v[k].back ());
-        }
-      report ("%s  (µs from the first o staging: min/median/max over blocks)\n", line);
-    }
+    report ("stream trace %s %-8s %s staged %s  published %s  last copy %s  (µs from the first o staging: "
+            "min/median/max over blocks)\n", tag, pn[p],
+            p ? ("input seen " + stats (0, 6, p - 1) + " ").c_str () : "", stats (0, p, 0).c_str (),
+            stats (0, p, 1).c_str (), stats (0, p, 2).c_str ());
+  /* the boundary to the next layer: this launch's exit, the next launch's
+   * blocks' start and its o staged (after attention, between the two) */
+  report ("stream trace %s exit %s  next launch: block start %s, o staged %s\n", tag, stats (0, 5, 0).c_str (),
+          stats (1, 4, 0).c_str (), stats (1, 0, 0).c_str ());
   cudaGraphExecDestroy (te);
   cudaFree (tr);
+}
+
+/* HONE_STREAM_WATCH=1: one replay of the step captured with the streamed
+ * launches' watch on (hone_k_stream_set_watch: every warp's position in
+ * mapped host memory); if it has not finished after 10 s, every warp's last
+ * position is printed and the process exits (a stalled launch cannot be
+ * stopped otherwise). */
+static void
+stream_watched_replay (BigModel &b, HoneKKv &kv, HoneKState &st, cudaStream_t s)
+{
+  if (!getenv ("HONE_STREAM_WATCH"))
+    return;
+  static const char *names[] = { "-", "producer: waits for a free slot", "producer: issued a task",
+                                 "producer: wrote a mark", "producer: done", "consumer: waits for a full slot",
+                                 "consumer: read the slot's meta", "consumer: waits for the previous phase",
+                                 "consumer: at the staging barrier", "consumer: staged", "consumer: in a task",
+                                 "consumer: task done", "consumer: mark done", "consumer: done" };
+  int dev_id = 0, nsm = 0;
+  CK (cudaGetDevice (&dev_id));
+  CK (cudaDeviceGetAttribute (&nsm, cudaDevAttrMultiProcessorCount, dev_id));
+  const size_t words = (size_t) nsm * 9 * HONE_K_STREAM_WATCH_WORDS;
+  unsigned *host = NULL, *dev = NULL;
+  CK (cudaHostAlloc ((void **) &host, words * 4, cudaHostAllocMapped));
+  memset (host, 0, words * 4);
+  CK (cudaHostGetDevicePointer ((void **) &dev, host, 0));
+  hone_k_stream_set_watch (dev);
+  size_t nodes;
+  cudaGraphExec_t ge = capture_decode_step (b, kv, st, s, &nodes);
+  hone_k_stream_set_watch (NULL);
+  const int32_t tok = 1, p0 = 128;
+  CK (cudaMemcpyAsync (st.tokens, &tok, 4, cudaMemcpyHostToDevice, s));
+  CK (cudaMemcpyAsync (st.pos, &p0, 4, cudaMemcpyHostToDevice, s));
+  CK (cudaGraphLaunch (ge, s));
+  cudaError_t q = cudaErrorNotReady;
+  for (int i = 0; i < 1000 && (q = cudaStreamQuery (s)) == cudaErrorNotReady; i++)
+    usleep (10000);
+  if (q == cudaSuccess)
+    {
+      report ("stream watch: the watched replay finished\n");
+      cudaGraphExecDestroy (ge);
+      cudaFreeHost (host);
+      return;
+    }
+  if (q == cudaErrorNotReady)
+    report ("stream watch: the watched replay has not finished after 10 s; each warp's last position:\n");
+  else
+    report ("stream watch: the watched replay failed (%s); each warp's last position (the last writes may be lost):\n",
+            cudaGetErrorString (q));
+  std::map<std::string, int> hist;
+  for (int blk = 0; blk < nsm; blk++)
+    for (int w = 0; w < 9; w++)
+      {
+        const volatile unsigned *r = host + ((size_t) blk * 9 + w) * HONE_K_STREAM_WATCH_WORDS;
+        const unsigned where = r[0];
+        const char *nm = (where & 0xff) < sizeof names / sizeof *names ? names[where & 0xff] : "?";
+        char key[160];
+        snprintf (key, sizeof key, "%s%s, phase %d, cur %d", nm, where & 0x100 ? " (STUCK)" : "", (int) r[3], (int) r[5]);
+        hist[key]++;
+        report ("watch block %3d warp %d: %-40s%s k %u slot %d phase %d task %d cur %d seen %u target %u\n", blk, w, nm,
+                where & 0x100 ? " STUCK" : "", r[1], (int) r[2], (int) r[3], (int) r[4], (int) r[5], r[6], r[7]);
+      }
+  for (auto &h : hist)
+    report ("watch summary: %4d warps  %s\n", h.second, h.first.c_str ());
+  fflush (stdout);
+  _exit (3);
 }
 
 /* The whole one-token step (CUDA graph, greedy on the GPU), per-GEMV kernels
@@ -2864,7 +2924,7 @@ stream_trace_report (BigModel &b, HoneKKv &kv, HoneKState &st, cudaStream_t s, c
 static void
 bench_decode_stream (int type)
 {
-  struct Var { const char *name; int stream, smem_kb, slot_kb, pct, loader, pdl, cfg; };
+  struct Var { const char *name; int stream, smem_kb, slot_kb, pct, loader, pdl, cfg, early = -1; };
   const bool q = type != HONE_K_BF16;
   std::vector<Var> vars = {
     { "per-GEMV kernels", 0, 0, 0, -1, -1, -1, -1 },
@@ -2881,6 +2941,7 @@ bench_decode_stream (int type)
       vars.push_back ({ "streamed slot 16 KB", 1, 0, 16, -1, -1, -1, -1 });
       vars.push_back ({ "streamed slot 24 KB", 1, 0, 24, -1, -1, -1, -1 });
       vars.push_back ({ "streamed, PDL off", 1, 0, 0, -1, -1, 0, -1 });
+      vars.push_back ({ "streamed, copies after attention", 1, 0, 0, -1, -1, -1, -1, 0 });
       if (q)
         vars.push_back ({ "streamed 176 KB (attn beside)", 1, 176, 0, -1, -1, -1, -1 });
     }
@@ -2897,9 +2958,12 @@ bench_decode_stream (int type)
       const Var &v = vars[vi];
       hone_k_decode_set_stream (v.stream);
       hone_k_stream_set_shape (v.smem_kb, v.slot_kb, v.pct, v.loader);
+      hone_k_stream_set_early (v.early);
       hone_k_gemv_set_config (v.cfg);
       if (v.pdl >= 0)
         hone_k_set_pdl (v.pdl);
+      if (v.stream)
+        stream_watched_replay (b, kv, st, s);
       const unsigned r0 = hone_k_stream_runs ();
       size_t nodes;
       cudaGraphExec_t ge = capture_decode_step (b, kv, st, s, &nodes);
@@ -2938,9 +3002,9 @@ bench_decode_stream (int type)
           report ("stream %-5s %-30s ctx %5d: %7.3f ms  %6.1f tok/s  %5.1f%% of 4.52 TB/s  [%zu nodes, %u streamed]  %s\n",
                   type_name (type), v.name, ctx, ms, 1e3 / ms, 100 * gbs * 1e9 / READ_CEIL, nodes, sr, cmp);
         }
-      if (vi == 2 || (v.stream && v.loader == 1 && !v.smem_kb))
+      if (vi == 2 || (v.stream && v.loader == 1 && !v.smem_kb) || v.early == 0)
         {
-          const std::string tag = std::string (type_name (type)) + (v.loader == 1 ? " cp.async" : "");
+          const std::string tag = std::string (type_name (type)) + (v.loader == 1 ? " cp.async" : v.early == 0 ? " late copies" : "");
           stream_trace_report (b, kv, st, s, tag.c_str ());
         }
       cudaGraphExecDestroy (ge);
@@ -2948,6 +3012,7 @@ bench_decode_stream (int type)
     }
   hone_k_decode_set_stream (-1);
   hone_k_stream_set_shape (0, 0, -1, -1);
+  hone_k_stream_set_early (-1);
   hone_k_gemv_set_config (-1);
   step_rig_close (rig);
 }
@@ -3090,13 +3155,19 @@ main (int argc, char **argv)
       /* each model twice from the same seed: per-GEMV kernels, then streamed */
       const int modes = getenv ("HONE_CHECK_STREAM_MODES") ? atoi (getenv ("HONE_CHECK_STREAM_MODES")) : 7;
       for (int type : { HONE_K_BF16, HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1 })
-        for (int run : { 0, 1, 2 })   /* per-GEMV, streamed with bulk copies, streamed with cp.async */
+        /* per-GEMV; streamed with bulk copies, with cp.async; then on 2 and 3
+         * blocks, where every block goes round its ring many times (a tight
+         * ring of 64 KB in 12 KB slots with bulk copies; the default ring with
+         * cp.async) */
+        for (int run : { 0, 1, 2, 3, 4 })
           {
             rng_state = HONE_CHECK_SEED + 77 * (uint64_t) type;
-            hone_k_stream_set_shape (0, 0, -1, run == 2 ? 1 : 0);
+            hone_k_stream_set_shape (run == 3 ? 64 : 0, run == 3 ? 12 : 0, -1, run == 2 || run == 4 ? 1 : 0);
+            hone_k_stream_set_blocks (run == 3 ? 2 : run == 4 ? 3 : 0);
             check_tiny_model (type, -1, modes, -1, run > 0);
           }
       hone_k_stream_set_shape (0, 0, -1, -1);
+      hone_k_stream_set_blocks (0);
       report ("checks: %d passed, %d failed\n", n_pass, n_fail);
     }
   if (decode_stream)
