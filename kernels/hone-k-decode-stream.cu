@@ -386,10 +386,10 @@ stream_task (const StreamPhase &P, const unsigned char *w, const unsigned char *
               }
           }
       }
-  /* this warp is done reading the slot: its half of the slot's release */
-  __syncwarp ();
-  if (lane == 0)
-    stage_bar_arrive (slot_free);
+  /* this thread is done reading the slot: its share of the slot's release
+   * (every consumer thread of the group arrives, so that each one's reads
+   * are ordered before the next copy by its own release) */
+  stage_bar_arrive (slot_free);
   /* lane r: row r's sum (and row r+1's, for pairs) */
   float mine = 0.f, next = 0.f;
 #pragma unroll
@@ -503,7 +503,7 @@ stream_kernel (const __grid_constant__ StreamArgs a)
           const uint32_t f = (uint32_t) __cvta_generic_to_shared (&full[i]);
           const uint32_t e = (uint32_t) __cvta_generic_to_shared (&empty[i]);
           asm volatile ("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(f), "r"(full_count) : "memory");
-          asm volatile ("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(e), "r"(ST_WG) : "memory");
+          asm volatile ("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(e), "r"(ST_WG * 32) : "memory");
         }
       stage_bar_fence_init ();
     }
@@ -634,15 +634,11 @@ stream_kernel (const __grid_constant__ StreamArgs a)
           watch_at (a.watch, W_META, k, slot, m.x, m.y, cur);
           if (m.x >= a.n_ph)
             break;
-          /* a slot is free again once both warps of the group are done with
+          /* a slot is free again once every thread of the group is done with
            * it — a task's weights read (in stream_task), a mark's metadata
            * read (here) — one arrival each on empty[slot] */
           if (m.y < 0)
-            {
-              __syncwarp ();
-              if (lane == 0)
-                stage_bar_arrive (&empty[slot]);
-            }
+            stage_bar_arrive (&empty[slot]);
           const StreamPhase &P = a.ph[m.x];
           const int count = m.y >= 0 ? -1 : -1 - m.y;   /* an end mark's count of the block's tasks */
           if (m.x != cur)

@@ -20,8 +20,9 @@
 #   usage (device tool, carry C): tests/cuda/run-release.sh [steps…]
 #   steps: suite checks sanitize attn prefill decode engine stream (default: all but stream, in this order)
 #   stream: the streamed one-token step (hone-k-decode-stream.cu, off by default): its checks
-#   (per-GEMV vs streamed with both loaders, same models), memcheck, the engine suite with it
-#   on, and the whole-step table with its variants and per-block traces
+#   (per-GEMV vs streamed with both loaders and on 2–3 blocks, same models), memcheck and
+#   racecheck, the engine suite with it on, and the whole-step table with its variants and
+#   per-block traces
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/hone-release-out}
@@ -104,6 +105,8 @@ for s in $steps; do
       fi
       OUT= HONE_CHECK_STREAM_MODES=2 timeout 150 compute-sanitizer --tool memcheck --print-limit 10 $B/hone-cuda-check --check-stream > "$OUT/stream-memcheck.txt" 2>&1
       note "memcheck --check-stream: $(tail -1 "$OUT/stream-memcheck.txt")"
+      OUT= HONE_CHECK_STREAM_MODES=2 timeout 150 compute-sanitizer --tool racecheck --print-limit 10 $B/hone-cuda-check --check-stream > "$OUT/stream-racecheck.txt" 2>&1
+      note "racecheck --check-stream: $(tail -1 "$OUT/stream-racecheck.txt")"
       HONE_DECODE_STREAM=1 HONE_DEFAULT_MODEL=$MODEL G_DEBUG=gc-friendly timeout 200 $B/test-cuda-backend --verbose > "$OUT/stream-suite.txt" 2>&1
       note "test-cuda-backend streamed rc $?: $(grep -c '^ok' "$OUT/stream-suite.txt") ok, $(grep -c '^not ok' "$OUT/stream-suite.txt") not ok"
       OUT=$OUT timeout 420 $B/hone-cuda-check --decode-stream > "$OUT/stream-decode.txt" 2>&1
