@@ -30,7 +30,7 @@
  * the first form (one consumer warp a slot, a branch a row) ran the 8B step
  * at 2.1x (BF16) / 2.0x (Q4_0) the per-GEMV kernels' time; this form (groups
  * of two warps, no per-row branch, one publication a block and phase) at
- * 1.04x / 1.25x, so it stays off by default. What is left is outside the
+ * 1.05x / 1.25x, so it stays off by default. What is left is outside the
  * phases' streaming (4.4 TB/s in gate|up): the attention kernel between two
  * launches (~17 µs a layer here, 10 µs alone), staging the input in every
  * block (5 µs a layer BF16, 12 µs quantized) and the tails of the phases.

@@ -27,5 +27,6 @@ int hone_k_stream_gemvs (const HoneKGemvOp *ops, int n_ops, unsigned *sync, unsi
                          cudaStream_t stream);
 /* hone_k_decode_set_stream / HONE_DECODE_STREAM, on a device that has the kernel. */
 bool hone_k_decode_stream_on (void);
-/* The trace buffer hone_k_stream_set_trace gave for launch site @site, or NULL. */
+/* Where launch site @site records its trace: hone_k_stream_set_trace's buffer (its
+ * site, or the second half for the site after it), or NULL. */
 unsigned long long *hone_k_stream_trace_for (int site);
