@@ -16,7 +16,9 @@
 # (bin/: hone, test-cuda-backend, test-cuda-awq and the nvcc-built harnesses
 # linked against lib/libhoneall.so) and C/model/*.gguf (a cut of the default
 # model: tests/cuda/shrink-gguf.py). Every step runs under a timeout and in its
-# own process; logs go to $OUT, a summary to $OUT/summary.txt.
+# own process. $OUT gets three files (the device tool brings back at most 8): summary.txt,
+# env.txt and logs.tar.gz — every step's logs, packed again after each step, so that a run
+# cut short by its time limit still brings back what it wrote.
 #   usage (device tool, carry C): tests/cuda/run-release.sh [steps…]
 #   steps: suite checks sanitize attn prefill decode engine stream (default: all but stream, in this order)
 #   stream: the streamed one-token step (hone-k-decode-stream.cu, off by default): its checks
@@ -25,8 +27,11 @@
 #   per-block traces
 set -u
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/hone-release-out}
-mkdir -p "$OUT"
+R=${OUT:-/tmp/hone-release-out}          # what comes back
+mkdir -p "$R"
+OUT=$(mktemp -d /tmp/hone-release-logs.XXXXXX)   # the logs (harnesses given OUT=$OUT write here too)
+pack () { tar czf "$R/logs.tar.gz" -C "$OUT" . 2>/dev/null; }
+trap 'pack; rm -rf "$OUT"' EXIT
 C=${HONE_RELEASE_CARRY:-.carry-release}
 case $C in /*) ;; *) C=$PWD/$C ;; esac
 tar xJf $C/bundle.tar.xz -C $C || exit 1
@@ -34,7 +39,7 @@ export LD_LIBRARY_PATH=$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export GSETTINGS_BACKEND=memory
 export XDG_CACHE_HOME=${XDG_CACHE_HOME:-/tmp/hone-release-cache}
 B=$C/bin
-S=$OUT/summary.txt
+S=$R/summary.txt
 MODEL=$(ls $C/model/*.gguf 2>/dev/null | head -1)
 steps=${*:-suite checks sanitize attn prefill decode engine}
 T0=$(date +%s)
@@ -42,7 +47,7 @@ note () { echo "$(( $(date +%s) - T0 ))s $*" | tee -a "$S"; }
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv
-} > "$OUT/env.txt" 2>&1
+} > "$R/env.txt" 2>&1
 
 for s in $steps; do
   case $s in
@@ -101,7 +106,7 @@ for s in $steps; do
       note "hone-cuda-check --check-stream rc $rc: $(tail -1 "$OUT/stream-check.txt")"
       grep -E "^FAIL" "$OUT/stream-check.txt" | head -5
       if [ $rc -eq 124 ]; then   # a hang: the rest would only hang again
-        note "stream: checks timed out, the other stream steps skipped"; continue
+        note "stream: checks timed out, the other stream steps skipped"; pack; continue
       fi
       OUT= HONE_CHECK_STREAM_MODES=2 timeout 150 compute-sanitizer --tool memcheck --print-limit 10 $B/hone-cuda-check --check-stream > "$OUT/stream-memcheck.txt" 2>&1
       note "memcheck --check-stream: $(tail -1 "$OUT/stream-memcheck.txt")"
@@ -112,6 +117,8 @@ for s in $steps; do
       OUT=$OUT timeout 420 $B/hone-cuda-check --decode-stream > "$OUT/stream-decode.txt" 2>&1
       note "decode-stream rc $?"; grep -E "^stream" "$OUT/stream-decode.txt" | cut -c1-150 ;;
   esac
+  pack
 done
-nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >> "$OUT/env.txt" 2>&1
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >> "$R/env.txt" 2>&1
+pack
 note "done"
