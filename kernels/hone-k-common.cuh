@@ -38,6 +38,16 @@ ld_stream (const int4 *p)
   return v;
 }
 
+/* A 32-bit load with acquire semantics at GPU scope: a counter other SMs
+ * publish to (the writes they made before it are visible after it). */
+static __device__ __forceinline__ unsigned
+ld_acquire (const unsigned *p)
+{
+  unsigned v;
+  asm volatile ("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 static __device__ __forceinline__ float
 warp_sum (float v)
 {

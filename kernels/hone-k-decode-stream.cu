@@ -134,14 +134,6 @@ watched_wait (uint64_t *bar, uint32_t parity, const unsigned *watch, unsigned wh
     }
 }
 
-static __device__ __forceinline__ unsigned
-ld_acquire (const unsigned *p)
-{
-  unsigned v;
-  asm volatile ("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 /* the consumer warps' barrier (named barrier 1; the producer never joins) */
 static __device__ __forceinline__ void
 consumers_sync (void)

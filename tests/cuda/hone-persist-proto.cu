@@ -88,14 +88,6 @@ struct Phase {
   int ks, ntasks;            /* K slices a row pair, tasks (pair × slice) over the block's warps */
 };
 
-static __device__ __forceinline__ unsigned
-ld_acquire (const unsigned *p)
-{
-  unsigned v;
-  asm volatile ("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 static __device__ __forceinline__ void
 st_release (unsigned *p, unsigned v)
 {
