@@ -2006,9 +2006,9 @@ capture_decode_step (BigModel &b, HoneKKv &kv, HoneKState &st, cudaStream_t s, s
 
 /* The logits of one replay of ge for token 1 at position 128 (poisoned first). */
 static std::vector<float>
-decode_step_logits (cudaGraphExec_t ge, HoneKState &st, cudaStream_t s, int vocab)
+decode_step_logits (cudaGraphExec_t ge, HoneKState &st, cudaStream_t s, int vocab, int32_t p0 = 128)
 {
-  const int32_t tok = 1, p0 = 128;
+  const int32_t tok = 1;
   CK (cudaMemcpyAsync (st.tokens, &tok, 4, cudaMemcpyHostToDevice, s));
   CK (cudaMemcpyAsync (st.pos, &p0, 4, cudaMemcpyHostToDevice, s));
   CK (cudaMemsetAsync (st.logits, 0xff, (size_t) vocab * 4, s));
@@ -2924,13 +2924,26 @@ stream_watched_replay (BigModel &b, HoneKKv &kv, HoneKState &st, cudaStream_t s)
 static void
 bench_decode_stream (int type)
 {
-  struct Var { const char *name; int stream, smem_kb, slot_kb, pct, loader, pdl, cfg, early = -1; };
+  /* bound: the graph captured for contexts <= bound (HoneKState.ctx_bound, as
+   * the engine's short-context graphs), timed at 128, 1k and 2k keys; else at
+   * 128, 4k and 16k. attn: hone_k_stream_set_attn. keys: HONE_STREAM_ATTN_KEYS. */
+  struct Var { const char *name; int stream, smem_kb, slot_kb, pct, loader, pdl, cfg, early = -1, attn = -1, keys = 0,
+               bound = 0, ahead = -1; };
   const bool q = type != HONE_K_BF16;
   std::vector<Var> vars = {
     { "per-GEMV kernels", 0, 0, 0, -1, -1, -1, -1 },
     { "per-GEMV, launch shape 0", 0, 0, 0, -1, -1, -1, 0 },
     { "streamed", 1, 0, 0, -1, -1, -1, -1 },
+    { "streamed, attention in launch", 1, 0, 0, -1, -1, -1, -1, -1, 1 },
+    { "per-GEMV, bound 2k", 0, 0, 0, -1, -1, -1, -1, -1, -1, 0, 2048 },
+    { "streamed, bound 2k", 1, 0, 0, -1, -1, -1, -1, -1, -1, 0, 2048 },
+    { "streamed, bound 2k, kernel attn", 1, 0, 0, -1, -1, -1, -1, -1, 0, 0, 2048 },
+    { "streamed, attn in, L2 ahead 4", 1, 0, 0, -1, -1, -1, -1, -1, 1, 0, 0, 4 },
+    { "streamed, attn in, L2 ahead 8", 1, 0, 0, -1, -1, -1, -1, -1, 1, 0, 0, 8 },
+    { "streamed, attn in, L2 ahead 16", 1, 0, 0, -1, -1, -1, -1, -1, 1, 0, 0, 16 },
+    { "streamed, L2 ahead 8", 1, 0, 0, -1, -1, -1, -1, -1, -1, 0, 0, 8 },
   };
+  const size_t n_full = 7;   /* the rows timed at every context */
   if (!getenv ("HONE_DECODE_DEFAULT_ONLY"))
     {
       vars.push_back ({ "streamed, cp.async loader", 1, 0, 0, -1, 1, -1, -1 });
@@ -2951,68 +2964,104 @@ bench_decode_stream (int type)
   HoneKKv &kv = rig.kv;
   HoneKState &st = rig.st;
   cudaStream_t s = rig.s;
-  std::vector<float> logits0;
-  double sens = 0;
+  auto set_knobs = [&] (const Var &v) {
+    hone_k_decode_set_stream (v.stream);
+    hone_k_stream_set_shape (v.smem_kb, v.slot_kb, v.pct, v.loader);
+    hone_k_stream_set_early (v.early);
+    hone_k_stream_set_attn (v.attn);
+    hone_k_gemv_set_config (v.cfg);
+    hone_k_set_pdl (v.pdl >= 0 ? v.pdl : -1);
+    st.ctx_bound = v.bound;
+    hone_k_stream_set_l2_ahead (v.ahead < 0 ? 0 : v.ahead);
+    if (v.keys > 0)
+      setenv ("HONE_STREAM_ATTN_KEYS", std::to_string (v.keys).c_str (), 1);
+    else
+      unsetenv ("HONE_STREAM_ATTN_KEYS");
+  };
+  /* every variant's graph and logits first (at 128 and 16k keys), before
+   * any timing: the timed replays write KV rows past those positions (the
+   * token each step samples), which a later variant's 16k step would read */
+  struct Run { cudaGraphExec_t ge; size_t nodes; unsigned sr; std::vector<float> lg, lg16; };
+  std::vector<Run> runs (vars.size ());
   for (size_t vi = 0; vi < vars.size (); vi++)
     {
       const Var &v = vars[vi];
-      hone_k_decode_set_stream (v.stream);
-      hone_k_stream_set_shape (v.smem_kb, v.slot_kb, v.pct, v.loader);
-      hone_k_stream_set_early (v.early);
-      hone_k_gemv_set_config (v.cfg);
-      if (v.pdl >= 0)
-        hone_k_set_pdl (v.pdl);
+      set_knobs (v);
       if (v.stream)
         stream_watched_replay (b, kv, st, s);
       const unsigned r0 = hone_k_stream_runs ();
-      size_t nodes;
-      cudaGraphExec_t ge = capture_decode_step (b, kv, st, s, &nodes);
-      const unsigned sr = hone_k_stream_runs () - r0;
-      const std::vector<float> lg = decode_step_logits (ge, st, s, 128256);
-      char cmp[128] = "(reference)";
+      runs[vi].ge = capture_decode_step (b, kv, st, s, &runs[vi].nodes);
+      st.ctx_bound = 0;
+      runs[vi].sr = hone_k_stream_runs () - r0;
+      runs[vi].lg = decode_step_logits (runs[vi].ge, st, s, 128256);
+      if (!v.bound)
+        runs[vi].lg16 = decode_step_logits (runs[vi].ge, st, s, 128256, 16384);
+    }
+  /* a bounded graph is compared at its bound instead, after every 16k step
+   * (its step writes KV row bound - 1, which a 16k step reads) */
+  for (size_t vi = 0; vi < vars.size (); vi++)
+    if (vars[vi].bound)
+      {
+        set_knobs (vars[vi]);
+        runs[vi].lg16 = decode_step_logits (runs[vi].ge, st, s, 128256, vars[vi].bound - 1);
+      }
+  double sens = 0, sens16 = 0;
+  for (size_t vi = 0; vi < vars.size (); vi++)
+    {
+      const Var &v = vars[vi];
+      const Run &r = runs[vi];
+      set_knobs (v);
+      char cmp[192] = "(reference)";
       if (vi > 0)
         {
-          bool fin;
-          const double e = logits_rel_l2 (lg, logits0, &fin);
+          bool fin, fin16;
+          const double e = logits_rel_l2 (r.lg, runs[0].lg, &fin);
+          /* bounded graphs: at the bound, against the bounded per-GEMV graph (row 4, itself the reference there) */
+          double e16 = logits_rel_l2 (r.lg16, v.bound ? runs[4].lg16 : runs[0].lg16, &fin16);
           if (vi == 1)
             {
               sens = e;
-              snprintf (cmp, sizeof cmp, "logits vs default: rel L2 %.2e (sensitivity to rounding order)", e);
+              sens16 = e16;
+              snprintf (cmp, sizeof cmp, "logits vs default: rel L2 %.2e, at 16k %.2e (sensitivity to rounding order)", e,
+                        e16);
             }
           else
             {
-              const double bound = std::max (2e-2, 4 * sens);
-              const bool ok = fin && e < bound && (v.stream == 0 || sr > 0);
+              const double bound = std::max (2e-2, 4 * sens), bound16 = std::max (2e-2, 4 * sens16);
+              const bool ok = fin && fin16 && e < bound && e16 < bound16 && (v.stream == 0 || r.sr > 0);
               if (!ok)
                 n_fail++;
-              snprintf (cmp, sizeof cmp, "logits vs default: rel L2 %.2e (bound %.1e)%s", e, bound, ok ? "" : " FAIL");
+              snprintf (cmp, sizeof cmp, "logits vs default: rel L2 %.2e, at 16k %.2e (bounds %.1e, %.1e)%s", e, e16,
+                        bound, bound16, ok ? "" : " FAIL");
             }
         }
-      else
-        logits0 = lg;
-      for (int ctx : { 128, 4096, 16384 })
+      for (int ctx : { 128, 4096, 16384, 1024, 2048 })
         {
-          if (vi > 2 && ctx != 128)
+          if (v.bound ? ctx > v.bound : ctx == 1024 || ctx == 2048)
             continue;
-          if (vi == 1 && ctx != 128)
+          if ((vi >= n_full || vi == 1) && ctx != 128)
             continue;
-          const double ms = decode_graph_ms (ge, st, s, ctx);
+          const double ms = decode_graph_ms (r.ge, st, s, ctx);
           const double kvbytes = 2.0 * 32 * (ctx + 25) * 8 * 128 * 2;
           const double gbs = (b.weight_bytes + kvbytes) / (ms * 1e-3) / 1e9;
           report ("stream %-5s %-30s ctx %5d: %7.3f ms  %6.1f tok/s  %5.1f%% of 4.52 TB/s  [%zu nodes, %u streamed]  %s\n",
-                  type_name (type), v.name, ctx, ms, 1e3 / ms, 100 * gbs * 1e9 / READ_CEIL, nodes, sr, cmp);
+                  type_name (type), v.name, ctx, ms, 1e3 / ms, 100 * gbs * 1e9 / READ_CEIL, r.nodes, r.sr, cmp);
         }
-      if (vi == 2 || (v.stream && v.loader == 1 && !v.smem_kb) || v.early == 0)
+      if (vi == 2 || vi == 3 || (v.stream && v.loader == 1 && !v.smem_kb) || v.early == 0)
         {
-          const std::string tag = std::string (type_name (type)) + (v.loader == 1 ? " cp.async" : v.early == 0 ? " late copies" : "");
+          const std::string tag = std::string (type_name (type)) + (v.loader == 1 ? " cp.async" : v.early == 0 ? " late copies"
+                                                                    : vi == 3 ? " attention in launch" : "");
           stream_trace_report (b, kv, st, s, tag.c_str ());
         }
-      cudaGraphExecDestroy (ge);
-      hone_k_set_pdl (-1);
+      cudaGraphExecDestroy (r.ge);
     }
+  hone_k_set_pdl (-1);
+  hone_k_stream_set_l2_ahead (-1);
+  unsetenv ("HONE_STREAM_ATTN_KEYS");
   hone_k_decode_set_stream (-1);
   hone_k_stream_set_shape (0, 0, -1, -1);
   hone_k_stream_set_early (-1);
+  hone_k_stream_set_attn (-1);
   hone_k_gemv_set_config (-1);
   step_rig_close (rig);
 }
@@ -3157,15 +3206,19 @@ main (int argc, char **argv)
       for (int type : { HONE_K_BF16, HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1 })
         /* per-GEMV; streamed with bulk copies, with cp.async; then on 2 and 3
          * blocks, where every block goes round its ring many times (a tight
-         * ring of 64 KB in 12 KB slots with bulk copies; the default ring with
-         * cp.async) */
-        for (int run : { 0, 1, 2, 3, 4 })
+         * ring of 96 KB in 12 KB slots with bulk copies; the default ring with
+         * cp.async); the attention inside the launches (runs 1-4, the
+         * default) and as its own kernel (run 5) */
+        for (int run : { 0, 1, 2, 3, 4, 5 })
           {
             rng_state = HONE_CHECK_SEED + 77 * (uint64_t) type;
-            hone_k_stream_set_shape (run == 3 ? 64 : 0, run == 3 ? 12 : 0, -1, run == 2 || run == 4 ? 1 : 0);
+            /* run 3: 96 KB, of which the attention step takes 28 KB (head size 64) */
+            hone_k_stream_set_shape (run == 3 ? 96 : 0, run == 3 ? 12 : 0, -1, run == 2 || run == 4 ? 1 : 0);
             hone_k_stream_set_blocks (run == 3 ? 2 : run == 4 ? 3 : 0);
+            hone_k_stream_set_attn (run == 5 ? 0 : 1);
             check_tiny_model (type, -1, modes, -1, run > 0);
           }
+      hone_k_stream_set_attn (-1);
       hone_k_stream_set_shape (0, 0, -1, -1);
       hone_k_stream_set_blocks (0);
       report ("checks: %d passed, %d failed\n", n_pass, n_fail);
@@ -3173,8 +3226,11 @@ main (int argc, char **argv)
   if (decode_stream)
     {
       report ("\n== decode session 5: whole step, streamed vs per-GEMV kernels (CUDA graph, greedy on the GPU) ==\n");
+      /* HONE_DECODE_STREAM_TYPES=BF16,Q4_0 (say): only those */
+      const char *only = getenv ("HONE_DECODE_STREAM_TYPES");
       for (int type : { HONE_K_BF16, HONE_K_Q4_0, HONE_K_Q4_1, HONE_K_Q8_0 })
-        bench_decode_stream (type);
+        if (!only || strstr (only, type_name (type)))
+          bench_decode_stream (type);
     }
   if (check_epiq_only)
     {
