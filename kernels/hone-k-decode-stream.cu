@@ -41,7 +41,6 @@
 #include "hone-k-gemv.cuh"
 #include "hone-k-stage.cuh"
 #include "hone-k-stream.h"
-#include <algorithm>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,8 +67,7 @@ struct StreamPhase {
 struct StreamArgs {
   StreamPhase ph[HONE_K_STREAM_MAX_PHASES];
   int n_ph;
-  unsigned *sync;               /* [0..3] claims, [4..7] done, [8] exits, [9] attention tasks done,
-                                 * [16..47] the attention splits finished a KV head */
+  unsigned *sync;               /* [0..3] claims, [4..7] done, [8] exits */
   int slots, slot_bytes;        /* the ring */
   int x_off;                    /* shared-memory offset of the staged input */
   int static_pct;               /* % of a phase's tasks split statically over the blocks, the rest claimed */
@@ -83,20 +81,12 @@ struct StreamArgs {
                                  * (measurement only) */
   unsigned *watch;              /* NULL, or per block and warp HONE_K_STREAM_WATCH_WORDS words in mapped host
                                  * memory: where the warp is (watch_at), for a stalled launch (debugging only) */
-  int has_attn;                 /* 1: the consumers run the decode attention at first (at), phase 0's input */
-  int attn_keys;                /* its splits' fewest keys (HONE_STREAM_ATTN_KEYS) */
-  int l2_ahead;                 /* tasks the producer prefetches into L2 beyond its ring (HONE_STREAM_L2_AHEAD) */
-  HoneKStreamAttn at;
 };
-
-#define ST_SYNC_ATTN_DONE 9
-#define ST_SYNC_KV 16
-#define ST_MAX_KV (HONE_K_STREAM_SYNC - ST_SYNC_KV)
 
 /* Where a warp is (the watch's word 0; | W_STUCK once a wait has spun for
  * about a second, with what it saw in word 6). */
 enum { W_EMPTY = 1, W_ISSUED, W_MARKED, W_PROD_DONE, W_FULL, W_META, W_DONE_WAIT, W_STAGE_SYNC, W_STAGED,
-       W_TASK, W_TASK_DONE, W_MARK_DONE, W_CONS_DONE, W_ATTN, W_ATTN_DONE, W_STUCK = 0x100 };
+       W_TASK, W_TASK_DONE, W_MARK_DONE, W_CONS_DONE, W_STUCK = 0x100 };
 
 static __device__ __forceinline__ unsigned long long globaltimer (void);
 
@@ -165,8 +155,6 @@ globaltimer (void)
   asm volatile ("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-
-#include "hone-k-stream-attn.cuh"   /* the attention step: uses group_sync and ST_CG */
 
 static __host__ __device__ __forceinline__ bool
 is_f_type (int t)
@@ -552,44 +540,6 @@ stream_kernel (const __grid_constant__ StreamArgs a)
         k++;
       };
       const int G = (int) gridDim.x;
-      /* L2 look-ahead: a cursor over this block's static shares (phase pp,
-       * task pt, pleft left in the share) that runs S + l2_ahead tasks ahead of
-       * the copies; each task issued prefetches the one at the cursor into L2
-       * (cp.async.bulk.prefetch.L2), so that the memory keeps streaming while
-       * the ring is full — through the attention step and each phase's wait
-       * for its input — and the copies later find their bytes in L2 */
-      int pp = -1, pt = 0, pleft = 0;
-      auto pf_step = [&] (bool fetch) {
-        while (pleft == 0 && pp < a.n_ph)
-          {
-            if (++pp >= a.n_ph)
-              return;
-            const int qq = a.ph[pp].n_tasks * a.static_pct / 100 / G;
-            pt = (int) blockIdx.x * qq;
-            pleft = qq;
-          }
-        if (pp >= a.n_ph)
-          return;
-        const StreamPhase &Q = a.ph[pp];
-        if (fetch && lane == 0)
-          {
-            const int row0 = pt * Q.tr, n = min (Q.tr, Q.rows - row0);
-            asm volatile ("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(Q.q + (size_t) row0 * Q.row_qb),
-                          "r"((unsigned) (n * Q.row_qb)) : "memory");
-            if (Q.row_sb)
-              asm volatile ("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(Q.s + (size_t) row0 * Q.row_sb),
-                            "r"((unsigned) (n * Q.row_sb)) : "memory");
-          }
-        pt++;
-        pleft--;
-      };
-      if (a.l2_ahead > 0)
-        {
-          for (int i = 0; i < S; i++)   /* the ring's first round is copied at once */
-            pf_step (false);
-          for (int i = 0; i < a.l2_ahead; i++)
-            pf_step (true);
-        }
       for (int p = 0; p < a.n_ph; p++)
         {
           const StreamPhase &P = a.ph[p];
@@ -628,8 +578,6 @@ stream_kernel (const __grid_constant__ StreamArgs a)
                   stage_bar_arrive (&full[slot]);   /* after meta: the release the consumers acquire */
               }
             watch_at (a.watch, W_ISSUED, k, slot, p, t, cnt);
-            if (a.l2_ahead > 0)
-              pf_step (true);
             k++;
             cnt++;
           };
@@ -672,19 +620,6 @@ stream_kernel (const __grid_constant__ StreamArgs a)
       float scale = 1.f;
       long long waited = 0;   /* trace: cycles group 0 spent waiting for a full slot, inputs staged */
       unsigned k = (unsigned) group;
-      /* the attention first (its tasks need no slot: the producer meanwhile
-       * fills the ring with phase 0's weights); its output is phase 0's input */
-      int attn_tasks = 0;
-      if (a.has_attn)
-        {
-          pdl_wait ();
-          watch_at (a.watch, W_ATTN, k, -1, -1, -1, cur);
-          unsigned char *as = smem + a.x_off;
-          unsigned *kvc = a.sync + ST_SYNC_KV, *adone = a.sync + ST_SYNC_ATTN_DONE;
-          attn_tasks = a.at.hd == 128 ? stream_attention<128> (a.at, a.attn_keys, kvc, adone, group, (SaSmem<128> *) as)
-                                      : stream_attention<64> (a.at, a.attn_keys, kvc, adone, group, (SaSmem<64> *) as);
-          watch_at (a.watch, W_ATTN_DONE, k, -1, -1, attn_tasks, cur);
-        }
       for (;; k += ST_CG)
         {
           const int slot = (int) (k % (unsigned) S);
@@ -712,16 +647,15 @@ stream_kernel (const __grid_constant__ StreamArgs a)
                 {
                   /* the input: the previous kernel's output (phase 0) or the
                    * previous phase's, finished on every SM */
-                  if (cur == 0 && !a.has_attn)
+                  if (cur == 0)
                     pdl_wait ();
                   else if (warp == 0 && lane == 0)
                     {
-                      const unsigned want = cur == 0 ? (unsigned) attn_tasks : (unsigned) a.ph[cur - 1].n_tasks;
-                      const unsigned *ctr = cur == 0 ? a.sync + ST_SYNC_ATTN_DONE : &done[cur - 1];
+                      const unsigned want = (unsigned) a.ph[cur - 1].n_tasks;
                       const unsigned long long t0 = a.watch ? globaltimer () : 0;
                       bool flagged = false;
                       unsigned seen;
-                      while ((seen = ld_acquire (ctr)) < want)
+                      while ((seen = ld_acquire (&done[cur - 1])) < want)
                         if (a.watch && !flagged && globaltimer () - t0 > 1000000000ull)
                           {
                             watch_at (a.watch, W_DONE_WAIT | W_STUCK, k, slot, m.x, m.y, cur, seen, want);
@@ -784,9 +718,8 @@ stream_kernel (const __grid_constant__ StreamArgs a)
       __threadfence ();
       if (atomicAdd (exits, 1u) == gridDim.x - 1)
         {
-          for (int i = 0; i < HONE_K_STREAM_SYNC; i++)
-            if (a.sync + i != exits)
-              a.sync[i] = 0;
+          for (int i = 0; i < 8; i++)
+            a.sync[i] = 0;
           *exits = 0;
           __threadfence ();
         }
@@ -797,8 +730,7 @@ stream_kernel (const __grid_constant__ StreamArgs a)
 /* ---- host ------------------------------------------------------------------ */
 
 static int stream_mode = -2;   /* -2: HONE_DECODE_STREAM not read yet; 1 on, 0 off */
-static int smem_kb = -1, slot_kb = -1, static_pct = -1, loader = -1, blocks = 0, early = -1, attn_mode = -1;
-static int l2_ahead = -1;
+static int smem_kb = -1, slot_kb = -1, static_pct = -1, loader = -1, blocks = 0, early = -1;
 static unsigned stream_runs;
 
 extern "C" void
@@ -828,18 +760,6 @@ extern "C" void
 hone_k_stream_set_early (int on)
 {
   early = on < 0 ? -1 : on ? 1 : 0;
-}
-
-extern "C" void
-hone_k_stream_set_l2_ahead (int tasks)
-{
-  l2_ahead = tasks;
-}
-
-extern "C" void
-hone_k_stream_set_attn (int on)
-{
-  attn_mode = on < 0 ? -1 : on ? 1 : 0;
 }
 
 extern "C" void
@@ -877,18 +797,6 @@ env_or (const char *name, int dflt)
 {
   const char *e = getenv (name);
   return e && *e ? atoi (e) : dflt;
-}
-
-bool
-hone_k_stream_attn_on (int ctx_bound)
-{
-  int mode = attn_mode;
-  if (mode < 0)
-    {
-      const char *e = getenv ("HONE_STREAM_ATTN");
-      mode = e && *e ? (atoi (e) ? 1 : 0) : -1;
-    }
-  return mode == 1 || (mode < 0 && ctx_bound > 0 && ctx_bound <= HONE_K_STREAM_ATTN_MAX_CTX);
 }
 
 bool
@@ -982,18 +890,9 @@ phase_of (const HoneKGemvOp *op, int slot_bytes, StreamPhase &P)
  * as fit beside the staged input; false if fewer than ST_CG (a consumer group
  * each, or the ring could stall). */
 static bool
-plan (const HoneKGemvOp *ops, int n_ops, const HoneKStreamAttn *attn, StreamArgs &a, size_t *smem)
+plan (const HoneKGemvOp *ops, int n_ops, StreamArgs &a, size_t *smem)
 {
   if (n_ops < 1 || n_ops > HONE_K_STREAM_MAX_PHASES)
-    return false;
-  /* the attention step: head sizes it is built for, G query heads a KV head
-   * (<= SA_QMAX), a split counter a KV head in the sync words, the output
-   * being op 0's input */
-  if (attn
-      && (!attn->qkv || !attn->pos || !attn->k_pool || !attn->v_pool || !attn->block_table || !attn->scratch
-          || !attn->out || attn->nkv < 1 || attn->nkv > ST_MAX_KV || attn->nq % attn->nkv
-          || attn->nq / attn->nkv > SA_QMAX || !stream_attn_smem (attn->hd) || ops[0].x != attn->out
-          || ((uintptr_t) attn->qkv & 15) || ((uintptr_t) attn->out & 15)))
     return false;
   int slot = slot_target ();
   size_t xbytes = 0;
@@ -1013,17 +912,10 @@ plan (const HoneKGemvOp *ops, int n_ops, const HoneKStreamAttn *attn, StreamArgs
       if (xb > xbytes)
         xbytes = xb;
     }
-  if (attn && stream_attn_smem (attn->hd) > xbytes)   /* the attention's tiles use the input's space */
-    xbytes = stream_attn_smem (attn->hd);
   memset (&a, 0, sizeof a);
   for (int i = 0; i < n_ops; i++)
     if (!phase_of (&ops[i], slot, a.ph[i]))
       return false;
-  if (attn)
-    {
-      a.has_attn = 1;
-      a.at = *attn;
-    }
   a.n_ph = n_ops;
   /* slots as large as the largest task (rounded for alignment) */
   int used = 0;
@@ -1055,20 +947,20 @@ plan (const HoneKGemvOp *ops, int n_ops, const HoneKStreamAttn *attn, StreamArgs
 }
 
 bool
-hone_k_stream_takes (const HoneKGemvOp *ops, int n_ops, const HoneKStreamAttn *attn)
+hone_k_stream_takes (const HoneKGemvOp *ops, int n_ops)
 {
   StreamArgs a;
   size_t smem;
-  return hone_k_stage_supported () && plan (ops, n_ops, attn, a, &smem);
+  return hone_k_stage_supported () && plan (ops, n_ops, a, &smem);
 }
 
 int
-hone_k_stream_gemvs (const HoneKGemvOp *ops, int n_ops, const HoneKStreamAttn *attn, unsigned *sync,
-                     unsigned long long *trace, cudaStream_t stream)
+hone_k_stream_gemvs (const HoneKGemvOp *ops, int n_ops, unsigned *sync, unsigned long long *trace,
+                     cudaStream_t stream)
 {
   StreamArgs a;
   size_t smem;
-  if (!sync || !hone_k_stage_supported () || !plan (ops, n_ops, attn, a, &smem))
+  if (!sync || !hone_k_stage_supported () || !plan (ops, n_ops, a, &smem))
     return (int) cudaErrorInvalidValue;
   a.sync = sync;
   a.trace = trace;
@@ -1082,8 +974,6 @@ hone_k_stream_gemvs (const HoneKGemvOp *ops, int n_ops, const HoneKStreamAttn *a
     }
   a.loader = loader;
   a.early = early >= 0 ? early : env_or ("HONE_STREAM_EARLY", 1) ? 1 : 0;
-  a.attn_keys = std::max (SA_STRIDE, env_or ("HONE_STREAM_ATTN_KEYS", 64));
-  a.l2_ahead = std::max (0, l2_ahead >= 0 ? l2_ahead : env_or ("HONE_STREAM_L2_AHEAD", 0));
   static size_t raised;
   if (smem > raised)
     {

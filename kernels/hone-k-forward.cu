@@ -853,28 +853,6 @@ stream_ops (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int l, HoneK
   return 4;
 }
 
-/* Layer l's attention as the first step of the launch after it (into *at),
- * or NULL: l = -1 (layer 0's q|k|v launch) or attention as its own kernel
- * (hone_k_stream_attn_on: long or unbounded contexts, or switched off). */
-static const HoneKStreamAttn *
-stream_attn (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int l, HoneKStreamAttn *at)
-{
-  const HoneKConfig *c = &m->cfg;
-  if (l < 0 || !hone_k_stream_attn_on (st->ctx_bound))
-    return NULL;
-  at->qkv = st->qkv;
-  at->nq = c->n_heads;
-  at->nkv = c->n_kv_heads;
-  at->hd = c->head_dim;
-  at->pos = st->pos;
-  at->k_pool = kv->k_pool[l];
-  at->v_pool = kv->v_pool[l];
-  at->block_table = kv->block_table;
-  at->scratch = st->attn_scratch;
-  at->out = st->attn;
-  return at;
-}
-
 /* Whether this one-token step can run streamed (switched on, every launch fits the kernel). */
 static bool
 stream_fits (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int n_logits)
@@ -885,8 +863,7 @@ stream_fits (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
   for (int l = -1; l < m->cfg.n_layers; l++)
     {
       const int n_ops = stream_ops (m, kv, st, l, ops);
-      HoneKStreamAttn at;
-      if (!hone_k_stream_takes (ops, n_ops, stream_attn (m, kv, st, l, &at)))
+      if (!hone_k_stream_takes (ops, n_ops))
         return false;
     }
   return true;
@@ -900,15 +877,13 @@ decode_step_stream (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, cuda
   HoneKGemvOp ops[HONE_K_STREAM_MAX_PHASES];
   for (int l = -1; l < c->n_layers; l++)
     {
-      HoneKStreamAttn at;
-      const HoneKStreamAttn *attn = stream_attn (m, kv, st, l, &at);
-      if (l >= 0 && !attn)
+      if (l >= 0)
         HONE_K_CHECK ((cudaError_t) hone_k_attn_decode_ctx (st->qkv, 1, c->n_heads, c->n_kv_heads, c->head_dim, st->pos,
                                                             kv->k_pool[l], kv->v_pool[l], kv->block_table,
                                                             st->attn_scratch, st->attn, NULL, NULL, st->ctx_bound, s));
       const int n_ops = stream_ops (m, kv, st, l, ops);
       unsigned *sync = st->stream_sync + (size_t) (l + 1) * HONE_K_STREAM_SYNC;
-      HONE_K_CHECK ((cudaError_t) hone_k_stream_gemvs (ops, n_ops, attn, sync, hone_k_stream_trace_for (l + 1), s));
+      HONE_K_CHECK ((cudaError_t) hone_k_stream_gemvs (ops, n_ops, sync, hone_k_stream_trace_for (l + 1), s));
       const int next = l + 1;
       if (next < c->n_layers && m->layers[next].q_norm)   /* qwen3: q/k norms before RoPE */
         HONE_K_CHECK ((cudaError_t) hone_k_rope_kv (st->qkv, 1, c->n_heads, c->n_kv_heads, c->head_dim, st->pos,

@@ -12,39 +12,19 @@
  * 16-byte cp.async copies by its 32 lanes (HONE_STREAM_LOADER=bulk|cpasync). */
 enum { HONE_K_STREAM_LOAD_BULK = 0, HONE_K_STREAM_LOAD_CPASYNC = 1 };
 
-/* One token's decode attention as a streamed launch's first step (before
- * op 0, whose input is out): q|k|v from the kernels before, f16 paged KV
- * (hone_k_attn_decode's arguments). */
-struct HoneKStreamAttn {
-  const float *qkv;             /* [(nq + 2 nkv) · hd]: q RoPE'd and scaled, this token's K/V already in the pools */
-  int nq, nkv, hd;
-  const int32_t *pos;           /* the token's position (device) */
-  const void *k_pool, *v_pool;
-  const int32_t *block_table;
-  void *scratch;                /* hone_k_attn_scratch_bytes (the splits' partials) */
-  float *out;                   /* [nq · hd] */
-};
-
 /* Whether one launch can run these one-token GEMVs in order (sm_90; BF16,
  * F16, Q8_0, Q4_0, Q4_1; every op->x an f32 input, normalized by op->norm_g
  * when set; epilogues STORE, ADD, SWIGLU, ROPE_KV; shapes whose rows split
- * into 16-byte-aligned tasks), after @attn when it is not NULL (head size
- * 64 or 128, at most 8 query heads a KV head, 32 KV heads). */
-bool hone_k_stream_takes (const HoneKGemvOp *ops, int n_ops, const HoneKStreamAttn *attn);
+ * into 16-byte-aligned tasks). */
+bool hone_k_stream_takes (const HoneKGemvOp *ops, int n_ops);
 /* Enqueue the launch. op i's input may be op j < i's output (the kernel
  * waits for j to be finished everywhere first); op 0's input comes from the
- * kernels before (PDL wait), or from @attn, which runs first. sync: HONE_K_STREAM_SYNC words of device memory,
+ * kernels before (PDL wait). sync: HONE_K_STREAM_SYNC words of device memory,
  * zero before the first launch and left zero by each (one set a launch
  * site that can be in flight at once). trace: NULL, or gridDim × HONE_K_STREAM_TRACE_WORDS
  * words (measurement only: hone-k-decode-stream.cu says what they hold). */
-int hone_k_stream_gemvs (const HoneKGemvOp *ops, int n_ops, const HoneKStreamAttn *attn, unsigned *sync,
-                         unsigned long long *trace, cudaStream_t stream);
-/* Whether a step whose graph sees at most @ctx_bound keys (0: any) runs
- * attention inside the launches: hone_k_stream_set_attn / HONE_STREAM_ATTN,
- * by default only for 0 < ctx_bound <= HONE_K_STREAM_ATTN_MAX_CTX (measured
- * faster at 128 keys, slower from 4k on: hone-k-stream-attn.cuh). */
-#define HONE_K_STREAM_ATTN_MAX_CTX 2048
-bool hone_k_stream_attn_on (int ctx_bound);
+int hone_k_stream_gemvs (const HoneKGemvOp *ops, int n_ops, unsigned *sync, unsigned long long *trace,
+                         cudaStream_t stream);
 /* hone_k_decode_set_stream / HONE_DECODE_STREAM, on a device that has the kernel. */
 bool hone_k_decode_stream_on (void);
 /* Where launch site @site records its trace: hone_k_stream_set_trace's buffer (its

@@ -64,7 +64,7 @@ extern "C" {
 #define HONE_K_KV_BLOCK 64       /* tokens per KV page */
 #define HONE_K_MAX_DECODE 8      /* tokens per step taken by the GEMV path */
 #define HONE_K_ATTN_MAX_SPLITS 64
-#define HONE_K_STREAM_SYNC 48    /* counter words a streamed decode launch site needs */
+#define HONE_K_STREAM_SYNC 16    /* counter words a streamed decode launch site needs */
 
 /* Numbers are GGUF's ggml_type, like HoneDType. */
 typedef enum {
@@ -328,16 +328,6 @@ void hone_k_stream_set_early (int on);
 void hone_k_stream_set_blocks (int n);
 #define HONE_K_STREAM_WATCH_WORDS 8
 void hone_k_stream_set_watch (unsigned *watch);
-/* Streamed steps: 1 each layer's decode attention runs inside the launch
- * after it, as its first step (hone-k-stream-attn.cuh: the weight stream goes
- * on meanwhile), 0 as its own kernel between two launches, -1 HONE_STREAM_ATTN=0/1,
- * or when unset automatic: inside for graphs bounded to short contexts
- * (HoneKState.ctx_bound <= 2048), where it measured faster. */
-void hone_k_stream_set_attn (int on);
-/* Experiment: tasks (a ring slot's worth of rows each) each streamed block's
- * producer prefetches into L2 beyond its ring, from its static shares: 0 none
- * (the default), -1 HONE_STREAM_L2_AHEAD. */
-void hone_k_stream_set_l2_ahead (int tasks);
 
 /* One-token GEMVs on sm_90 run the staged kernel (weights bulk-copied through
  * shared memory, one wave; kernels/hone-k-gemv-staged.cu) where the shape
