@@ -34,6 +34,12 @@
  * phases' streaming (4.4 TB/s in gate|up): the attention kernel between two
  * launches (~17 µs a layer here, 10 µs alone), staging the input in every
  * block (5 µs a layer BF16, 12 µs quantized) and the tails of the phases.
+ * Session 7 moved the attention inside the launch (commit edd5675): faster
+ * only against the unbounded attention kernel at short contexts, slower
+ * than the clustered short-context kernel of bounded graphs and from 4k keys
+ * on, and its code slowed these phases 3.5-6 %; taken out again. With no
+ * attention at all the step would take 4.112 ms (BF16, 80.9 % of the read
+ * ceiling): attention in any form measured costs 13-15 µs a layer here.
  *
  * sm_90 only (bulk copies, mbarriers); hone_k_stream_takes() says whether a
  * list of GEMVs can run here, else decode_step keeps the per-GEMV kernels.
