@@ -110,6 +110,41 @@ hone_k_rmsnorm (const float *x, const float *g, int n_tok, int n, float eps,
                         y16, y16_is_f16);
 }
 
+/* grid (chunks of 256 values, tokens): HoneKActH16 of x (RMSNorm'ed by g when
+ * set: every block sums the row, as rmsnorm_kernel); a warp packs one block
+ * of 32 values: d = absmax/8, f16 of v·(8/absmax), in tile order. */
+__global__ void __launch_bounds__ (256)
+pack_h16_kernel (const float *x, const float *g, int n, float eps, uint16_t *yh, float *yd)
+{
+  const int t = blockIdx.y;
+  const float *xr = x + (size_t) t * n;
+  pdl_trigger ();
+  pdl_wait ();
+  const float scale = g ? row_rms_scale<false> (xr, n, eps) : 1.f;
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if ((i & ~31) >= n)   /* whole warps: n % 32 == 0 */
+    return;
+  const float v = g ? xr[i] * scale * g[i] : xr[i];
+  const float amax = warp_max (fabsf (v));
+  const float inv = amax > 0.f ? 8.f / amax : 0.f;
+  const int c = i >> 5, j = i & 31;   /* chunk, value in it: tile order (HoneKActH16) */
+  const size_t o = (size_t) t * HONE_K_H16_ROW (n) + ((((size_t) (c >> 5) * 4 + (j >> 3)) * 32 + (c & 31)) << 3)
+                   + (j & 7);
+  const __half h = __float2half_rn (v * inv);
+  yh[o] = *(const uint16_t *) &h;
+  if (j == 0)
+    yd[(size_t) t * (n >> 5) + c] = amax * 0.125f;
+}
+
+extern "C" int
+hone_k_pack_h16 (const float *x, const float *g, int n_tok, int n, float eps, HoneKActH16 *yh, cudaStream_t stream)
+{
+  if (n_tok < 1 || n < 32 || (n & 31) || n_tok > 65535 || !x || !yh || !yh->h || !yh->d)
+    return (int) cudaErrorInvalidValue;
+  return hone_k_launch (pack_h16_kernel, dim3 ((n + 255) / 256, n_tok), dim3 (256), 0, stream, x, g, n, eps,
+                        yh->h, yh->d);
+}
+
 __global__ void __launch_bounds__ (256)
 quantize_kernel (const float *x, size_t total, int n, int8_t *yq, float2 *yds, void *y16, int y16_is_f16)
 {

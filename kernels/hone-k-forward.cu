@@ -414,7 +414,7 @@ swiglu16in (const void *gu, int n_tok, int ffn, void *y, int is_f16, cudaStream_
 #define ALIGN(x) (((x) + 255) & ~(size_t) 255)
 
 struct Layout {
-  size_t small, h, xn, qkv, attn, gu, logits, xq, xds, x16, w16, attn_s, sync, ws, total;
+  size_t small, h, xn, qkv, attn, gu, logits, xq, xds, xh, xhd, x16, w16, attn_s, sync, ws, total;
 };
 
 static Layout
@@ -432,13 +432,15 @@ layout (const HoneKModel *m, int max_tok, int logits_rows)
   L.logits = ALIGN ((size_t) logits_rows * c->vocab * 4);
   L.xq = ALIGN ((size_t) max_tok * md);
   L.xds = ALIGN ((size_t) max_tok * (md / 32 + 1) * 8);
+  L.xh = ALIGN (HONE_K_H16_ROW (md) * 2);   /* one token's packed W4A16 input (HoneKActH16) */
+  L.xhd = ALIGN ((md + 31) / 32 * 4);
   L.x16 = ALIGN ((size_t) max_tok * md * 2);
   L.w16 = max_tok > HONE_K_MAX_DECODE ? ALIGN (dequant_scratch_elems (m) * 2) : 0;
   L.attn_s = ALIGN (hone_k_attn_scratch_bytes (c->n_heads, c->n_kv_heads, c->head_dim, max_tok));
   /* streamed decode: a counter set a launch site (layer 0's q|k|v, then one after each attention) */
   L.sync = ALIGN ((size_t) (c->n_layers + 1) * HONE_K_STREAM_SYNC * sizeof (unsigned));
   L.ws = max_tok > HONE_K_MAX_DECODE ? ((size_t) 32 << 20) : 0;
-  L.total = L.small + L.h + L.xn + L.qkv + L.attn + L.gu + L.logits + L.xq + L.xds + L.x16 + L.w16 + L.attn_s + L.sync
+  L.total = L.small + L.h + L.xn + L.qkv + L.attn + L.gu + L.logits + L.xq + L.xds + L.xh + L.xhd + L.x16 + L.w16 + L.attn_s + L.sync
             + L.ws;
   return L;
 }
@@ -483,6 +485,8 @@ hone_k_state_alloc (HoneKState *st, const HoneKModel *m, int max_tok, int logits
   st->logits = (float *) p; p += L.logits;
   st->xq.q = (int8_t *) p; p += L.xq;
   st->xq.ds = (float2 *) p; p += L.xds;
+  st->xh.h = (uint16_t *) p; p += L.xh;
+  st->xh.d = (float *) p; p += L.xhd;
   st->x16 = p; p += L.x16;
   st->w16 = L.w16 ? (void *) p : NULL; p += L.w16;
   st->attn_scratch = p; p += L.attn_s;
@@ -624,6 +628,7 @@ gemv_normed (HoneKState *st, const HoneKMatrix *w, const float *x, const float *
   op.eps = eps;
   op.x = x;
   op.norm_g = g;
+  op.xh = &st->xh;
   if (!takes_f32 (w) && !hone_k_gemv_staged_takes (&op))
     {
       op.x = NULL;
@@ -642,6 +647,7 @@ gemv_plain (HoneKState *st, const HoneKMatrix *w, const float *x, int n_tok, con
             int epi, cudaStream_t s, const HoneKPrefetch *pf = NULL, bool x_ready = false)
 {
   HoneKGemvOp op = gemv_op (w, n_tok, res, y, epi);
+  op.xh = &st->xh;
   if (takes_f32 (w))
     op.x = x;
   else if (x_ready)

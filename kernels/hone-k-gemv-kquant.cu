@@ -675,6 +675,7 @@ hone_k_gemv_parts (const HoneKGemvOp *op, float *tmp, cudaStream_t stream)
           po.x = op->x;
           po.norm_g = op->norm_g;
           po.eps = op->eps;
+          po.xh = op->xh;   /* a Q4Z part's packed-input scratch (parts run one after another) */
         }
       else
         po.xq = op->xq;

@@ -37,6 +37,7 @@
  */
 #include "hone-k-common.cuh"
 #include "hone-k-stage.cuh"
+#include "hone-k-w4.cuh"
 #include <string.h>
 #include <stdlib.h>
 
@@ -122,53 +123,7 @@ hone_k_q4z_repack (const void *src, int rows, int cols, HoneKMatrix *dst, int ro
   return (int) cudaGetLastError ();
 }
 
-/* ---- the int4 → f16x2 conversion ---------------------------------------------- */
-
-static __device__ __forceinline__ uint32_t
-lop3_and_or (uint32_t a, uint32_t b, uint32_t c)
-{
-  uint32_t d;
-  asm ("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));   /* (a & b) | c */
-  return d;
-}
-
-static __device__ __forceinline__ __half2
-as_h2 (uint32_t u)
-{
-  return *reinterpret_cast<__half2 *> (&u);
-}
-
-static __device__ __forceinline__ uint32_t
-h2_bits (__half2 h)
-{
-  const __half2_raw r = h;
-  return (uint32_t) r.x | ((uint32_t) r.y << 16);
-}
-
-/* The 8 weights of word @v as 4 f16 pairs (q − z), exact: (1024+q) − (1024+z)
- * for the low nibbles, (1024+16q)/16 − (64+z) for the high ones. */
-static __device__ __forceinline__ void
-w4_word (uint32_t v, __half2 zc0, __half2 nzc1, __half2 (&o)[4])
-{
-  const __half2 sixteenth = as_h2 (0x2C002C00u);   /* 1/16 */
-  const uint32_t a0 = lop3_and_or (v, 0x000f000fu, 0x64006400u);
-  const uint32_t a1 = lop3_and_or (v, 0x00f000f0u, 0x64006400u);
-  v >>= 8;
-  const uint32_t a2 = lop3_and_or (v, 0x000f000fu, 0x64006400u);
-  const uint32_t a3 = lop3_and_or (v, 0x00f000f0u, 0x64006400u);
-  o[0] = __hsub2 (as_h2 (a0), zc0);
-  o[1] = __hfma2 (as_h2 (a1), sixteenth, nzc1);
-  o[2] = __hsub2 (as_h2 (a2), zc0);
-  o[3] = __hfma2 (as_h2 (a3), sixteenth, nzc1);
-}
-
-/* Zero-point constants (1024+z, 1024+z) and −(64+z, 64+z) straight from the bits. */
-static __device__ __forceinline__ void
-w4_zero (uint32_t z, __half2 &zc0, __half2 &nzc1)
-{
-  zc0 = as_h2 (0x64006400u | z | (z << 16));
-  nzc1 = as_h2 (0xD400D400u | (z << 4) | (z << 20));
-}
+/* the int4 → f16x2 conversion (lop3_and_or, as_h2, h2_bits, w4_word, w4_zero): hone-k-w4.cuh */
 
 /* ---- decode GEMV ------------------------------------------------------------------ */
 
@@ -1503,7 +1458,10 @@ w4v2_launch_t (const W4Args &a, size_t smem, cudaStream_t stream)
  * SCALED); 11 = 8 with the plan that ignores the cost of a block task's barrier, 12 = 8
  * without the paired scale/zero loads (A/B of session 4's second call).
  * HONE_Q4Z_KERNEL=mma|mma-sub|mma-scaled. Automatic with 2..8 tokens at g128: mode SUB
- * (see hone_k_q4z_gemv). */
+ * (see hone_k_q4z_gemv). 13 (HONE_Q4Z_KERNEL=rs): one token on the register-streamed
+ * GEMV of hone-k-gemv.cu (dp4a kernels' launch shapes and loop, W4A16 arithmetic of
+ * dot_chunk_w4) after one hone_k_pack_h16 launch into op->xh — no per-block staging;
+ * without op->xh, and for more tokens, variant 2 / the tensor-core kernel as before. */
 #define W4_DEFAULT 2
 static int w4_config = 0;
 static int w4_env = -1;   /* HONE_Q4Z_KERNEL read once: the kernel it names, 0 unset */
@@ -1521,12 +1479,15 @@ hone_k_q4z_set_config (int config)
   w4_config = config;
 }
 
-/* 1 the first kernel (configs 1 and 4), 2 variant 2, 3 staged, 4 tensor cores (8..12) */
+/* 1 the first kernel (configs 1 and 4), 2 variant 2, 3 staged, 4 tensor cores (8..12),
+ * 5 register-streamed with the packed input (13) */
 static int
 w4_kind (void)
 {
   if (w4_config == 2 || w4_config == 3)
     return w4_config;
+  if (w4_config == 13)
+    return 5;
   if (w4_config >= 5 && w4_config <= 7)
     return 3;
   if (w4_config >= 8 && w4_config <= 12)
@@ -1538,10 +1499,10 @@ w4_kind (void)
       const char *e = getenv ("HONE_Q4Z_KERNEL");
       w4_env = !e ? 0 : !strcmp (e, "old") ? 1 : !strcmp (e, "new") ? 2 : !strcmp (e, "staged") ? 3
                : !strcmp (e, "staged512") ? 5 : !strcmp (e, "mma") ? 8 : !strcmp (e, "mma-sub") ? 9
-               : !strcmp (e, "mma-scaled") ? 10 : 0;
+               : !strcmp (e, "mma-scaled") ? 10 : !strcmp (e, "rs") ? 13 : 0;
     }
   const int k = w4_env ? w4_env : W4_DEFAULT;
-  return k >= 8 ? 4 : k >= 5 ? 3 : k;
+  return k == 13 ? 5 : k >= 8 ? 4 : k >= 5 ? 3 : k;
 }
 
 /* The staged kernel's slot plan for a.cols with @nt threads (false: it does not fit, use variant 2). */
@@ -1741,6 +1702,8 @@ w4_launch_t (const W4Args &a, size_t smem, cudaStream_t stream)
   return w4_launch_u<NORM, 2> (a, smem, stream);
 }
 
+extern "C" int hone_k_gemv_q4z_rs (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream);
+
 extern "C" int
 hone_k_q4z_gemv (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream)
 {
@@ -1786,6 +1749,16 @@ hone_k_q4z_gemv (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t st
       kind = 4;
       cfg = 9;
     }
+  if (kind == 5 && op->n_tok == 1 && op->xh && op->xh->h && op->xh->d)
+    {
+      const int r = hone_k_pack_h16 (op->x, op->norm_g, 1, w->cols, op->eps, op->xh, stream);
+      if (r)
+        return r;
+      w4_last = 5;
+      return hone_k_gemv_q4z_rs (op, pf, stream);
+    }
+  if (kind == 5)
+    kind = 2;   /* no scratch, or several tokens: variant 2 */
   if (kind == 3 && op->n_tok == 1)
     {
       if (pf)

@@ -150,6 +150,7 @@ gemv_kernel (GemvArgs a)
 
   int4 w[U][R];
   uint32_t sc[U][R];   /* raw scale bits (f16 d, or d|m<<16 for Q4_1) */
+  uint32_t zp[WT == HONE_K_Q4Z ? U : 1][R];   /* Q4Z zero points (kept apart from sc until used) */
 
   /* Triggering at entry lets a chain of dependents launch ahead (each one
    * triggers at its own entry), their waiting blocks holding SM slots and
@@ -177,11 +178,19 @@ gemv_kernel (GemvArgs a)
                 sc[u][r] = ((const uint16_t *) a.s)[(size_t) row * nchunk + c];
               else if (WT == HONE_K_Q4_1)
                 sc[u][r] = ((const uint32_t *) a.s)[(size_t) row * nchunk + c];
+              else if (WT == HONE_K_Q4Z)
+                {
+                  const size_t gi = (size_t) row * a.ng + (c >> a.cshift);
+                  sc[u][r] = ((const uint16_t *) a.s)[gi];
+                  zp[WT == HONE_K_Q4Z ? u : 0][r] = a.z[gi];
+                }
             }
           else
             {
               w[u][r] = make_int4 (0, 0, 0, 0);
               sc[u][r] = 0;
+              if (WT == HONE_K_Q4Z)
+                zp[WT == HONE_K_Q4Z ? u : 0][r] = 0;
             }
         }
   };
@@ -275,6 +284,17 @@ gemv_kernel (GemvArgs a)
 #pragma unroll
                   for (int r = 0; r < R; r++)
                     acc[r][t] = dot_chunk_q8 (w[u][r], sc[u][r], xv, xd.x, acc[r][t]);
+                }
+              else if (WT == HONE_K_Q4Z)
+                {
+                  /* tile order: piece p of the warp's 32 chunks = 512 contiguous bytes */
+                  const uint4 *xp = (const uint4 *) (a.xh + (size_t) t * HONE_K_H16_ROW (a.cols)) + ((c >> 5) << 7)
+                                    + (c & 31);
+                  const uint4 xv[4] = { xp[0], xp[32], xp[64], xp[96] };
+                  const float xd = a.xhd[(size_t) t * (a.cols >> 5) + c];
+#pragma unroll
+                  for (int r = 0; r < R; r++)
+                    acc[r][t] = dot_chunk_w4 (w[u][r], sc[u][r], zp[WT == HONE_K_Q4Z ? u : 0][r], xv, xd, acc[r][t]);
                 }
               else   /* Q4_0, Q4_1 */
                 {
@@ -425,7 +445,9 @@ launch_t (GemvArgs a, cudaStream_t stream)
   const dim3 grid ((groups + (8 / KS) - 1) / (8 / KS)), block (256);
   constexpr bool F = (WT == HONE_K_BF16 || WT == HONE_K_F16);
   void (*k) (GemvArgs);
-  if (a.norm_g && F && norm_at_end)
+  if constexpr (WT == HONE_K_Q4Z)   /* one token only (hone_k_gemv_q4z_rs) */
+    k = gemv_kernel<WT, R, U, KS, 1, 0>;
+  else if (a.norm_g && F && norm_at_end)
     k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, F ? 2 : 0> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, F ? 2 : 0>;
   else if (a.norm_g && F)
     k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, F> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, F>;
@@ -513,7 +535,7 @@ pick_config (const GemvArgs &a)
     {
       if (a.cols >= 8192)
         return 3;
-      if ((WT == HONE_K_Q4_0 || WT == HONE_K_Q4_1) && a.rows >= 16384)
+      if ((WT == HONE_K_Q4_0 || WT == HONE_K_Q4_1 || WT == HONE_K_Q4Z) && a.rows >= 16384)
         return 2;
     }
   return 1;
@@ -852,4 +874,31 @@ hone_k_pdl_enabled (void)
   if (major < 9)
     return 0;
   return pdl_state >= 0 ? pdl_state : pdl_hint;
+}
+
+/* W4A16 (Q4Z) one token on this file's register-streamed kernel, called by
+ * hone_k_q4z_gemv (hone-k-gemv-w4.cu) once op->xh holds the packed input
+ * (its RMSNorm, if any, already applied by hone_k_pack_h16). */
+extern "C" int
+hone_k_gemv_q4z_rs (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream)
+{
+  const HoneKMatrix *w = op->w;
+  GemvArgs a;
+  if (w->type != HONE_K_Q4Z || op->n_tok != 1 || !op->xh || !op->xh->h || !op->xh->d || w->cols % 32)
+    return (int) cudaErrorInvalidValue;
+  const int g = w->group > 0 ? w->group : 32;
+  if ((g != 32 && g != 64 && g != 128) || w->cols % g)
+    return (int) cudaErrorInvalidValue;
+  const int rc = args_from_op (op, pf, a);
+  if (rc)
+    return rc;
+  a.x = NULL;
+  a.norm_g = NULL;
+  a.nchunk = w->cols / 32;
+  a.ng = w->cols / g;
+  a.cshift = g == 32 ? 0 : g == 64 ? 1 : 2;
+  a.z = (const uint8_t *) w->s + (size_t) w->rows * a.ng * 2;
+  a.xh = op->xh->h;
+  a.xhd = op->xh->d;
+  return launch_w<HONE_K_Q4Z> (a, stream);
 }

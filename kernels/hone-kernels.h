@@ -128,10 +128,13 @@ void hone_k_kquant_set_config (int config);
 /* K-quant GEMV at 2..4 tokens: 1 runs the kernel built for at most 4 tokens, 0 the 8-token one
  * (-1: HONE_KQUANT_TIERS=0/1, default 0: not measured yet). */
 void hone_k_kquant_set_tiers (int on);
-/* Tuning hook of the Q4Z GEMV: 4 keeps 4 chunk loads a lane per batch instead of 2 (0: automatic). */
+/* Tuning hook of the Q4Z GEMV (0: automatic; the kernels each number picks: hone-k-gemv-w4.cu,
+ * above hone_k_q4z_set_config): e.g. 2 variant 2, 9 the tensor-core kernel (zero point in f16),
+ * 13 the register-streamed kernel on a packed input (one token, needs op->xh). */
 void hone_k_q4z_set_config (int config);
 /* Which Q4Z GEMV kernel the last hone_k_gemv_ex call on a Q4Z matrix launched: 1 the first, 2 variant 2,
- * 3 the staged one (its launches may fall back to variant 2: tests and benchmarks say which ran). The
+ * 3 the staged one (its launches may fall back to variant 2: tests and benchmarks say which ran), 4 the
+ * tensor-core one, 5 the register-streamed one on op->xh. The
  * staged kernel reads a Q4Z matrix's scale/zero buffer (s) in 16-byte-aligned pieces: s must be 16-byte
  * aligned and readable up to the next 16-byte bound past its hone_k_matrix_bytes_g size. */
 int hone_k_q4z_last_kernel (void);
@@ -143,6 +146,21 @@ typedef struct {
   int8_t *q;
   float2 *ds;
 } HoneKActQ8;
+
+/* 16-bit activation of the register-streamed W4A16 GEMV (one token): f16
+ * bits of x/d, and [n_tok][cols/32] d = absmax/8 of each 32 values (0 for a
+ * block of zeros), so that the GEMV's f16 partial sums of 16 products
+ * (|q − z| ≤ 15, |x/d| ≤ 8) stay far below f16's range whatever the
+ * activation's outliers. h is in tile order, HONE_K_H16_ROW (cols) halves a
+ * token: 16-byte piece p (values 8p..8p+7) of chunk c (values 32c..32c+31)
+ * at piece index ((c/32)·4 + p)·32 + c%32 — so that the 32 lanes of a warp,
+ * each on its own chunk, read one piece of 32 consecutive chunks as 512
+ * contiguous bytes. Written by hone_k_pack_h16. */
+#define HONE_K_H16_ROW(cols) ((((size_t) (cols) + 1023) / 1024) * 1024)
+typedef struct {
+  uint16_t *h;
+  float *d;
+} HoneKActH16;
 
 typedef enum {
   HONE_K_EPI_STORE = 0,    /* y[t][n] = acc (+ bias) */
@@ -180,6 +198,11 @@ typedef struct {
   const float *inv_freq;
   void *k_pool, *v_pool;
   const int32_t *block_table;
+  /* Q4Z, one token: scratch for the packed input of the register-streamed
+   * W4A16 kernel (hone_k_q4z_set_config 13, the one-token default), which
+   * packs op->x (normalized by norm_g when set) into it with one launch
+   * first; NULL: the kernel that stages x in every block (variant 2) */
+  HoneKActH16 *xh;
 } HoneKGemvOp;
 int hone_k_gemv_ex (const HoneKGemvOp *op, cudaStream_t stream);
 /* Q4_K / Q6_K weights (hone_k_gemv_pf dispatches to it). */
@@ -201,6 +224,9 @@ int hone_k_parts_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStrea
  * of y (f32), yq (quantized, n % 32 == 0), y16 (bf16, or f16 when y16_is_f16). */
 int hone_k_rmsnorm (const float *x, const float *g, int n_tok, int n, float eps,
                     float *y, HoneKActQ8 *yq, void *y16, int y16_is_f16, cudaStream_t stream);
+/* f32 [n_tok][n] (normalized as hone_k_rmsnorm does when g is set) → HoneKActH16 (n % 32 == 0). */
+int hone_k_pack_h16 (const float *x, const float *g, int n_tok, int n, float eps, HoneKActH16 *yh,
+                     cudaStream_t stream);
 /* Quantize / convert f32 [n_tok][n] → HoneKActQ8 and/or 16-bit. */
 int hone_k_quantize (const float *x, int n_tok, int n, HoneKActQ8 *yq, void *y16, int y16_is_f16,
                      cudaStream_t stream);
@@ -383,6 +409,7 @@ typedef struct {
   int32_t *sampled;      /* [max_tok] sampled ids */
   float *h, *xn, *qkv, *attn, *gu, *logits;
   HoneKActQ8 xq;
+  HoneKActH16 xh;        /* one token's packed W4A16 GEMV input */
   void *x16;             /* bf16/f16 activations for GEMMs */
   void *w16;             /* dequantized weight scratch (GEMM path, quantized/mixed models) */
   void *attn_scratch, *sample_scratch;

@@ -22,7 +22,9 @@
  * taken off in f32 / with the zero point subtracted in f16 / scales in f16, the
  * last also for g32/g64), 11 = 8 with another block-task plan, with full-size shapes
  * added; --mma runs every check with those configs only (memcheck), --mma-small the
- * small shapes (racecheck).
+ * small shapes (racecheck); config 13 is the register-streamed kernel on the input packed
+ * by hone_k_pack_h16 (one token; its checks fail if another kernel ran), --rs runs every
+ * check with it only (memcheck).
  * Benchmarks: per-GEMV at Llama-3-8B shapes (Q4Z g128, first kernel "v1" and
  * variant 2 "v2" and the staged kernels side by side, next to the dp4a Q4_0 kernel), the
  * dequantization, the whole decode step of a random AWQ g128 Llama-3-8B (f16
@@ -157,6 +159,18 @@ q4z_upload (HoneKMatrix &m, const HostQ4Z &h, int row0, int step)
  * products (a few ulp of each chunk's sum) against exact f64. */
 static const double GEMV_BOUND = 4e-3;
 
+/* The packed-input scratch every GEMV op here is given (config 13 reads it at one token;
+ * the other kernels ignore it), allocated in main for rows up to 32768 columns. */
+static HoneKActH16 g_xh;
+static int cur_cfg = 0;   /* the config the checks run under (set with hone_k_q4z_set_config) */
+
+static void
+set_cfg (int cfg)
+{
+  cur_cfg = cfg;
+  hone_k_q4z_set_config (cfg);
+}
+
 static void
 check_gemv (int rows, int cols, int g, int n_tok, int epi, bool norm, bool bias_on, bool outliers = false,
             bool interleave = false)
@@ -242,6 +256,7 @@ check_gemv (int rows, int cols, int g, int n_tok, int epi, bool norm, bool bias_
   op.epilogue = epi;
   op.norm_g = norm ? dg : NULL;
   op.eps = 1e-5f;
+  op.xh = &g_xh;
   if (epi == HONE_K_EPI_ROPE_KV)
     {
       op.nq = nq; op.nkv = nkv; op.hd = hd; op.pos = dpos; op.inv_freq = dinv;
@@ -255,7 +270,9 @@ check_gemv (int rows, int cols, int g, int n_tok, int epi, bool norm, bool bias_
   const int kern = hone_k_q4z_last_kernel ();
   snprintf (what, sizeof what, "q4z gemv %dx%d g%d tok=%d epi=%d%s%s%s%s [%s]", rows, cols, g, n_tok, epi,
             norm ? " +norm" : "", bias_on ? " +bias" : "", outliers ? " outliers" : "", interleave ? " step2" : "",
-            kern == 4 ? "mma" : kern == 3 ? "staged" : kern == 2 ? "v2" : "v1");
+            kern == 5 ? "rs" : kern == 4 ? "mma" : kern == 3 ? "staged" : kern == 2 ? "v2" : "v1");
+  /* config 13 at one token must have run the register-streamed kernel, not a fallback */
+  const bool kern_ok = !(cur_cfg == 13 && n_tok == 1 && kern != 5);
   std::vector<double> ref ((size_t) n_tok * out_cols);
   std::vector<double> kref, vref;
   std::vector<size_t> kvidx;
@@ -321,14 +338,14 @@ check_gemv (int rows, int cols, int g, int n_tok, int epi, bool norm, bool bias_
       const double e1 = rel_err (qgot.data (), qref.data (), qgot.size (), &fin1);
       const double e2 = rel_err (kvgot.data (), kvr.data (), kvgot.size (), &fin2);
       const bool ok = fin1 && fin2 && e1 < GEMV_BOUND && e2 < GEMV_BOUND && poisoned == 2 * pool_elems - written
-                      && ok_guard;
+                      && ok_guard && kern_ok;
       check (ok, what, std::max (e1, e2), GEMV_BOUND);
     }
   else
     {
       bool fin;
       const double e = rel_err (y.data (), ref.data (), y.size (), &fin);
-      check (fin && ok_guard && e < GEMV_BOUND, what, e, GEMV_BOUND);
+      check (fin && ok_guard && kern_ok && e < GEMV_BOUND, what, e, GEMV_BOUND);
     }
   matrix_free (&m);
   cudaFree (dx); cudaFree (dres); cudaFree (dbias); cudaFree (dg); cudaFree (dy);
@@ -341,6 +358,7 @@ check_gemv (int rows, int cols, int g, int n_tok, int epi, bool norm, bool bias_
  * rows, scale/zero ranges that start and end off 16-byte bounds (3 groups a
  * row), every epilogue; with the other configs they check the same shapes. */
 static int only_staged = 0;   /* --staged: just these, config 3 (memcheck); --staged-small: the small ones (racecheck) */
+static int only_rs = 0;       /* --rs: every check with config 13 only (memcheck) */
 static int only_mma = 0;      /* --mma: every check with configs 8, 9, 10 only (memcheck); --mma-small: the small
                                * one-token shapes with them (racecheck) */
 
@@ -415,6 +433,7 @@ check_refusals (void)
   op.x = x;
   op.y = y;
   op.n_tok = 9;
+  op.xh = &g_xh;
   bad += hone_k_gemv_ex (&op, 0) == 0;                                          /* too many tokens */
   op.n_tok = 1;
   op.epilogue = HONE_K_EPI_ROPE_KV;
@@ -645,6 +664,7 @@ gemv_bench_fn (void *p)
     {
       op.x = b->x;
       op.norm_g = b->norm ? b->g : NULL;
+      op.xh = &g_xh;
     }
   else
     op.xq = &b->xq;
@@ -716,11 +736,11 @@ bench_gemvs (void)
             const double act = (ty.type == HONE_K_Q4Z ? 4.0 : 1.0 + 8.0 / 32) * sh.cols * n_tok
                                + 4.0 * n_tok * (sh.epi == HONE_K_EPI_SWIGLU ? sh.rows / 2 : sh.rows)
                                      * (sh.epi == HONE_K_EPI_ADD ? 2 : 1);
-            double us[7] = { 0, 0, 0, 0, 0, 0, 0 };
-            static const int kcfg[7] = { 1, 2, 8, 9, 10, 11, 12 };
-            static const char *kname[7] = { " v1", " v2", " mma", " mma-sub", " mma-scaled", " mma old-plan",
-                                            " mma unpaired" };
-            for (int k = 0; k < (ty.type != HONE_K_Q4Z ? 1 : n_tok == 1 ? 7 : 5); k++)
+            double us[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+            static const int kcfg[8] = { 1, 2, 8, 9, 10, 11, 12, 13 };
+            static const char *kname[8] = { " v1", " v2", " mma", " mma-sub", " mma-scaled", " mma old-plan",
+                                            " mma unpaired", " rs (pack + register-streamed)" };
+            for (int k = 0; k < (ty.type != HONE_K_Q4Z ? 1 : n_tok == 1 ? 8 : 5); k++)
               {
                 hone_k_q4z_set_config (kcfg[k]);
                 const double ms = bench_ms (0, 20, gemv_bench_fn, &b);
@@ -738,6 +758,10 @@ bench_gemvs (void)
                       "%.2f (%.2fx); old-plan %.2f, unpaired %.2f (bytes at 4.52 TB/s: %.2f us)\n", sh.name, ty.name,
                       n_tok, us[1], us[2], us[1] / us[2], (one + act) / (us[2] * 1e-6) / 1e9, us[3], us[1] / us[3],
                       us[4], us[1] / us[4], us[5], us[6], (one + act) / READ_CEIL * 1e6);
+            if (ty.type == HONE_K_Q4Z && n_tok == 1)
+              report ("%-34s %-8s %4d   v2 %.2f us -> rs %.2f us (%.2fx, %.0f GB/s, %.1f%% of 4.52 TB/s)\n", sh.name,
+                      ty.name, n_tok, us[1], us[7], us[1] / us[7], (one + act) / (us[7] * 1e-6) / 1e9,
+                      100 * (one + act) / (us[7] * 1e-6) / READ_CEIL);
           }
         hone_k_q4z_set_config (0);
         for (auto &m : b.ms) matrix_free (&m);
@@ -882,12 +906,12 @@ bench_model (int type, std::vector<double> &prefill_ms)
   CK (hone_k_state_alloc (&st, &b.m, HONE_K_MAX_DECODE, HONE_K_MAX_DECODE));
   const int one_tok = 1;
   CK (cudaMemcpy (st.tokens, &one_tok, 4, cudaMemcpyHostToDevice));
-  /* variants (one token unless said): Q4Z GEMV v1 (config 1), v2 (config 2), the tensor-core kernel in its
+  /* variants (one token unless said): Q4Z GEMV v1 (config 1), v2 (config 2), rs (13), the tensor-core kernel in its
    * three modes (configs 8, 9, 10) and A/B variants (11 old plan, 12 unpaired loads), mma and v2 with PDL
    * off, then 8 tokens a step: automatic, mma, v2 and mma-sub (the last two: the summaries below rely on
    * that order) */
   static const struct { int cfg, pdl, n_tok; const char *name; } vars[] = {
-    { 1, -1, 1, " v1" }, { 2, -1, 1, " v2" }, { 8, -1, 1, " mma" }, { 9, -1, 1, " mma-sub" },
+    { 1, -1, 1, " v1" }, { 2, -1, 1, " v2" }, { 13, -1, 1, " rs" }, { 8, -1, 1, " mma" }, { 9, -1, 1, " mma-sub" },
     { 10, -1, 1, " mma-scaled" }, { 11, -1, 1, " mma old-plan" }, { 12, -1, 1, " mma unpaired" },
     { 8, 0, 1, " mma pdl-off" }, { 2, 0, 1, " v2 pdl-off" }, { 0, -1, 8, " auto (mma-sub)" },
     { 8, -1, 8, " mma" }, { 2, -1, 8, " v2" }, { 9, -1, 8, " mma-sub" } };
@@ -993,6 +1017,7 @@ main (int argc, char **argv)
       else if (!strcmp (argv[i], "--staged")) do_bench = false, only_staged = 1;
       else if (!strcmp (argv[i], "--staged-small")) do_bench = false, only_staged = 2;
       else if (!strcmp (argv[i], "--mma")) do_bench = false, only_mma = 1;
+      else if (!strcmp (argv[i], "--rs")) do_bench = false, only_rs = 1;
       else if (!strcmp (argv[i], "--mma-small")) do_bench = false, only_mma = 2, only_staged = 2;
     }
   const char *out = getenv ("OUT");
@@ -1009,16 +1034,19 @@ main (int argc, char **argv)
     }
   report ("device: %s, %d SMs, %.0f MB L2, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6,
           prop.major, prop.minor);
+  CK (cudaMalloc (&g_xh.h, 32768 * 2));
+  CK (cudaMalloc (&g_xh.d, 32768 / 32 * 4));
   if (do_check)
     {
       report ("== W4A16 checks ==\n");
       /* every GEMV check with each kernel: 1 the first, 4 the first with 4 loads a lane, 2 variant 2 */
-      for (int cfg : { 1, 4, 2, 3, 5, 8, 9, 10, 11 })
+      for (int cfg : { 1, 4, 2, 3, 5, 8, 9, 10, 11, 13 })
       {
-      if (only_mma ? cfg < 8 : only_staged && cfg != 3 && cfg != 5)
+      if (only_rs ? cfg != 13 : only_mma ? cfg < 8 || cfg > 12 : only_staged && cfg != 3 && cfg != 5)
         continue;
-      hone_k_q4z_set_config (cfg);
-      report ("-- GEMV kernel %s (config %d) --\n", cfg == 8 ? "mma (tensor cores; g128 offset in f32)"
+      set_cfg (cfg);
+      report ("-- GEMV kernel %s (config %d) --\n", cfg == 13 ? "rs (pack + register-streamed; 1 token, v2/mma for more)"
+              : cfg == 8 ? "mma (tensor cores; g128 offset in f32)"
               : cfg == 9 ? "mma-sub (tensor cores; g128 zero point in f16)"
               : cfg == 10 ? "mma-scaled (tensor cores; scale in f16)"
               : cfg == 11 ? "mma, plan without the task cost (tensor cores)"
@@ -1044,9 +1072,10 @@ main (int argc, char **argv)
       check_gemv (64, 14336, 128, 8, HONE_K_EPI_ADD, false, false);     /* 3 launches over the tokens */
       check_gemv (130, 14336, 128, 1, HONE_K_EPI_SWIGLU, true, false, true);
       check_gemv (32, 32768, 32, 3, HONE_K_EPI_STORE, false, false);
-      if (cfg >= 8)
+      if (cfg >= 8 || cfg == 13)
         {
-          /* the tensor-core kernel's plans at full size: several rounds of block tasks, k split 8 ways */
+          /* the tensor-core kernel's plans at full size: several rounds of block tasks, k split 8 ways
+           * (config 13: the launch shape of matrices of >= 16384 rows, one token) */
           check_gemv (28672, 4096, 128, 1, HONE_K_EPI_SWIGLU, true, false, true, true);
           check_gemv (4096, 14336, 128, 2, HONE_K_EPI_ADD, false, false);
           check_gemv (6144 + 16 * 3 + 2, 4096, 64, 1, HONE_K_EPI_STORE, true, true);
@@ -1054,7 +1083,7 @@ main (int argc, char **argv)
       for (int g : { 32, 128 })
         check_tiny_model (g);
       }
-      hone_k_q4z_set_config (0);
+      set_cfg (0);
       check_refusals ();
       report ("w4 checks: %d passed, %d failed\n", n_pass, n_fail);
     }
