@@ -52,14 +52,29 @@ struct AttnArgs {
   int min_chunk;          /* fewest keys a split gets */
   int8_t *out_q;          /* optional: out quantized, [n_tok][nq·hd] */
   float2 *out_ds;         /* [n_tok][nq·hd/32] */
+  uint16_t *out_h;        /* optional: out as HoneKActH16 (hone_k_pack_h16's bits) */
+  float *out_hd;
   HoneKPrefetch pf;
 };
+
+/* Output value j of token t (j % 4 == 0) in HoneKActH16's tile order. */
+static __device__ __forceinline__ size_t
+h16_index (const AttnArgs &a, size_t o, size_t *t_out, int *c_out)
+{
+  const int cols = a.nq * a.hd;
+  const size_t t = o / (size_t) cols;
+  const int j = (int) (o - t * cols), c = j >> 5, jj = j & 31;
+  *t_out = t;
+  *c_out = c;
+  return t * HONE_K_H16_ROW (cols) + ((((size_t) (c >> 5) * 4 + (jj >> 3)) * 32 + (c & 31)) << 3) + (jj & 7);
+}
 
 /* One thread's 4 output values at o (on: a real query; off-query threads
  * still join the shuffles) and, with the int8 output, their 32-value block:
  * 8 adjacent threads hold one block (HD/4 is a multiple of 8, so a block
  * never straddles two heads); quant32_store's arithmetic: d = absmax/127,
- * q = rint(v/d), (d, d·Σq). Every thread of the warp must call it. */
+ * q = rint(v/d), (d, d·Σq). With the f16 output, hone_k_pack_h16's:
+ * d = absmax/8, f16 of v·(8/absmax). Every thread of the warp must call it. */
 static __device__ __forceinline__ void
 store_out4 (const AttnArgs &a, size_t o, float4 acc, bool on, int d4)
 {
@@ -84,6 +99,24 @@ store_out4 (const AttnArgs &a, size_t o, float4 acc, bool on, int d4)
                                         | ((uint32_t) (q2 & 0xff) << 16) | ((uint32_t) (q3 & 0xff) << 24);
           if ((d4 & 7) == 0)
             a.out_ds[o >> 5] = make_float2 (d, d * sum);
+        }
+    }
+  if (a.out_h)
+    {
+      float amax = fmaxf (fmaxf (fabsf (acc.x), fabsf (acc.y)), fmaxf (fabsf (acc.z), fabsf (acc.w)));
+#pragma unroll
+      for (int m = 1; m < 8; m <<= 1)
+        amax = fmaxf (amax, __shfl_xor_sync (0xffffffffu, amax, m));
+      const float inv = amax > 0.f ? 8.f / amax : 0.f;
+      if (on)
+        {
+          size_t t;
+          int c;
+          const size_t hi = h16_index (a, o, &t, &c);
+          const __half2 h01 = __floats2half2_rn (acc.x * inv, acc.y * inv), h23 = __floats2half2_rn (acc.z * inv, acc.w * inv);
+          *(uint2 *) (a.out_h + hi) = make_uint2 (*(const uint32_t *) &h01, *(const uint32_t *) &h23);
+          if ((d4 & 7) == 0)
+            a.out_hd[t * (size_t) (a.nq * a.hd >> 5) + c] = amax * 0.125f;
         }
     }
 }
@@ -879,6 +912,18 @@ attn3_kernel (AttnArgs a)
                 a.out[o] = v;
                 if (a.out_q)   /* a warp is one block of 32: quant32_store = hone_k_quantize's bits */
                   quant32_store (v, a.out_q + (o - lane), a.out_ds + (o >> 5), lane);
+                if (a.out_h)   /* and hone_k_pack_h16's */
+                  {
+                    const float amax = warp_max (fabsf (v));
+                    const float inv = amax > 0.f ? 8.f / amax : 0.f;
+                    size_t t;
+                    int c;
+                    const size_t hi = h16_index (a, o - lane, &t, &c) + (lane >> 3) * 32 * 8 + (lane & 7);
+                    const __half h = __float2half_rn (v * inv);
+                    a.out_h[hi] = *(const uint16_t *) &h;
+                    if (lane == 0)
+                      a.out_hd[t * (size_t) (a.nq * a.hd >> 5) + c] = amax * 0.125f;
+                  }
               }
             else
               {
@@ -1185,12 +1230,26 @@ hone_k_attn_decode_ctx (const float *qkv, int n_tok, int nq, int nkv, int hd, co
                         void *scratch, float *out, HoneKActQ8 *out_q, const HoneKPrefetch *pf,
                         int max_ctx, cudaStream_t stream)
 {
+  return hone_k_attn_decode_h16 (qkv, n_tok, nq, nkv, hd, pos, k_pool, v_pool, block_table, scratch, out, out_q,
+                                 NULL, pf, max_ctx, stream);
+}
+
+extern "C" int
+hone_k_attn_decode_h16 (const float *qkv, int n_tok, int nq, int nkv, int hd, const int32_t *pos,
+                        const void *k_pool, const void *v_pool, const int32_t *block_table,
+                        void *scratch, float *out, HoneKActQ8 *out_q, HoneKActH16 *out_h,
+                        const HoneKPrefetch *pf, int max_ctx, cudaStream_t stream)
+{
   AttnArgs a;
   if (n_tok < 1 || n_tok > HONE_K_MAX_DECODE || nkv < 1 || nq % nkv || (hd != 64 && hd != 128))
+    return (int) cudaErrorInvalidValue;
+  if (out_h && (!out_h->h || !out_h->d || ((uintptr_t) out_h->h & 7)))
     return (int) cudaErrorInvalidValue;
   a.min_chunk = min_chunk;
   a.out_q = out_q ? out_q->q : NULL;
   a.out_ds = out_q ? out_q->ds : NULL;
+  a.out_h = out_h ? out_h->h : NULL;
+  a.out_hd = out_h ? out_h->d : NULL;
   if (pf)
     a.pf = *pf;
   else

@@ -212,6 +212,15 @@ extern "C" int hone_k_attn_decode_ctx (const float *qkv, int n_tok, int nq, int 
                                        const void *k_pool, const void *v_pool, const int32_t *block_table,
                                        void *scratch, float *out, HoneKActQ8 *out_q, const HoneKPrefetch *pf,
                                        int max_ctx, cudaStream_t stream);
+/* The same, also writing out_h (when set): the output as HoneKActH16, with
+ * hone_k_pack_h16's bits — the register-streamed W4A16 o projection's input. */
+extern "C" int hone_k_attn_decode_h16 (const float *qkv, int n_tok, int nq, int nkv, int hd, const int32_t *pos,
+                                       const void *k_pool, const void *v_pool, const int32_t *block_table,
+                                       void *scratch, float *out, HoneKActQ8 *out_q, HoneKActH16 *out_h,
+                                       const HoneKPrefetch *pf, int max_ctx, cudaStream_t stream);
+/* Whether a one-token GEMV of w takes the packed input HoneKActH16 (Q4Z on the
+ * register-streamed kernel: hone_k_q4z_set_config 13 / HONE_Q4Z_KERNEL=rs). */
+extern "C" bool hone_k_q4z_takes_h16 (const HoneKMatrix *w);
 /* Decode tuning (also HONE_DECODE_PF, HONE_DECODE_PF_ATTN in MB, HONE_DECODE_FUSE=0/1,
  * HONE_DECODE_PF_HOW): -1 keeps a value. See hone-k-forward.cu. */
 extern "C" void hone_k_decode_tune (int pf_gemv_mb, int pf_attn_mb, int fuse_quant, int pf_how);

@@ -120,7 +120,8 @@ pack_h16_kernel (const float *x, const float *g, int n, float eps, uint16_t *yh,
   const float *xr = x + (size_t) t * n;
   pdl_trigger ();
   pdl_wait ();
-  const float scale = g ? row_rms_scale<false> (xr, n, eps) : 1.f;
+  const float scale = !g ? 1.f : ((uintptr_t) xr & 15) ? row_rms_scale<false> (xr, n, eps)
+                                                      : row_rms_scale<true> (xr, n, eps);   /* n % 32 == 0 */
   const int i = blockIdx.x * 256 + threadIdx.x;
   if ((i & ~31) >= n)   /* whole warps: n % 32 == 0 */
     return;

@@ -649,7 +649,10 @@ gemv_plain (HoneKState *st, const HoneKMatrix *w, const float *x, int n_tok, con
   HoneKGemvOp op = gemv_op (w, n_tok, res, y, epi);
   op.xh = &st->xh;
   if (takes_f32 (w))
-    op.x = x;
+    {
+      op.x = x;
+      op.xh_ready = x_ready && w->type == HONE_K_Q4Z && n_tok == 1;   /* attention wrote st->xh */
+    }
   else if (x_ready)
     op.xq = &st->xq;
   else
@@ -923,8 +926,10 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
       const HoneKPrefetch pf_o = prefetch_plan (&L->wgu, NULL, pf_gemv_mb);
       const HoneKPrefetch pf_gu = prefetch_plan (&L->wdown, NULL, pf_gemv_mb);
       const HoneKPrefetch pf_down = prefetch_plan (next_qkv, NULL, pf_gemv_mb);
-      /* a quantized o projection reads the int8 copy attention writes */
+      /* a quantized o projection reads the int8 copy attention writes; a W4A16 one on the
+       * register-streamed kernel (one token) the f16 copy */
       const bool attn_q = (fuse_quant & 1) && is_q8q4 (&L->wo);
+      const bool attn_h = (fuse_quant & 1) && n == 1 && hone_k_q4z_takes_h16 (&L->wo);
       HoneKGemvOp rope;
       memset (&rope, 0, sizeof rope);
       rope.nq = nq;
@@ -982,12 +987,13 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
                                                     L->q_norm, L->k_norm, c->rms_eps, kv->k_pool[l],
                                                     kv->v_pool[l], kv->block_table, s));
       /* st->ctx_bound: the contexts this step will see (a captured graph's bound), for the launch shape */
-      HONE_K_CHECK ((cudaError_t) hone_k_attn_decode_ctx (st->qkv, n, nq, nkv, hd, st->pos, kv->k_pool[l],
+      HONE_K_CHECK ((cudaError_t) hone_k_attn_decode_h16 (st->qkv, n, nq, nkv, hd, st->pos, kv->k_pool[l],
                                                           kv->v_pool[l], kv->block_table, st->attn_scratch, st->attn,
-                                                          attn_q ? &st->xq : NULL, &pf_attn, st->ctx_bound, s));
+                                                          attn_q ? &st->xq : NULL, attn_h ? &st->xh : NULL, &pf_attn,
+                                                          st->ctx_bound, s));
       /* o, gate|up, down with EpiQ where the types allow (decode_step_ffn) */
-      HONE_K_CHECK ((cudaError_t) decode_step_ffn (m, st, l, n, epiq ? &eb : NULL, epiq_mode, attn_q, &ready, &pf_o, &pf_gu,
-                                                   &pf_down, s));
+      HONE_K_CHECK ((cudaError_t) decode_step_ffn (m, st, l, n, epiq ? &eb : NULL, epiq_mode, attn_q || attn_h, &ready,
+                                                   &pf_o, &pf_gu, &pf_down, s));
     }
   const float *hl = st->h + (size_t) (n - n_logits) * c->hidden;
   if (ready)

@@ -1460,9 +1460,13 @@ w4v2_launch_t (const W4Args &a, size_t smem, cudaStream_t stream)
  * HONE_Q4Z_KERNEL=mma|mma-sub|mma-scaled. Automatic with 2..8 tokens at g128: mode SUB
  * (see hone_k_q4z_gemv). 13 (HONE_Q4Z_KERNEL=rs): one token on the register-streamed
  * GEMV of hone-k-gemv.cu (dp4a kernels' launch shapes and loop, W4A16 arithmetic of
- * dot_chunk_w4) after one hone_k_pack_h16 launch into op->xh — no per-block staging;
- * without op->xh, and for more tokens, variant 2 / the tensor-core kernel as before. */
-#define W4_DEFAULT 2
+ * dot_chunk_w4) after one hone_k_pack_h16 launch into op->xh (decode attention writes
+ * o's itself) — no per-block staging; without op->xh, and for more tokens, variant 2 /
+ * the tensor-core kernel as before. W4_DEFAULT since 2026-12-02: the same-process A/B
+ * on the random AWQ g128 8B step measured 2.369 vs 2.382 ms (call 2) and, with o's
+ * input from attention, 2.360 vs 2.391 ms at 128 keys, 2.680 vs 2.693 at 4k (call 3),
+ * checks and memcheck clean (tests/bench/RESULTS-cuda.md, "Decode, session 8"). */
+#define W4_DEFAULT 13
 static int w4_config = 0;
 static int w4_env = -1;   /* HONE_Q4Z_KERNEL read once: the kernel it names, 0 unset */
 static int w4_last = 0;   /* hone_k_q4z_last_kernel */
@@ -1704,6 +1708,12 @@ w4_launch_t (const W4Args &a, size_t smem, cudaStream_t stream)
 
 extern "C" int hone_k_gemv_q4z_rs (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream);
 
+extern "C" bool
+hone_k_q4z_takes_h16 (const HoneKMatrix *w)
+{
+  return w->type == HONE_K_Q4Z && q4z_shape_ok (w) && w4_kind () == 5;
+}
+
 extern "C" int
 hone_k_q4z_gemv (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream)
 {
@@ -1751,7 +1761,7 @@ hone_k_q4z_gemv (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t st
     }
   if (kind == 5 && op->n_tok == 1 && op->xh && op->xh->h && op->xh->d)
     {
-      const int r = hone_k_pack_h16 (op->x, op->norm_g, 1, w->cols, op->eps, op->xh, stream);
+      const int r = op->xh_ready && !op->norm_g ? 0 : hone_k_pack_h16 (op->x, op->norm_g, 1, w->cols, op->eps, op->xh, stream);
       if (r)
         return r;
       w4_last = 5;

@@ -203,6 +203,7 @@ typedef struct {
    * packs op->x (normalized by norm_g when set) into it with one launch
    * first; NULL: the kernel that stages x in every block (variant 2) */
   HoneKActH16 *xh;
+  int xh_ready;   /* xh already holds the packed input (decode attention wrote it): no pack launch */
 } HoneKGemvOp;
 int hone_k_gemv_ex (const HoneKGemvOp *op, cudaStream_t stream);
 /* Q4_K / Q6_K weights (hone_k_gemv_pf dispatches to it). */

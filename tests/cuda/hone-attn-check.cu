@@ -16,9 +16,10 @@
  * (one split, many, the 64-split cap); the reference is the f64 softmax
  * attention of each query over its causal keys, read from the same paged
  * layout by this file's own indexing. Each case runs twice (the split
- * counters must come back to zero), then through hone_k_attn_decode_pf with
- * the int8 output and a prefetch: the f32 output must be the same bits and
- * the int8 blocks hone_k_quantize's bits of it. Both kernels are checked:
+ * counters must come back to zero), then through hone_k_attn_decode_h16 with
+ * the int8 and f16 outputs and a prefetch: the f32 output must be the same
+ * bits, the int8 blocks hone_k_quantize's bits of it and the packed f16 ones
+ * (HoneKActH16) hone_k_pack_h16's. Both kernels are checked:
  * version 3 (default) and session 2's (HONE_ATTN_DECODE=old).
  *
  * Version 4's switches (shapes G–K: pos and pages read before the PDL wait,
@@ -220,6 +221,10 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
   float *d0 = (float *) dev_poisoned ((size_t) n * 4), *d1 = (float *) dev_poisoned ((size_t) n * 4);
   HoneKActQ8 q0 = { (int8_t *) dev_poisoned (n), (float2 *) dev_poisoned ((size_t) n / 32 * 8) };
   HoneKActQ8 q1 = { (int8_t *) dev_poisoned (n), (float2 *) dev_poisoned ((size_t) n / 32 * 8) };
+  /* the W4A16 o projection's packed input: written by attention = hone_k_pack_h16 of the f32 output */
+  const size_t nh = (size_t) n_tok * HONE_K_H16_ROW (nq * hd);
+  HoneKActH16 h0 = { (uint16_t *) dev_poisoned (nh * 2), (float *) dev_poisoned ((size_t) n / 32 * 4) };
+  HoneKActH16 h1 = { (uint16_t *) dev_poisoned (nh * 2), (float *) dev_poisoned ((size_t) n / 32 * 4) };
   const size_t sb = hone_k_attn_scratch_bytes (nq, nkv, hd, n_tok);
   void *scratch;
   CK (cudaMalloc (&scratch, sb));
@@ -243,6 +248,7 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
   late ();
   CK (hone_k_attn_decode (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d0, 0));
   CK (hone_k_quantize (d0, n_tok, nq * hd, &q0, NULL, 0, 0));
+  CK (hone_k_pack_h16 (d0, NULL, n_tok, nq * hd, 0.f, &h0, 0));
   /* decode_step's form: int8 output for the o projection, an L2 prefetch in flight */
   HoneKPrefetch pf;
   memset (&pf, 0, sizeof pf);
@@ -252,7 +258,7 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
   pf.n[1] = 128 * 3;
   pf.how = 1;
   late ();
-  CK (hone_k_attn_decode_pf (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d1, &q1, &pf, 0));
+  CK (hone_k_attn_decode_h16 (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d1, &q1, &h1, &pf, 0, 0));
   CK (cudaGetLastError ());
   CK (cudaDeviceSynchronize ());
   set_variant (false, 0);
@@ -262,6 +268,8 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
   size_t diff = memcmp (o0.data (), o1.data (), (size_t) n * 4) != 0;
   diff += memcmp (qa.data (), qb.data (), n) != 0;
   diff += memcmp (da.data (), db.data (), (size_t) n / 32 * 8) != 0;
+  diff += dev_download<uint16_t> (h0.h, nh) != dev_download<uint16_t> (h1.h, nh);
+  diff += dev_download<uint32_t> (h0.d, n / 32) != dev_download<uint32_t> (h1.d, n / 32);
   std::vector<double> ref (n);
   for (int t = 0; t < n_tok; t++)
     for (int h = 0; h < nq; h++)
@@ -277,6 +285,7 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
   paged_free (c);
   cudaFree (dqkv); cudaFree (dpos); cudaFree (d0); cudaFree (d1); cudaFree (scratch);
   cudaFree (q0.q); cudaFree (q0.ds); cudaFree (q1.q); cudaFree (q1.ds);
+  cudaFree (h0.h); cudaFree (h0.d); cudaFree (h1.h); cudaFree (h1.d);
 }
 
 /* version 4's switches (kernels/hone-k-attn-decode.cu): short contexts on
