@@ -21,8 +21,11 @@
  * round trip per batch — latency-bound more than issue-bound. Variant 2 below (w4v2_gemv_kernel, chosen by
  * hone_k_q4z_set_config or HONE_Q4Z_KERNEL) is the trimmed version, and the staged
  * kernel (w4s_gemv_kernel, one token: one wave, weights through shared memory by
- * bulk copies issued before the PDL wait) the session-3 experiment. The f32
- * activation rows are staged once per block into shared memory as f16, the
+ * bulk copies issued before the PDL wait) the session-3 experiment. Since
+ * session 8 one token runs by default on neither: hone_k_pack_h16 packs the
+ * input once (HoneKActH16) and the register-streamed GEMV of hone-k-gemv.cu
+ * dots it with this file's arithmetic (config 13, below). In variant 2 the
+ * f32 activation rows are staged once per block into shared memory as f16, the
  * RMSNorm applied on the way (Σx² and max|x·g| in one pass), and scaled by
  * 8/max so that a chunk's 16 f16 products per lane half stay far from f16
  * overflow (|sum| ≤ 16·15·8) whatever the activation's outliers; the scale
