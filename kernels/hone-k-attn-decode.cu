@@ -63,10 +63,10 @@ h16_index (const AttnArgs &a, size_t o, size_t *t_out, int *c_out)
 {
   const int cols = a.nq * a.hd;
   const size_t t = o / (size_t) cols;
-  const int j = (int) (o - t * cols), c = j >> 5, jj = j & 31;
+  const int j = (int) (o - t * cols);
   *t_out = t;
-  *c_out = c;
-  return t * HONE_K_H16_ROW (cols) + ((((size_t) (c >> 5) * 4 + (jj >> 3)) * 32 + (c & 31)) << 3) + (jj & 7);
+  *c_out = j >> 5;
+  return h16_tile_index (cols, t, j);
 }
 
 /* One thread's 4 output values at o (on: a real query; off-query threads

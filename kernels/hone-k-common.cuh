@@ -105,6 +105,16 @@ quant32_store (float v, int8_t *q, float2 *ds, int lane)
     *ds = make_float2 (d, d * sum);
 }
 
+/* Index (in halves) of value j of token t of a HoneKActH16 of @cols values a
+ * token: the tile order of hone-kernels.h. The register-streamed GEMV reads
+ * the same layout a 16-byte piece at a time (hone-k-gemv.cu). */
+static __host__ __device__ __forceinline__ size_t
+h16_tile_index (int cols, size_t t, int j)
+{
+  const int c = j >> 5, jj = j & 31;
+  return t * HONE_K_H16_ROW (cols) + ((((size_t) (c >> 5) * 4 + (jj >> 3)) * 32 + (c & 31)) << 3) + (jj & 7);
+}
+
 /* ---- L2 prefetch of the next weights (decode) ----------------------------
  * A decode step streams one matrix after another; between two GEMVs the
  * memory idles while the first drains, the next launches and fills, and

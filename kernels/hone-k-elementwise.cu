@@ -128,13 +128,10 @@ pack_h16_kernel (const float *x, const float *g, int n, float eps, uint16_t *yh,
   const float v = g ? xr[i] * scale * g[i] : xr[i];
   const float amax = warp_max (fabsf (v));
   const float inv = amax > 0.f ? 8.f / amax : 0.f;
-  const int c = i >> 5, j = i & 31;   /* chunk, value in it: tile order (HoneKActH16) */
-  const size_t o = (size_t) t * HONE_K_H16_ROW (n) + ((((size_t) (c >> 5) * 4 + (j >> 3)) * 32 + (c & 31)) << 3)
-                   + (j & 7);
   const __half h = __float2half_rn (v * inv);
-  yh[o] = *(const uint16_t *) &h;
-  if (j == 0)
-    yd[(size_t) t * (n >> 5) + c] = amax * 0.125f;
+  yh[h16_tile_index (n, t, i)] = *(const uint16_t *) &h;
+  if ((i & 31) == 0)
+    yd[(size_t) t * (n >> 5) + (i >> 5)] = amax * 0.125f;
 }
 
 extern "C" int
