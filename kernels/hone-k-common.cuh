@@ -239,7 +239,8 @@ void hone_k_attn_set_min_chunk (int keys);
 /* BF16/F16 GEMVs with a fused RMSNorm: 1 scale at the end (default), 0 the prologue. */
 void hone_k_gemv_set_norm_end (int on);
 
-/* Host: the current device's multiprocessors (cached; 1 if it cannot be read). */
+/* Host: the current device's multiprocessors (cached once read; 1 while it
+ * cannot be read, and then asked again next time). */
 static inline int
 hone_k_sm_count (void)
 {
@@ -247,8 +248,10 @@ hone_k_sm_count (void)
   if (!sms)
     {
       int dev = 0, n = 0;
-      cudaGetDevice (&dev);
-      sms = cudaDeviceGetAttribute (&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 1;
+      if (cudaGetDevice (&dev) != cudaSuccess
+          || cudaDeviceGetAttribute (&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1)
+        return 1;
+      sms = n;
     }
   return sms;
 }

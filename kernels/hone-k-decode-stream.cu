@@ -738,6 +738,15 @@ stream_kernel (const __grid_constant__ StreamArgs a)
 static int stream_mode = -2;   /* -2: HONE_DECODE_STREAM not read yet; 1 on, 0 off */
 static int smem_kb = -1, slot_kb = -1, static_pct = -1, loader = -1, blocks = 0, early = -1;
 static unsigned stream_runs;
+static const char *why_declined;   /* why the last selection said no (hone_k_stream_why), or NULL */
+
+/* Record why the streamed path declines a step, and say no. */
+static bool
+decline (const char *why)
+{
+  why_declined = why;
+  return false;
+}
 
 extern "C" void
 hone_k_decode_set_stream (int on)
@@ -835,7 +844,7 @@ phase_of (const HoneKGemvOp *op, int slot_bytes, StreamPhase &P)
   memset (&P, 0, sizeof P);
   if (!w || op->n_tok != 1 || !op->x || !op->y || w->rows < 1 || w->cols < 32 || (w->cols & 31)
       || ((uintptr_t) op->x & 15) || (op->norm_g && ((uintptr_t) op->norm_g & 15)))
-    return false;
+    return decline ("not a one-token GEMV with a 16-byte-aligned f32 input and a multiple of 32 columns");
   const int nb = w->cols / 32;
   switch (w->type)
     {
@@ -843,17 +852,17 @@ phase_of (const HoneKGemvOp *op, int slot_bytes, StreamPhase &P)
     case HONE_K_Q8_0: P.row_qb = w->cols; P.row_sb = nb * 2; P.nchunk = w->cols / 16; break;
     case HONE_K_Q4_0: P.row_qb = w->cols / 2; P.row_sb = nb * 2; P.nchunk = nb; break;
     case HONE_K_Q4_1: P.row_qb = w->cols / 2; P.row_sb = nb * 4; P.nchunk = nb; break;
-    default: return false;
+    default: return decline ("weight type not streamed (BF16, F16, Q8_0, Q4_0, Q4_1 are)");
     }
   if (((uintptr_t) w->q & 15) || (P.row_sb && ((uintptr_t) w->s & 15)))
-    return false;
+    return decline ("weights not 16-byte aligned");
   const bool pair = op->epilogue == HONE_K_EPI_SWIGLU || op->epilogue == HONE_K_EPI_ROPE_KV;
   if (op->epilogue == HONE_K_EPI_ADD && !op->res)
-    return false;
+    return decline ("ADD epilogue without a residual");
   if (op->epilogue == HONE_K_EPI_ROPE_KV
       && (op->hd <= 0 || (op->hd & 1) || w->rows != (op->nq + 2 * op->nkv) * op->hd || !op->pos || !op->inv_freq
           || !op->k_pool || !op->v_pool || !op->block_table))
-    return false;
+    return decline ("RoPE + KV epilogue with a shape or pointer it cannot take");
   /* a task's bytes of s must stay 16-byte multiples: rows a task (and the
    * matrix's rows) a multiple of u; pairs an even number */
   int u = 1;
@@ -862,7 +871,7 @@ phase_of (const HoneKGemvOp *op, int slot_bytes, StreamPhase &P)
   if (pair && (u & 1))
     u *= 2;
   if (w->rows % u)
-    return false;
+    return decline ("rows do not split into 16-byte-aligned tasks");
   /* the most rows of the kernel's list that fit the slot and keep u */
   static const int trs[] = { 16, 12, 8, 6, 4, 2, 1 };
   int tr = 0;
@@ -873,7 +882,7 @@ phase_of (const HoneKGemvOp *op, int slot_bytes, StreamPhase &P)
         break;
       }
   if (tr < 1)
-    return false;
+    return decline ("a row (pair) is larger than a ring slot");
   P.q = (const unsigned char *) w->q;
   P.s = (const unsigned char *) w->s;
   P.type = w->type;
@@ -899,14 +908,14 @@ static bool
 plan (const HoneKGemvOp *ops, int n_ops, StreamArgs &a, size_t *smem)
 {
   if (n_ops < 1 || n_ops > HONE_K_STREAM_MAX_PHASES)
-    return false;
+    return decline ("GEMVs a launch out of range");
   int slot = slot_target ();
   size_t xbytes = 0;
   for (int i = 0; i < n_ops; i++)
     {
       const HoneKMatrix *w = ops[i].w;
       if (!w)
-        return false;
+        return decline ("a GEMV without a matrix");
       const bool f = is_f_type (w->type);
       size_t qb = 0, sb = 0;
       hone_k_matrix_bytes (w->type, w->rows, w->cols, &qb, &sb);
@@ -932,7 +941,7 @@ plan (const HoneKGemvOp *ops, int n_ops, StreamArgs &a, size_t *smem)
   const int budget = smem_budget ();
   xbytes = (xbytes + 127) & ~(size_t) 127;
   if (xbytes + (size_t) ST_CG * slot > (size_t) budget)
-    return false;
+    return decline ("input and ring do not fit the shared-memory budget");
   int S = (int) ((budget - xbytes) / (size_t) slot);
   if (S > HONE_K_STREAM_MAX_SLOTS)
     S = HONE_K_STREAM_MAX_SLOTS;
@@ -957,7 +966,24 @@ hone_k_stream_takes (const HoneKGemvOp *ops, int n_ops)
 {
   StreamArgs a;
   size_t smem;
-  return hone_k_stage_supported () && plan (ops, n_ops, a, &smem);
+  if (!hone_k_stage_supported ())
+    return decline ("the device has no bulk copies (sm_90 or newer), or its compute capability could not be read");
+  if (!plan (ops, n_ops, a, &smem))
+    return false;
+  why_declined = NULL;
+  return true;
+}
+
+extern "C" const char *
+hone_k_stream_why (void)
+{
+  return why_declined;
+}
+
+void
+hone_k_stream_decline (const char *why)
+{
+  why_declined = why;
 }
 
 int

@@ -867,7 +867,12 @@ static bool
 stream_fits (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int n_logits)
 {
   if (n != 1 || n_logits != 1 || !st->stream_sync || !hone_k_decode_stream_on ())
-    return false;
+    {
+      hone_k_stream_decline (n != 1 || n_logits != 1 ? "not a one-token step with one logits row"
+                             : !st->stream_sync     ? "the state has no counters for streamed launches"
+                                                    : "switched off, or the device has no bulk copies");
+      return false;
+    }
   HoneKGemvOp ops[HONE_K_STREAM_MAX_PHASES];
   for (int l = -1; l < m->cfg.n_layers; l++)
     {

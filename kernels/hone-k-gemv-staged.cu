@@ -444,10 +444,11 @@ sm_count (void)
   static int sms;
   if (!sms)
     {
-      int dev = 0;
-      cudaGetDevice (&dev);
-      if (cudaDeviceGetAttribute (&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-        sms = 1;
+      int dev = 0, n = 0;
+      if (cudaGetDevice (&dev) != cudaSuccess
+          || cudaDeviceGetAttribute (&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1)
+        return 1;   /* asked again next time */
+      sms = n;
     }
   return sms;
 }

@@ -123,17 +123,27 @@ stage_copy (void *dst, const void *src, uint32_t bytes, uint64_t *bar, uint64_t 
 #endif
 }
 
-/* Host: whether the current device runs the staged kernels (sm_90 or newer). */
+/* Host: whether the current device runs the staged kernels (sm_90 or newer).
+ * Remembered per device once read; a failed query is not remembered (it
+ * would switch the staged and streamed paths off for the whole process). */
 static inline bool
 hone_k_stage_supported (void)
 {
-  static int major = -1;
-  if (major < 0)
+  static int major[16] = { -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1 };
+  int dev = 0;
+  if (cudaGetDevice (&dev) != cudaSuccess || dev < 0)
+    return false;
+  if (dev >= 16)
     {
-      int dev = 0;
-      cudaGetDevice (&dev);
-      if (cudaDeviceGetAttribute (&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-        major = 0;
+      int mj = 0;
+      return cudaDeviceGetAttribute (&mj, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && mj >= 9;
     }
-  return major >= 9;
+  if (major[dev] < 0)
+    {
+      int mj = 0;
+      if (cudaDeviceGetAttribute (&mj, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+        return false;
+      major[dev] = mj;
+    }
+  return major[dev] >= 9;
 }

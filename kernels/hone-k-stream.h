@@ -25,6 +25,8 @@ bool hone_k_stream_takes (const HoneKGemvOp *ops, int n_ops);
  * words (measurement only: hone-k-decode-stream.cu says what they hold). */
 int hone_k_stream_gemvs (const HoneKGemvOp *ops, int n_ops, unsigned *sync, unsigned long long *trace,
                          cudaStream_t stream);
+/* Record why a step does not run streamed (hone_k_stream_why). */
+void hone_k_stream_decline (const char *why);
 /* hone_k_decode_set_stream / HONE_DECODE_STREAM, on a device that has the kernel. */
 bool hone_k_decode_stream_on (void);
 /* Where launch site @site records its trace: hone_k_stream_set_trace's buffer (its

@@ -331,6 +331,9 @@ void hone_k_decode_set_epiq (int on);
 void hone_k_decode_set_stream (int on);
 /* How many streamed launches were enqueued so far (checks: which path ran). */
 unsigned hone_k_stream_runs (void);
+/* Why the last one-token step that did not run streamed declined (a short
+ * English phrase for logs and checks), or NULL when the last one ran streamed. */
+const char *hone_k_stream_why (void);
 /* Experiments: shared memory a streamed block may take and its ring slot size, in KB,
  * the % of a GEMV's rows split statically over the SMs (the rest claimed on demand),
  * and the loader (0 bulk copies, 1 cp.async) (0, 0, -1, -1: HONE_STREAM_SMEM_KB /
