@@ -437,7 +437,9 @@ resident_blocks (const void *kernel, size_t smem)
   return n;
 }
 
-template <int WT, int R, int U, int KS>
+/* ONE: only the one-token kernel exists in this shape (quantized weights'
+ * extra shapes, and W4A16 which this kernel runs at one token only). */
+template <int WT, int R, int U, int KS, bool ONE = false>
 static int
 launch_t (GemvArgs a, cudaStream_t stream)
 {
@@ -445,8 +447,12 @@ launch_t (GemvArgs a, cudaStream_t stream)
   const dim3 grid ((groups + (8 / KS) - 1) / (8 / KS)), block (256);
   constexpr bool F = (WT == HONE_K_BF16 || WT == HONE_K_F16);
   void (*k) (GemvArgs);
-  if constexpr (WT == HONE_K_Q4Z)   /* one token only (hone_k_gemv_q4z_rs) */
-    k = gemv_kernel<WT, R, U, KS, 1, 0>;
+  if constexpr (WT == HONE_K_Q4Z || ONE)
+    {
+      if (a.n_tok != 1)
+        return (int) cudaErrorInvalidValue;
+      k = gemv_kernel<WT, R, U, KS, 1, 0>;
+    }
   else if (a.norm_g && F && norm_at_end)
     k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, F ? 2 : 0> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, F ? 2 : 0>;
   else if (a.norm_g && F)
@@ -475,7 +481,7 @@ launch_t (GemvArgs a, cudaStream_t stream)
 static int forced_config = -1;
 static int early_loads = -1;   /* -1: read HONE_GEMV_EARLY (default on) */
 static int late_trigger = -1;  /* -1: read HONE_PDL_TRIGGER ("entry" turns it off; default late) */
-static int pick_rule = -1;     /* -1: read HONE_GEMV_PICK ("3": the call-3 choice; default the call-9 one) */
+static int pick_rule = -1;     /* -1: read HONE_GEMV_PICK ("3" / "9": session 2's call-3 / call-9 choice; default the session-9 one) */
 
 extern "C" void
 hone_k_gemv_set_early (int on)
@@ -489,6 +495,12 @@ hone_k_gemv_set_config (int config)
   forced_config = config;
 }
 
+extern "C" void
+hone_k_gemv_set_pick (int rule)
+{
+  pick_rule = rule == 3 || rule == 9 || rule == 10 ? rule : -1;
+}
+
 template <int WT>
 static int
 launch_cfg (int cfg, const GemvArgs &a, cudaStream_t stream)
@@ -498,8 +510,49 @@ launch_cfg (int cfg, const GemvArgs &a, cudaStream_t stream)
     case 0: return launch_t<WT, 4, 2, 1> (a, stream);
     case 1: return launch_t<WT, 2, 4, 2> (a, stream);
     case 2: return launch_t<WT, 2, 2, 1> (a, stream);
-    default: return launch_t<WT, 2, 4, 4> (a, stream);
+    case 3: return launch_t<WT, 2, 4, 4> (a, stream);
+    default: break;
     }
+  /* Quantized weights, one token only: more shapes (W4A16's dot costs ~3x
+   * dp4a's instructions a weight and its f16 input 4x the weights' bytes, so
+   * it wants others), swept by hone-w4-check --rs-sweep and hone-cuda-check
+   * --gemv-sweep, forced by hone_k_gemv_set_config (HONE_K_GEMV_CONFIGS ..). */
+  if constexpr (WT != HONE_K_BF16 && WT != HONE_K_F16)
+    if (a.n_tok == 1)
+      switch (cfg)
+        {
+        case 4: return launch_t<WT, 2, 2, 4, true> (a, stream);
+        case 5: return launch_t<WT, 2, 4, 8, true> (a, stream);
+        case 6: return launch_t<WT, 2, 8, 2, true> (a, stream);
+        case 7: return launch_t<WT, 4, 2, 2, true> (a, stream);
+        case 8: return launch_t<WT, 2, 2, 8, true> (a, stream);
+        case 9: return launch_t<WT, 2, 8, 4, true> (a, stream);
+        case 10: return launch_t<WT, 4, 1, 2, true> (a, stream);
+        case 11: return launch_t<WT, 4, 2, 4, true> (a, stream);
+        case 12: return launch_t<WT, 8, 1, 2, true> (a, stream);
+        case 13: return launch_t<WT, 8, 1, 4, true> (a, stream);
+        case 14: return launch_t<WT, 4, 1, 4, true> (a, stream);
+        case 15: return launch_t<WT, 8, 1, 1, true> (a, stream);
+        case 16: return launch_t<WT, 4, 1, 1, true> (a, stream);
+        case 17: return launch_t<WT, 8, 1, 8, true> (a, stream);
+        default: break;
+        }
+  return launch_t<WT, 2, 4, 4> (a, stream);
+}
+
+/* Rows a warp, chunk loads in flight a lane and warps a row of launch shape
+ * @cfg (launch_cfg's table), or -1s when there is no such shape. */
+extern "C" void
+hone_k_gemv_config_shape (int cfg, int *rows, int *loads, int *ksplit)
+{
+  static const int shapes[HONE_K_GEMV_CONFIGS_Q1][3] = {
+    { 4, 2, 1 }, { 2, 4, 2 }, { 2, 2, 1 }, { 2, 4, 4 }, { 2, 2, 4 }, { 2, 4, 8 }, { 2, 8, 2 }, { 4, 2, 2 },
+    { 2, 2, 8 }, { 2, 8, 4 }, { 4, 1, 2 }, { 4, 2, 4 }, { 8, 1, 2 }, { 8, 1, 4 }, { 4, 1, 4 }, { 8, 1, 1 },
+    { 4, 1, 1 }, { 8, 1, 8 } };
+  const bool ok = cfg >= 0 && cfg < HONE_K_GEMV_CONFIGS_Q1;
+  *rows = ok ? shapes[cfg][0] : -1;
+  *loads = ok ? shapes[cfg][1] : -1;
+  *ksplit = ok ? shapes[cfg][2] : -1;
 }
 
 /* The launch shape (0..HONE_K_GEMV_CONFIGS-1) of a GEMV. */
@@ -507,7 +560,9 @@ template <int WT>
 static int
 pick_config (const GemvArgs &a)
 {
-  if (forced_config >= 0 && forced_config < HONE_K_GEMV_CONFIGS)
+  if (forced_config >= 0
+      && (forced_config < HONE_K_GEMV_CONFIGS
+          || (WT != HONE_K_BF16 && WT != HONE_K_F16 && a.n_tok == 1 && forced_config < HONE_K_GEMV_CONFIGS_Q1)))
     return forced_config;
   /* Sweep of 8 shapes at the Llama-3-8B matrices (RESULTS-cuda.md, call 3):
    * quantized weights do best or within noise of best with 2 rows, 4 loads,
@@ -524,7 +579,24 @@ pick_config (const GemvArgs &a)
   if (pick_rule < 0)
     {
       const char *env = getenv ("HONE_GEMV_PICK");
-      pick_rule = env && strcmp (env, "3") == 0 ? 3 : 9;
+      pick_rule = env && strcmp (env, "3") == 0 ? 3 : env && strcmp (env, "9") == 0 ? 9 : 10;
+    }
+  /* Session-9 sweep (tests/bench/RESULTS-cuda.md "Decode, session 9"), one
+   * token, 18 shapes: with the extra shapes, 4 rows a warp win almost
+   * everywhere — an activation load serves 4 rows — at 1 chunk load a lane
+   * (dp4a types: R4 U1, 2 K slices on gate|up/lm_head, 4 elsewhere but q|k|v)
+   * or 2 (W4A16, whose f16 input is 4x its weights' bytes: R4 U2 KS2 on o and
+   * down); q|k|v-sized matrices R4 U2 KS2 (dp4a) / R2 U2 KS1 (W4A16), W4A16
+   * gate|up keeps R2 U2 KS1. */
+  if (pick_rule == 10 && a.n_tok == 1)
+    {
+      if (WT == HONE_K_Q4Z)
+        return a.rows >= 5000 && a.cols < 8192 ? 2 : 7;
+      if (a.cols >= 8192)
+        return 14;
+      if (a.rows >= 16384)
+        return WT == HONE_K_Q8_0 ? 14 : 10;
+      return a.rows >= 5000 ? 7 : 14;
     }
   /* Call-9 sweep (RESULTS-cuda.md, engineer cuda2), one token: for every
    * quantized type the long rows of down (14336 columns) want 4 K slices
@@ -765,6 +837,8 @@ launch_eq (const GemvArgs &a, cudaStream_t stream)
         epiq_pcfg = -1;
     }
   int cfg = a.out_q && epiq_pcfg >= 0 ? epiq_pcfg : pick_config<WT> (a);
+  if (cfg >= HONE_K_GEMV_CONFIGS)   /* a one-token extra shape forced: not built with the epilogue */
+    cfg = 1;
   static const int rows_a_block[HONE_K_GEMV_CONFIGS] = { 32, 8, 16, 4 };   /* R · 8/KS of launch_cfg's shapes */
   const int per_cluster = a.epi == HONE_K_EPI_SWIGLU ? 64 : 32;   /* rows behind 32 outputs */
   if (a.out_q && per_cluster / rows_a_block[cfg] > 8)   /* the portable cluster size */

@@ -311,9 +311,17 @@ int hone_k_read_stream (const void *buf, size_t bytes, unsigned int *sink, cudaS
  * HONE_PDL=0/1 in the environment forces it. */
 void hone_k_set_pdl (int on);
 
-/* Tuning hook: force GEMV launch shape 0..HONE_K_GEMV_CONFIGS-1 (-1: automatic). */
+/* Tuning hook: force GEMV launch shape 0..HONE_K_GEMV_CONFIGS-1 (-1: automatic);
+ * one-token GEMVs of quantized weights (W4A16 too) also take
+ * HONE_K_GEMV_CONFIGS..HONE_K_GEMV_CONFIGS_Q1-1. */
 #define HONE_K_GEMV_CONFIGS 4
+#define HONE_K_GEMV_CONFIGS_Q1 18
+/* Launch shape @config's rows a warp, chunk loads in flight a lane and warps a row (-1s if none). */
+void hone_k_gemv_config_shape (int config, int *rows, int *loads, int *ksplit);
 void hone_k_gemv_set_config (int config);
+/* Tuning hook: the automatic launch-shape rule: 3 or 9 (session 2's), 10 (session 9's,
+ * the default), -1 HONE_GEMV_PICK or the default. */
+void hone_k_gemv_set_pick (int rule);
 /* Tuning hook: 1 (default) issues a GEMV's first weight loads before it waits
  * for the previous kernel under PDL, 0 after (HONE_GEMV_EARLY=0 likewise). */
 void hone_k_gemv_set_early (int on);

@@ -244,11 +244,43 @@ check_gemv (int type, int rows, int cols, int n_tok, int epi, bool with_norm, bo
   CK (rc);
   CK (cudaGetLastError ());
   const std::vector<float> y = dev_download<float> (dy, (size_t) n_tok * out_cols);
+  std::vector<double> xq_used = xq_ref;
+  bool q_ok = true;
+  int q_flips = 0;
+  if (quant && !xin_f32)
+    {
+      /* the GEMV is checked on the int8 input it was given; that input against the
+       * f64 quantization, where only near-ties (the f32 RMSNorm rounds differently
+       * from the f64 one) may land one step apart */
+      const std::vector<int8_t> qg = dev_download<int8_t> (xq.q, (size_t) n_tok * cols);
+      const std::vector<float2> dg2 = dev_download<float2> (xq.ds, (size_t) n_tok * cols / 32);
+      for (size_t b = 0; b < dg2.size (); b++)
+        {
+          float amax = 0;
+          for (int i = 0; i < 32; i++) amax = fmaxf (amax, fabsf ((float) xin[b * 32 + i]));
+          const double dh = amax / 127.0;
+          if (!(fabs (dg2[b].x - dh) <= 1e-5 * dh + 1e-30))
+            q_ok = false;
+          for (int i = 0; i < 32; i++)
+            {
+              const size_t k = b * 32 + i;
+              xq_used[k] = (double) qg[k] * dg2[b].x;
+              const double v = dh > 0 ? xin[k] / dh : 0.0;
+              const int qh = (int) lrint (xq_ref[k] / (dh > 0 ? dh : 1));
+              if (qg[k] != qh)
+                {
+                  q_flips++;
+                  if (abs (qg[k] - qh) > 1 || fabs (fabs (v - floor (v)) - 0.5) > 1e-3)
+                    q_ok = false;
+                }
+            }
+        }
+    }
 
   std::vector<double> ref ((size_t) n_tok * out_cols), ref_true ((size_t) n_tok * out_cols);
   for (int pass = 0; pass < 2; pass++)
     {
-      const std::vector<double> &xs = pass == 0 ? xq_ref : xin;
+      const std::vector<double> &xs = pass == 0 ? xq_used : xin;
       std::vector<double> &out = pass == 0 ? ref : ref_true;
       for (int t = 0; t < n_tok; t++)
         {
@@ -280,6 +312,11 @@ check_gemv (int type, int rows, int cols, int n_tok, int epi, bool with_norm, bo
             with_norm ? " +norm" : "", quant && xin_f32 ? " f32-in" : "", ran_staged ? staged_tag : "");
   const double bound = 2e-5;   /* f32 accumulation of the same (de)quantized operands */
   check (fin && e < bound && (staged != 1 || ran_staged) && !(staged == 0 && ran_staged), what, e, bound);
+  if (quant && !xin_f32)
+    {
+      snprintf (what, sizeof what, "  its int8 input vs the f64 quantization (%d near-tie steps)", q_flips);
+      check (q_ok, what, q_flips, 0);
+    }
   if (quant)
     {
       const double e2 = rel_err (y.data (), ref_true.data (), y.size (), &fin);
@@ -1330,8 +1367,13 @@ check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1, int s
         path_ok &= eqr == (unsigned) (n * 4 * t.L);
       if (epiq == 0 || !quant)
         path_ok &= eqr == 0;
-      if (stream >= 0)
-        path_ok &= srr == (stream == 1 ? (unsigned) (one_token_steps * (t.L + 1)) : 0u);
+      if (stream >= 0 && srr != (stream == 1 ? (unsigned) (one_token_steps * (t.L + 1)) : 0u))
+        {
+          path_ok = false;
+          const char *why = hone_k_stream_why ();
+          report ("      streamed launches %u, expected %u; the last step declined because: %s\n", srr,
+                  stream == 1 ? (unsigned) (one_token_steps * (t.L + 1)) : 0u, why ? why : "(it did not)");
+        }
       check (fin && e < bound && pos_after == n && path_ok, what, e, bound);
       snprintf (what, sizeof what, "  top-1 agreement %d/%d where the margin exceeds 3x the error (of %d)", top1,
                 decided, n);
@@ -1439,7 +1481,8 @@ bench_gemvs (bool quick)
             std::string sweep;
             double best = 1e30;
             int best_cfg = -1;
-            for (int cfg = -1; cfg < (n_tok == 1 && !quick ? HONE_K_GEMV_CONFIGS : 0); cfg++)
+            const int ncfg = type == HONE_K_BF16 ? HONE_K_GEMV_CONFIGS : HONE_K_GEMV_CONFIGS_Q1;
+            for (int cfg = -1; cfg < (n_tok == 1 && !quick ? ncfg : 0); cfg++)
               {
                 hone_k_gemv_set_config (cfg);
                 const double ms = bench_ms (0, 20, gemv_bench_fn, &b);
@@ -2686,7 +2729,8 @@ static void
 bench_decode_epiq (int type)
 {
   /* bound: the step captured with HoneKState.ctx_bound (short-context attention), run at contexts within it */
-  struct Var { const char *name; int epiq, cfg, pcfg, bound; };
+  /* pdl: -1 automatic, 0/1 forced; pick: the launch-shape rule (hone_k_gemv_set_pick), -1 the default */
+  struct Var { const char *name; int epiq, cfg, pcfg, bound; int pdl = -1; int pick = -1; };
   const bool q = type != HONE_K_BF16;
   std::vector<Var> vars = { { q ? "default (epiq off)" : "default", -1, -1, -1, 0 } };
   /* the second variant measures how much another summation order alone moves
@@ -2709,6 +2753,12 @@ bench_decode_epiq (int type)
    * while the context is within hone_k_attn_short_ctx () (0: not on this device) */
   if (hone_k_attn_short_ctx () > 0)
     vars.push_back ({ "default, short-ctx attention", -1, -1, -1, hone_k_attn_short_ctx () });
+  /* HONE_DECODE_PDL_AB: the default with PDL the other way (automatic: off for BF16, on for quantized) */
+  if (getenv ("HONE_DECODE_PDL_AB"))
+    vars.push_back ({ q ? "default, PDL forced off" : "default, PDL forced on", -1, -1, -1, 0, q ? 0 : 1 });
+  /* HONE_DECODE_PICK_AB: the default with session 2's launch shapes (rule 9) */
+  if (q && getenv ("HONE_DECODE_PICK_AB"))
+    vars.push_back ({ "default, session-2 shapes", -1, -1, -1, 0, -1, 9 });
   StepRig rig;
   step_rig_open (rig, type);
   BigModel &b = rig.b;
@@ -2724,6 +2774,9 @@ bench_decode_epiq (int type)
       hone_k_decode_set_epiq (v.epiq);
       hone_k_gemv_set_config (v.cfg);
       hone_k_gemv_epiq_set_producer_config (v.pcfg);
+      if (v.pdl >= 0)   /* (else HONE_PDL or automatic, as before) */
+        hone_k_set_pdl (v.pdl);
+      hone_k_gemv_set_pick (v.pick);
       const unsigned r0 = hone_k_gemv_epiq_runs ();
       size_t nodes;
       cudaGraphExec_t ge = capture_decode_step (b, kv, st, s, &nodes);
@@ -2770,6 +2823,9 @@ bench_decode_epiq (int type)
   hone_k_decode_set_epiq (-1);
   hone_k_gemv_set_config (-1);
   hone_k_gemv_epiq_set_producer_config (-1);
+  if (getenv ("HONE_DECODE_PDL_AB"))
+    hone_k_set_pdl (-1);
+  hone_k_gemv_set_pick (-1);
   step_rig_close (rig);
 }
 
@@ -3061,7 +3117,7 @@ main (int argc, char **argv)
 {
   bool do_check = true, do_bench = true, quick = false, prefill_only = false, check_prefill = false;
   bool decode_only = false, check_staged = false, decode2 = false, check_epiq_only = false;
-  bool decode_stream = false, check_stream = false;
+  bool decode_stream = false, check_stream = false, gemv_sweep = false;
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp (argv[i], "--check")) do_bench = false;
@@ -3075,6 +3131,7 @@ main (int argc, char **argv)
       else if (!strcmp (argv[i], "--check-epiq")) { do_check = false; do_bench = false; check_epiq_only = true; }
       else if (!strcmp (argv[i], "--decode-stream")) { do_check = false; do_bench = false; decode_stream = true; }
       else if (!strcmp (argv[i], "--check-stream")) { do_check = false; do_bench = false; check_stream = true; }
+      else if (!strcmp (argv[i], "--gemv-sweep")) { do_check = false; do_bench = false; gemv_sweep = true; }   /* every launch shape */
     }
   const char *out = getenv ("OUT");
   if (out && *out)
@@ -3107,6 +3164,20 @@ main (int argc, char **argv)
           check_gemv (type, 300, 8192, 1, HONE_K_EPI_ADD, false, false, 0);       /* R = 1, 4 K slices (BF16/F16) */
           check_gemv (type, 200, 32768, 3, HONE_K_EPI_STORE, false, false, 0);    /* R = 1, 4 K slices (all) */
         }
+      /* the one-token extra launch shapes of quantized weights, each forced */
+      for (int type : { HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1 })
+        for (int cfg = HONE_K_GEMV_CONFIGS; cfg < HONE_K_GEMV_CONFIGS_Q1; cfg++)
+          {
+            int r, u, k;
+            hone_k_gemv_config_shape (cfg, &r, &u, &k);
+            report ("-- %s one token, launch shape %d (R%d U%d KS%d) forced --\n", type_name (type), cfg, r, u, k);
+            hone_k_gemv_set_config (cfg);
+            check_gemv (type, 1030, 576, 1, HONE_K_EPI_STORE, false, false, 0);
+            check_gemv (type, 2 * 350, 1024, 1, HONE_K_EPI_SWIGLU, true, false, 0);
+            check_gemv (type, 300, 8192, 1, HONE_K_EPI_ADD, false, false, 0);
+            check_gemv (type, 257, 14336, 1, HONE_K_EPI_ADD, false, false, 0);
+            hone_k_gemv_set_config (-1);
+          }
       /* one bulk copy a part (the default), bulk copies of 4 KB, cp.async (not yet run in its plain form) */
       for (int ld : { 0, 1, 2 })
         {
@@ -3298,6 +3369,8 @@ main (int argc, char **argv)
       bench_prefill (HONE_K_Q4_0, true);
       do_bench = false;
     }
+  if (gemv_sweep)
+    bench_gemvs (false);
   if (do_bench)
     {
       bench_gemvs (quick);

@@ -910,8 +910,9 @@ bench_model (int type, std::vector<double> &prefill_ms)
    * three modes (configs 8, 9, 10) and A/B variants (11 old plan, 12 unpaired loads), mma and v2 with PDL
    * off, then 8 tokens a step: automatic, mma, v2 and mma-sub (the last two: the summaries below rely on
    * that order) */
-  static const struct { int cfg, pdl, n_tok; const char *name; } vars[] = {
-    { 1, -1, 1, " v1" }, { 2, -1, 1, " v2" }, { 13, -1, 1, " rs" }, { 8, -1, 1, " mma" }, { 9, -1, 1, " mma-sub" },
+  static const struct { int cfg, pdl, n_tok; const char *name; int pick; } vars[] = {
+    { 1, -1, 1, " v1" }, { 2, -1, 1, " v2" }, { 13, -1, 1, " rs" }, { 13, -1, 1, " rs s2-shapes", 9 },
+    { 8, -1, 1, " mma" }, { 9, -1, 1, " mma-sub" },
     { 10, -1, 1, " mma-scaled" }, { 11, -1, 1, " mma old-plan" }, { 12, -1, 1, " mma unpaired" },
     { 8, 0, 1, " mma pdl-off" }, { 2, 0, 1, " v2 pdl-off" }, { 0, -1, 8, " auto (mma-sub)" },
     { 8, -1, 8, " mma" }, { 2, -1, 8, " v2" }, { 9, -1, 8, " mma-sub" } };
@@ -924,6 +925,7 @@ bench_model (int type, std::vector<double> &prefill_ms)
         continue;
       hone_k_q4z_set_config (vars[variant].cfg);
       hone_k_set_pdl (vars[variant].pdl);
+      hone_k_gemv_set_pick (vars[variant].pick ? vars[variant].pick : -1);   /* 9: session 2's launch shapes */
       const char *vname = type != HONE_K_Q4Z ? "" : vars[variant].name;
       cudaGraph_t g;
       cudaGraphExec_t ge;
@@ -990,6 +992,7 @@ bench_model (int type, std::vector<double> &prefill_ms)
                 * 128 * 2) / (step_ms[v][c] * 1e-3) / READ_CEIL, step_ms[1][c] / step_ms[v][c]);
   hone_k_q4z_set_config (0);
   hone_k_set_pdl (-1);
+  hone_k_gemv_set_pick (-1);
   hone_k_state_free (&st);
   const int ns[] = { 16, 64, 256, 2048 };
   const double params = 32.0 * (6144.0 * 4096 + 4096.0 * 4096 + 28672.0 * 4096 + 4096.0 * 14336);
@@ -1006,10 +1009,124 @@ bench_model (int type, std::vector<double> &prefill_ms)
   big_free (b);
 }
 
+struct HoneKPrefetch;   /* hone-k-common.cuh (internal); passed as NULL here */
+extern "C" int hone_k_gemv_q4z_rs (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream);
+
+/* rs alone on an input packed beforehand (what the step runs when attention or
+ * an earlier launch wrote the packed input) */
+static void
+rs_ready_fn (void *p)
+{
+  GemvBench *b = (GemvBench *) p;
+  HoneKMatrix *m = &b->ms[b->cur];
+  b->cur = (b->cur + 1) % (int) b->ms.size ();
+  HoneKGemvOp op;
+  memset (&op, 0, sizeof op);
+  op.w = m;
+  op.n_tok = 1;
+  op.y = b->y;
+  op.res = b->res;
+  op.epilogue = b->epi;
+  op.xh = &g_xh;
+  CK (hone_k_gemv_q4z_rs (&op, NULL, 0));
+}
+
+/* --rs-sweep: the register-streamed W4A16 GEMV (config 13, AWQ g128, one token)
+ * at the Llama-3-8B shapes under every launch shape, with its pack launch and on
+ * an input packed beforehand; each shape's output checked against the
+ * automatic shape's on the same weights. */
+static void
+bench_rs_shapes (void)
+{
+  static const struct { const char *name; int rows, cols, epi; bool norm; } shapes[] = {
+    { "qkv 6144x4096 +norm", 6144, 4096, HONE_K_EPI_STORE, true },
+    { "o 4096x4096 +res", 4096, 4096, HONE_K_EPI_ADD, false },
+    { "gate|up 28672x4096 +norm swiglu", 28672, 4096, HONE_K_EPI_SWIGLU, true },
+    { "down 4096x14336 +res", 4096, 14336, HONE_K_EPI_ADD, false },
+  };
+  char shape_name[HONE_K_GEMV_CONFIGS_Q1 + 1][24];
+  snprintf (shape_name[0], sizeof shape_name[0], "auto");
+  for (int c = 0; c < HONE_K_GEMV_CONFIGS_Q1; c++)
+    {
+      int r, u, k;
+      hone_k_gemv_config_shape (c, &r, &u, &k);
+      snprintf (shape_name[c + 1], sizeof shape_name[c + 1], "%d: R%d U%d KS%d", c, r, u, k);
+    }
+  report ("\n== rs launch shapes (AWQ g128, one token; weights rotated over >= 400 MB; median of 5x20) ==\n");
+  report ("%-34s %-14s %10s %10s %8s\n", "matrix", "shape", "pack+rs us", "rs us", "%read");
+  float *x, *y, *y0, *res, *g;
+  CK (cudaMalloc (&x, 14336 * 4));
+  CK (cudaMalloc (&g, 14336 * 4));
+  CK (cudaMalloc (&y, (size_t) 28672 * 4));
+  CK (cudaMalloc (&y0, (size_t) 28672 * 4));
+  CK (cudaMalloc (&res, (size_t) 28672 * 4));
+  fill_random<<<256, 256>>> ((uint8_t *) x, 14336 * 4, 7, 3);
+  fill_random<<<256, 256>>> ((uint8_t *) g, 14336 * 4, 8, 3);
+  CK (cudaMemset (res, 0, (size_t) 28672 * 4));
+  set_cfg (13);
+  for (auto &sh : shapes)
+    {
+      GemvBench b;
+      const size_t one = hone_k_matrix_bytes_g (HONE_K_Q4Z, sh.rows, sh.cols, 128, NULL, NULL);
+      const int copies = (int) std::max<size_t> (2, (400u << 20) / one + 1);
+      for (int i = 0; i < copies; i++)
+        {
+          HoneKMatrix m = matrix_alloc (HONE_K_Q4Z, sh.rows, sh.cols, 128);
+          fill_matrix (m, 100 + i);
+          b.ms.push_back (m);
+        }
+      b.x = x; b.y = y; b.res = res; b.g = g; b.epi = sh.epi; b.norm = sh.norm; b.n_tok = 1;
+      const int outs = sh.epi == HONE_K_EPI_SWIGLU ? sh.rows / 2 : sh.rows;
+      CK (hone_k_pack_h16 (x, sh.norm ? g : NULL, 1, sh.cols, 1e-5f, &g_xh, 0));
+      double best = 1e30;
+      int best_shape = -1;
+      for (int shape = -1; shape < HONE_K_GEMV_CONFIGS_Q1; shape++)
+        {
+          hone_k_gemv_set_config (shape);
+          /* same weights (copy 0), same input: this shape's output against the automatic one's */
+          b.cur = 0;
+          rs_ready_fn (&b);
+          CK (cudaDeviceSynchronize ());
+          if (shape < 0)
+            CK (cudaMemcpy (y0, y, (size_t) outs * 4, cudaMemcpyDeviceToDevice));
+          else
+            {
+              const std::vector<float> got = dev_download<float> (y, outs), want = dev_download<float> (y0, outs);
+              double num = 0, den = 0;
+              for (int i = 0; i < outs; i++)
+                {
+                  num += ((double) got[i] - want[i]) * ((double) got[i] - want[i]);
+                  den += (double) want[i] * want[i];
+                }
+              const double rel = sqrt (num / (den > 0 ? den : 1));
+              char what[160];
+              snprintf (what, sizeof what, "%s: launch shape %s gives the automatic shape's output", sh.name,
+                        shape_name[shape + 1]);
+              check (den > 0 && rel < 1e-5 && std::isfinite (rel), what, rel, 1e-5);
+            }
+          b.cur = 0;
+          const double ms_pack = bench_ms (0, 20, gemv_bench_fn, &b);
+          CK (hone_k_pack_h16 (x, sh.norm ? g : NULL, 1, sh.cols, 1e-5f, &g_xh, 0));
+          const double ms_rs = bench_ms (0, 20, rs_ready_fn, &b);
+          const double act = 2.0 * sh.cols + 4.0 * outs * (sh.epi == HONE_K_EPI_ADD ? 2 : 1);
+          report ("%-34s %-14s %10.2f %10.2f %7.1f%%\n", sh.name, shape_name[shape + 1], ms_pack * 1e3, ms_rs * 1e3,
+                  100 * (one + act) / (ms_rs * 1e-3) / READ_CEIL);
+          if (shape >= 0 && ms_rs < best)
+            best = ms_rs, best_shape = shape;
+        }
+      report ("%-34s best forced shape: %s, %.2f us (bytes at 4.52 TB/s: %.2f us)\n", sh.name,
+              shape_name[best_shape + 1], best * 1e3, (one + 2.0 * sh.cols) / READ_CEIL * 1e6);
+      hone_k_gemv_set_config (-1);
+      for (auto &m : b.ms) matrix_free (&m);
+    }
+  set_cfg (0);
+  cudaFree (x); cudaFree (g); cudaFree (y); cudaFree (y0); cudaFree (res);
+}
+
 int
 main (int argc, char **argv)
 {
-  bool do_check = true, do_bench = true;
+  bool do_check = true, do_bench = true, do_sweep = false;
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp (argv[i], "--check")) do_bench = false;
@@ -1018,6 +1135,7 @@ main (int argc, char **argv)
       else if (!strcmp (argv[i], "--staged-small")) do_bench = false, only_staged = 2;
       else if (!strcmp (argv[i], "--mma")) do_bench = false, only_mma = 1;
       else if (!strcmp (argv[i], "--rs")) do_bench = false, only_rs = 1;
+      else if (!strcmp (argv[i], "--rs-sweep")) do_bench = do_check = false, do_sweep = true;
       else if (!strcmp (argv[i], "--mma-small")) do_bench = false, only_mma = 2, only_staged = 2;
     }
   const char *out = getenv ("OUT");
@@ -1082,11 +1200,28 @@ main (int argc, char **argv)
         }
       for (int g : { 32, 128 })
         check_tiny_model (g);
+      if (cfg == 13)
+        /* every launch shape the register-streamed W4A16 GEMV can be forced to
+         * (hone_k_gemv_set_config; --rs-sweep times them), on the one-token shapes */
+        for (int shape = 0; shape < HONE_K_GEMV_CONFIGS_Q1; shape++)
+          {
+            report ("-- rs, launch shape %d forced --\n", shape);
+            hone_k_gemv_set_config (shape);
+            check_gemv (263, 384, 128, 1, HONE_K_EPI_STORE, false, true);
+            check_gemv (300, 1024, 32, 1, HONE_K_EPI_SWIGLU, true, false, false, true);
+            check_gemv (4 * 4 * 64, 512, 64, 1, HONE_K_EPI_ROPE_KV, true, true);
+            check_gemv (1000, 8192, 32, 1, HONE_K_EPI_ADD, false, true);
+            check_gemv (130, 14336, 128, 1, HONE_K_EPI_SWIGLU, true, false, true);
+            check_gemv (4096, 14336, 128, 1, HONE_K_EPI_ADD, false, false);
+            hone_k_gemv_set_config (-1);
+          }
       }
       set_cfg (0);
       check_refusals ();
       report ("w4 checks: %d passed, %d failed\n", n_pass, n_fail);
     }
+  if (do_sweep)
+    bench_rs_shapes ();
   if (do_bench)
     {
       bench_gemvs ();
