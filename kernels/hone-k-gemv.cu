@@ -437,6 +437,15 @@ resident_blocks (const void *kernel, size_t smem)
   return n;
 }
 
+/* Whether launch shapes HONE_K_GEMV_CONFIGS.. exist for this GEMV. */
+template <int WT>
+static bool
+extra_shape_ok (const GemvArgs &a)
+{
+  constexpr bool F = (WT == HONE_K_BF16 || WT == HONE_K_F16);
+  return a.n_tok == 1 && (!F || !a.norm_g || norm_at_end);
+}
+
 /* ONE: only the one-token kernel exists in this shape (quantized weights'
  * extra shapes, and W4A16 which this kernel runs at one token only). */
 template <int WT, int R, int U, int KS, bool ONE = false>
@@ -449,9 +458,12 @@ launch_t (GemvArgs a, cudaStream_t stream)
   void (*k) (GemvArgs);
   if constexpr (WT == HONE_K_Q4Z || ONE)
     {
-      if (a.n_tok != 1)
+      if (a.n_tok != 1 || (F && a.norm_g && !norm_at_end))
         return (int) cudaErrorInvalidValue;
-      k = gemv_kernel<WT, R, U, KS, 1, 0>;
+      if constexpr (F)
+        k = a.norm_g ? gemv_kernel<WT, R, U, KS, 1, 2> : gemv_kernel<WT, R, U, KS, 1, 0>;
+      else
+        k = gemv_kernel<WT, R, U, KS, 1, 0>;
     }
   else if (a.norm_g && F && norm_at_end)
     k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, F ? 2 : 0> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, F ? 2 : 0>;
@@ -513,12 +525,13 @@ launch_cfg (int cfg, const GemvArgs &a, cudaStream_t stream)
     case 3: return launch_t<WT, 2, 4, 4> (a, stream);
     default: break;
     }
-  /* Quantized weights, one token only: more shapes (W4A16's dot costs ~3x
-   * dp4a's instructions a weight and its f16 input 4x the weights' bytes, so
-   * it wants others), swept by hone-w4-check --rs-sweep and hone-cuda-check
-   * --gemv-sweep, forced by hone_k_gemv_set_config (HONE_K_GEMV_CONFIGS ..). */
-  if constexpr (WT != HONE_K_BF16 && WT != HONE_K_F16)
-    if (a.n_tok == 1)
+  /* One token only: more shapes (W4A16's dot costs ~3x dp4a's instructions
+   * a weight and its f16 input 4x the weights' bytes, BF16/F16's f32 input 2x,
+   * so more rows a warp share each activation load), swept by hone-w4-check
+   * --rs-sweep and hone-cuda-check --gemv-sweep, forced by
+   * hone_k_gemv_set_config (HONE_K_GEMV_CONFIGS ..); BF16/F16 with the norm
+   * applied at the end only (the default). */
+  if (extra_shape_ok<WT> (a))
       switch (cfg)
         {
         case 4: return launch_t<WT, 2, 2, 4, true> (a, stream);
@@ -561,25 +574,38 @@ static int
 pick_config (const GemvArgs &a)
 {
   if (forced_config >= 0
-      && (forced_config < HONE_K_GEMV_CONFIGS
-          || (WT != HONE_K_BF16 && WT != HONE_K_F16 && a.n_tok == 1 && forced_config < HONE_K_GEMV_CONFIGS_Q1)))
+      && (forced_config < HONE_K_GEMV_CONFIGS || (extra_shape_ok<WT> (a) && forced_config < HONE_K_GEMV_CONFIGS_Q1)))
     return forced_config;
   /* Sweep of 8 shapes at the Llama-3-8B matrices (RESULTS-cuda.md, call 3):
    * quantized weights do best or within noise of best with 2 rows, 4 loads,
    * 2 K slices everywhere; BF16 wants 4 K slices on the big matrices and no
    * K split (2 loads) on qkv-sized ones. */
+  if (pick_rule < 0)
+    {
+      const char *env = getenv ("HONE_GEMV_PICK");
+      pick_rule = env && strcmp (env, "3") == 0 ? 3 : env && strcmp (env, "9") == 0 ? 9 : 10;
+    }
   if (WT == HONE_K_BF16 || WT == HONE_K_F16)
     {
+      /* session-9 sweep, one token (the extra shapes need the norm at the end):
+       * the f32 input is 2x the weights' bytes, so 8 rows a warp on o/down
+       * (R8 U1 KS4: 11.1 -> 10.1 / 30.0 -> 28.5 us), R4 U1 KS2 on gate|up
+       * (54.7 -> 53.5), R2 U2 KS8 on q|k|v (14.7 -> 14.2); the lm_head keeps 3 */
+      if (pick_rule == 10 && extra_shape_ok<WT> (a))
+        {
+          if (a.rows >= 65536)
+            return 3;
+          if (a.rows >= 16384)
+            return 10;
+          if (a.cols < 8192 && a.rows >= 5000)
+            return 8;
+          return 13;
+        }
       if (a.rows >= 16384)
         return 3;
       if (a.rows >= 5000)
         return 2;
       return 1;
-    }
-  if (pick_rule < 0)
-    {
-      const char *env = getenv ("HONE_GEMV_PICK");
-      pick_rule = env && strcmp (env, "3") == 0 ? 3 : env && strcmp (env, "9") == 0 ? 9 : 10;
     }
   /* Session-9 sweep (tests/bench/RESULTS-cuda.md "Decode, session 9"), one
    * token, 18 shapes: with the extra shapes, 4 rows a warp win almost

