@@ -646,20 +646,28 @@ struct GemvBench {
   bool norm;
 };
 
-static void
-gemv_bench_fn (void *p)
+/* The op of the next matrix in the rotation (input fields left to the caller). */
+static HoneKGemvOp
+bench_next_op (GemvBench *b)
 {
-  GemvBench *b = (GemvBench *) p;
-  HoneKMatrix *m = &b->ms[b->cur];
-  b->cur = (b->cur + 1) % (int) b->ms.size ();
   HoneKGemvOp op;
   memset (&op, 0, sizeof op);
-  op.w = m;
+  op.w = &b->ms[b->cur];
+  b->cur = (b->cur + 1) % (int) b->ms.size ();
   op.n_tok = b->n_tok;
   op.y = b->y;
   op.res = b->res;
   op.epilogue = b->epi;
   op.eps = 1e-5f;
+  return op;
+}
+
+static void
+gemv_bench_fn (void *p)
+{
+  GemvBench *b = (GemvBench *) p;
+  HoneKGemvOp op = bench_next_op (b);
+  const HoneKMatrix *m = op.w;
   if (m->type == HONE_K_Q4Z)
     {
       op.x = b->x;
@@ -1018,15 +1026,7 @@ static void
 rs_ready_fn (void *p)
 {
   GemvBench *b = (GemvBench *) p;
-  HoneKMatrix *m = &b->ms[b->cur];
-  b->cur = (b->cur + 1) % (int) b->ms.size ();
-  HoneKGemvOp op;
-  memset (&op, 0, sizeof op);
-  op.w = m;
-  op.n_tok = 1;
-  op.y = b->y;
-  op.res = b->res;
-  op.epilogue = b->epi;
+  HoneKGemvOp op = bench_next_op (b);   /* b->n_tok is 1 here */
   op.xh = &g_xh;
   CK (hone_k_gemv_q4z_rs (&op, NULL, 0));
 }
