@@ -532,29 +532,29 @@ launch_cfg (int cfg, const GemvArgs &a, cudaStream_t stream)
    * hone_k_gemv_set_config (HONE_K_GEMV_CONFIGS ..); BF16/F16 with the norm
    * applied at the end only (the default). */
   if (extra_shape_ok<WT> (a))
-      switch (cfg)
-        {
-        case 4: return launch_t<WT, 2, 2, 4, true> (a, stream);
-        case 5: return launch_t<WT, 2, 4, 8, true> (a, stream);
-        case 6: return launch_t<WT, 2, 8, 2, true> (a, stream);
-        case 7: return launch_t<WT, 4, 2, 2, true> (a, stream);
-        case 8: return launch_t<WT, 2, 2, 8, true> (a, stream);
-        case 9: return launch_t<WT, 2, 8, 4, true> (a, stream);
-        case 10: return launch_t<WT, 4, 1, 2, true> (a, stream);
-        case 11: return launch_t<WT, 4, 2, 4, true> (a, stream);
-        case 12: return launch_t<WT, 8, 1, 2, true> (a, stream);
-        case 13: return launch_t<WT, 8, 1, 4, true> (a, stream);
-        case 14: return launch_t<WT, 4, 1, 4, true> (a, stream);
-        case 15: return launch_t<WT, 8, 1, 1, true> (a, stream);
-        case 16: return launch_t<WT, 4, 1, 1, true> (a, stream);
-        case 17: return launch_t<WT, 8, 1, 8, true> (a, stream);
-        default: break;
-        }
+    switch (cfg)
+      {
+      case 4: return launch_t<WT, 2, 2, 4, true> (a, stream);
+      case 5: return launch_t<WT, 2, 4, 8, true> (a, stream);
+      case 6: return launch_t<WT, 2, 8, 2, true> (a, stream);
+      case 7: return launch_t<WT, 4, 2, 2, true> (a, stream);
+      case 8: return launch_t<WT, 2, 2, 8, true> (a, stream);
+      case 9: return launch_t<WT, 2, 8, 4, true> (a, stream);
+      case 10: return launch_t<WT, 4, 1, 2, true> (a, stream);
+      case 11: return launch_t<WT, 4, 2, 4, true> (a, stream);
+      case 12: return launch_t<WT, 8, 1, 2, true> (a, stream);
+      case 13: return launch_t<WT, 8, 1, 4, true> (a, stream);
+      case 14: return launch_t<WT, 4, 1, 4, true> (a, stream);
+      case 15: return launch_t<WT, 8, 1, 1, true> (a, stream);
+      case 16: return launch_t<WT, 4, 1, 1, true> (a, stream);
+      case 17: return launch_t<WT, 8, 1, 8, true> (a, stream);
+      default: break;
+      }
   return launch_t<WT, 2, 4, 4> (a, stream);
 }
 
 /* Rows a warp, chunk loads in flight a lane and warps a row of launch shape
- * @cfg (launch_cfg's table), or -1s when there is no such shape. */
+ * @cfg, or -1s when there is no such shape (keep in step with launch_cfg). */
 extern "C" void
 hone_k_gemv_config_shape (int cfg, int *rows, int *loads, int *ksplit)
 {
@@ -568,7 +568,8 @@ hone_k_gemv_config_shape (int cfg, int *rows, int *loads, int *ksplit)
   *ksplit = ok ? shapes[cfg][2] : -1;
 }
 
-/* The launch shape (0..HONE_K_GEMV_CONFIGS-1) of a GEMV. */
+/* The launch shape of a GEMV: 0..HONE_K_GEMV_CONFIGS-1, or for one token
+ * (extra_shape_ok) up to HONE_K_GEMV_CONFIGS_Q1-1. */
 template <int WT>
 static int
 pick_config (const GemvArgs &a)
