@@ -513,59 +513,46 @@ hone_k_gemv_set_pick (int rule)
   pick_rule = rule == 3 || rule == 9 || rule == 10 ? rule : -1;
 }
 
-template <int WT>
+/* The launch shapes: rows a warp R, chunk loads in flight a lane U, warps a
+ * row KS. 0..HONE_K_GEMV_CONFIGS-1 for every GEMV; the rest one token only
+ * (extra_shape_ok): W4A16's dot costs ~3x dp4a's instructions a weight and
+ * its f16 input is 4x the weights' bytes, BF16/F16's f32 input 2x, so more
+ * rows a warp share each activation load. Swept by hone-w4-check --rs-sweep
+ * and hone-cuda-check --gemv-sweep, forced by hone_k_gemv_set_config. */
+struct GemvShape { int r, u, ks; };
+static constexpr GemvShape gemv_shapes[HONE_K_GEMV_CONFIGS_Q1] = {
+  { 4, 2, 1 }, { 2, 4, 2 }, { 2, 2, 1 }, { 2, 4, 4 }, { 2, 2, 4 }, { 2, 4, 8 }, { 2, 8, 2 }, { 4, 2, 2 },
+  { 2, 2, 8 }, { 2, 8, 4 }, { 4, 1, 2 }, { 4, 2, 4 }, { 8, 1, 2 }, { 8, 1, 4 }, { 4, 1, 4 }, { 8, 1, 1 },
+  { 4, 1, 1 }, { 8, 1, 8 } };
+
+/* Launch with shape @cfg (>= I), searched from I up; the shapes from
+ * HONE_K_GEMV_CONFIGS on exist only where extra_shape_ok (else 3). */
+template <int WT, int I = 0>
 static int
 launch_cfg (int cfg, const GemvArgs &a, cudaStream_t stream)
 {
-  switch (cfg)
+  if constexpr (I < HONE_K_GEMV_CONFIGS_Q1)
     {
-    case 0: return launch_t<WT, 4, 2, 1> (a, stream);
-    case 1: return launch_t<WT, 2, 4, 2> (a, stream);
-    case 2: return launch_t<WT, 2, 2, 1> (a, stream);
-    case 3: return launch_t<WT, 2, 4, 4> (a, stream);
-    default: break;
+      constexpr GemvShape sh = gemv_shapes[I];
+      if (cfg != I)
+        return launch_cfg<WT, I + 1> (cfg, a, stream);
+      if constexpr (I < HONE_K_GEMV_CONFIGS)
+        return launch_t<WT, sh.r, sh.u, sh.ks> (a, stream);
+      else if (extra_shape_ok<WT> (a))
+        return launch_t<WT, sh.r, sh.u, sh.ks, true> (a, stream);
     }
-  /* One token only: more shapes (W4A16's dot costs ~3x dp4a's instructions
-   * a weight and its f16 input 4x the weights' bytes, BF16/F16's f32 input 2x,
-   * so more rows a warp share each activation load), swept by hone-w4-check
-   * --rs-sweep and hone-cuda-check --gemv-sweep, forced by
-   * hone_k_gemv_set_config (HONE_K_GEMV_CONFIGS ..); BF16/F16 with the norm
-   * applied at the end only (the default). */
-  if (extra_shape_ok<WT> (a))
-    switch (cfg)
-      {
-      case 4: return launch_t<WT, 2, 2, 4, true> (a, stream);
-      case 5: return launch_t<WT, 2, 4, 8, true> (a, stream);
-      case 6: return launch_t<WT, 2, 8, 2, true> (a, stream);
-      case 7: return launch_t<WT, 4, 2, 2, true> (a, stream);
-      case 8: return launch_t<WT, 2, 2, 8, true> (a, stream);
-      case 9: return launch_t<WT, 2, 8, 4, true> (a, stream);
-      case 10: return launch_t<WT, 4, 1, 2, true> (a, stream);
-      case 11: return launch_t<WT, 4, 2, 4, true> (a, stream);
-      case 12: return launch_t<WT, 8, 1, 2, true> (a, stream);
-      case 13: return launch_t<WT, 8, 1, 4, true> (a, stream);
-      case 14: return launch_t<WT, 4, 1, 4, true> (a, stream);
-      case 15: return launch_t<WT, 8, 1, 1, true> (a, stream);
-      case 16: return launch_t<WT, 4, 1, 1, true> (a, stream);
-      case 17: return launch_t<WT, 8, 1, 8, true> (a, stream);
-      default: break;
-      }
   return launch_t<WT, 2, 4, 4> (a, stream);
 }
 
 /* Rows a warp, chunk loads in flight a lane and warps a row of launch shape
- * @cfg, or -1s when there is no such shape (keep in step with launch_cfg). */
+ * @cfg, or -1s when there is no such shape. */
 extern "C" void
 hone_k_gemv_config_shape (int cfg, int *rows, int *loads, int *ksplit)
 {
-  static const int shapes[HONE_K_GEMV_CONFIGS_Q1][3] = {
-    { 4, 2, 1 }, { 2, 4, 2 }, { 2, 2, 1 }, { 2, 4, 4 }, { 2, 2, 4 }, { 2, 4, 8 }, { 2, 8, 2 }, { 4, 2, 2 },
-    { 2, 2, 8 }, { 2, 8, 4 }, { 4, 1, 2 }, { 4, 2, 4 }, { 8, 1, 2 }, { 8, 1, 4 }, { 4, 1, 4 }, { 8, 1, 1 },
-    { 4, 1, 1 }, { 8, 1, 8 } };
   const bool ok = cfg >= 0 && cfg < HONE_K_GEMV_CONFIGS_Q1;
-  *rows = ok ? shapes[cfg][0] : -1;
-  *loads = ok ? shapes[cfg][1] : -1;
-  *ksplit = ok ? shapes[cfg][2] : -1;
+  *rows = ok ? gemv_shapes[cfg].r : -1;
+  *loads = ok ? gemv_shapes[cfg].u : -1;
+  *ksplit = ok ? gemv_shapes[cfg].ks : -1;
 }
 
 /* The launch shape of a GEMV: 0..HONE_K_GEMV_CONFIGS-1, or for one token

@@ -1488,8 +1488,7 @@ bench_gemvs (bool quick)
             std::string sweep;
             double best = 1e30;
             int best_cfg = -1;
-            const int ncfg = HONE_K_GEMV_CONFIGS_Q1;
-            for (int cfg = -1; cfg < (n_tok == 1 && !quick ? ncfg : 0); cfg++)
+            for (int cfg = -1; cfg < (n_tok == 1 && !quick ? HONE_K_GEMV_CONFIGS_Q1 : 0); cfg++)
               {
                 hone_k_gemv_set_config (cfg);
                 const double ms = bench_ms (0, 20, gemv_bench_fn, &b);
