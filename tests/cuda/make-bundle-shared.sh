@@ -4,11 +4,13 @@
 # model): libhone + the kernels go into ONE shared library (the CUDA fatbin
 # then travels once, not once per program), and each program is relinked
 # against it. Also packs the GLib & co. libraries the machine's image lacks.
-#   usage: tests/cuda/make-bundle-shared.sh BUILD_DIR OUT_DIR [HARNESS_BINARY…]
+#   usage: tests/cuda/make-bundle-shared.sh BUILD_DIR OUT_DIR [HARNESS…]
 #   BUILD_DIR: a meson build with -Dcuda=enabled (e.g. -Dgpu_archs=90 -Dgui=disabled
 #   -Dbuildtype=release) where `ninja src/cli/hone tests/test-cuda-backend
-#   tests/test-cuda-awq` has run; HARNESS_BINARY: plain-CUDA harnesses
-#   (tests/cuda/hone-cuda-check, hone-w4-check: nvcc builds) copied to bin/.
+#   tests/test-cuda-awq` has run; HARNESS: a plain-CUDA harness, either a
+#   binary copied to bin/ or its source (tests/cuda/hone-*-check.cu), which is
+#   built here by nvcc for sm_${HONE_CUDA_ARCH:-90} and linked against libhoneall.so
+#   (tests/cuda/build-carry.sh does all of this in one go).
 #   Result: OUT_DIR/bundle.tar.xz with bin/ and lib/ (programs find lib/ by rpath).
 set -eu
 B=$(realpath "$1"); O=$(realpath -m "$2"); shift 2
@@ -29,7 +31,17 @@ for p in src/cli/hone tests/test-cuda-backend tests/test-cuda-awq; do
   strip "$S/bin/$(basename $p)"
 done
 cd - >/dev/null
-for h in "$@"; do cp "$h" "$S/bin/"; done
+ARCH=${HONE_CUDA_ARCH:-90}
+pids=()
+for h in "$@"; do
+  case $h in
+    *.cu) nvcc -std=c++17 -O3 -lineinfo -gencode arch=compute_$ARCH,code=sm_$ARCH -Ikernels "$h" \
+            -o "$S/bin/$(basename "$h" .cu)" -L"$S/lib" -lhoneall -lcublas -lcublasLt \
+            -Xlinker -rpath -Xlinker '$ORIGIN/../lib' & pids+=($!) ;;
+    *) cp "$h" "$S/bin/" ;;
+  esac
+done
+for p in "${pids[@]}"; do wait "$p"; done
 ldd "$S"/bin/hone "$S/lib/libhoneall.so" | awk '/=> \// { print $3 }' | sort -u \
   | grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda[^/]*|libcudart[^/]*|libcublas[^/]*|libcublasLt[^/]*|libnvidia[^/]*|libhoneall)\.so' \
   | while read -r l; do cp -L "$l" "$S/lib/"; done

@@ -41,6 +41,9 @@ export XDG_CACHE_HOME=${XDG_CACHE_HOME:-/tmp/hone-release-cache}
 B=$C/bin
 S=$R/summary.txt
 MODEL=$(ls $C/model/*.gguf 2>/dev/null | head -1)
+if [ -z "$MODEL" ] && Z=$(ls $C/model/*.gguf.xz 2>/dev/null | head -1) && [ -n "$Z" ]; then
+  MODEL=/tmp/$(basename "$Z" .xz); xz -dc "$Z" > "$MODEL"   # build-carry.sh packs the cut with xz
+fi
 steps=${*:-suite checks sanitize attn prefill decode engine}
 T0=$(date +%s)
 note () { echo "$(( $(date +%s) - T0 ))s $*" | tee -a "$S"; }

@@ -1,0 +1,32 @@
+#!/bin/bash
+# tests/cuda/build-carry.sh — build, on the developer machine, everything one
+# GPU-machine call runs, and pack it into the folder the device tool carries:
+#   1. a meson build (default build-dev: -Dcuda=enabled -Dgpu_archs=90
+#      -Dgui=disabled -Dbuildtype=release), its hone, test-cuda-backend and
+#      test-cuda-awq;
+#   2. tests/cuda/make-bundle-shared.sh: libhone + kernels as one libhoneall.so,
+#      the programs relinked against it, the plain-CUDA harnesses built by nvcc
+#      against it, GLib & co. → CARRY/bundle.tar.xz (≈ 16 MB);
+#   3. the default model's cut (tests/cuda/shrink-gguf.py, 4 layers), xz-packed
+#      so bundle + model stay under the tool's 64 MiB carry limit:
+#      CARRY/model/smollm2-4l.gguf.xz (run-release.sh and the run scripts unpack it).
+#   usage: tests/cuda/build-carry.sh        env: BUILD, CARRY (default .carry-release),
+#          HARNESSES (default "hone-cuda-check hone-w4-check hone-attn-check"), NO_MODEL=1
+set -eu
+cd "$(dirname "$0")/../.."
+B=${BUILD:-build-dev}
+C=${CARRY:-.carry-release}
+H=${HARNESSES:-hone-cuda-check hone-w4-check hone-attn-check}
+[ -d "$B" ] || meson setup "$B" -Dcuda=enabled -Dgpu_archs=${HONE_CUDA_ARCH:-90} -Dgui=disabled -Dbuildtype=release
+ninja -C "$B" src/cli/hone tests/test-cuda-backend tests/test-cuda-awq
+mkdir -p "$C"
+srcs=""; for h in $H; do srcs="$srcs tests/cuda/$h.cu"; done
+tests/cuda/make-bundle-shared.sh "$B" "$C" $srcs
+if [ -z "${NO_MODEL:-}" ] && [ ! -e "$C/model/smollm2-4l.gguf.xz" ]; then
+  M=$(.ci/fetch-model | tail -1) || { echo "build-carry: could not fetch the default model; bundle only" >&2; exit 0; }
+  python3 -c "import gguf" 2>/dev/null || python3 -m pip install --quiet gguf
+  mkdir -p "$C/model"
+  python3 tests/cuda/shrink-gguf.py "$M" "$C/model/smollm2-4l.gguf" 4
+  xz -T2 -6 "$C/model/smollm2-4l.gguf"
+fi
+ls -la "$C" "$C/model" 2>/dev/null
