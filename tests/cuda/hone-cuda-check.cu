@@ -2787,6 +2787,10 @@ bench_decode_epiq (int type)
       size_t nodes;
       cudaGraphExec_t ge = capture_decode_step (b, kv, st, s, &nodes);
       st.ctx_bound = 0;
+      if (vi == 0)
+        profile_step_maybe (type_name (type), ge, st.pos, s, 128);
+      if (v.bound)
+        profile_step_maybe ((std::string (type_name (type)) + ":bound").c_str (), ge, st.pos, s, 128);
       const unsigned eq = hone_k_gemv_epiq_runs () - r0;
       const std::vector<float> lg = decode_step_logits (ge, st, s, 128256);
       char cmp[128] = "(reference)";
