@@ -52,29 +52,17 @@ struct AttnArgs {
   int min_chunk;          /* fewest keys a split gets */
   int8_t *out_q;          /* optional: out quantized, [n_tok][nq·hd] */
   float2 *out_ds;         /* [n_tok][nq·hd/32] */
-  uint16_t *out_h;        /* optional: out as HoneKActH16 (hone_k_pack_h16's bits) */
+  uint16_t *out_h;        /* optional: out as HoneKActH16 (hone_k_pack_h16's bits), out_hd its (d, Σv) */
   float *out_hd;
   HoneKPrefetch pf;
 };
-
-/* Output value j of token t (j % 4 == 0) in HoneKActH16's tile order. */
-static __device__ __forceinline__ size_t
-h16_index (const AttnArgs &a, size_t o, size_t *t_out, int *c_out)
-{
-  const int cols = a.nq * a.hd;
-  const size_t t = o / (size_t) cols;
-  const int j = (int) (o - t * cols);
-  *t_out = t;
-  *c_out = j >> 5;
-  return h16_tile_index (cols, t, j);
-}
 
 /* One thread's 4 output values at o (on: a real query; off-query threads
  * still join the shuffles) and, with the int8 output, their 32-value block:
  * 8 adjacent threads hold one block (HD/4 is a multiple of 8, so a block
  * never straddles two heads); quant32_store's arithmetic: d = absmax/127,
- * q = rint(v/d), (d, d·Σq). With the f16 output, hone_k_pack_h16's:
- * d = absmax/8, f16 of v·(8/absmax). Every thread of the warp must call it. */
+ * q = rint(v/d), (d, d·Σq). With the 16-bit output, hone_k_pack_h16's:
+ * d = absmax/32767, v = rint(x·32767/absmax), (d, Σv). Every thread of the warp must call it. */
 static __device__ __forceinline__ void
 store_out4 (const AttnArgs &a, size_t o, float4 acc, bool on, int d4)
 {
@@ -107,16 +95,24 @@ store_out4 (const AttnArgs &a, size_t o, float4 acc, bool on, int d4)
 #pragma unroll
       for (int m = 1; m < 8; m <<= 1)
         amax = fmaxf (amax, __shfl_xor_sync (0xffffffffu, amax, m));
-      const float inv = amax > 0.f ? 8.f / amax : 0.f;
+      const float inv = amax > 0.f ? 32767.f / amax : 0.f;
+      const int v0 = h16_fixed (acc.x, inv), v1 = h16_fixed (acc.y, inv);
+      const int v2 = h16_fixed (acc.z, inv), v3 = h16_fixed (acc.w, inv);
+      float sum = (float) (v0 + v1 + v2 + v3);   /* exact: |Σ| < 2^24 */
+#pragma unroll
+      for (int m = 1; m < 8; m <<= 1)
+        sum += __shfl_xor_sync (0xffffffffu, sum, m);
       if (on)
         {
-          size_t t;
-          int c;
-          const size_t hi = h16_index (a, o, &t, &c);
-          const __half2 h01 = __floats2half2_rn (acc.x * inv, acc.y * inv), h23 = __floats2half2_rn (acc.z * inv, acc.w * inv);
-          *(uint2 *) (a.out_h + hi) = make_uint2 (*(const uint32_t *) &h01, *(const uint32_t *) &h23);
+          const int cols = a.nq * a.hd;
+          const size_t t = o / (size_t) cols;
+          const int j = (int) (o - t * cols);
+          h16_store (a.out_h, cols, t, j, v0);
+          h16_store (a.out_h, cols, t, j + 1, v1);
+          h16_store (a.out_h, cols, t, j + 2, v2);
+          h16_store (a.out_h, cols, t, j + 3, v3);
           if ((d4 & 7) == 0)
-            a.out_hd[t * (size_t) (a.nq * a.hd >> 5) + c] = amax * 0.125f;
+            h16_store_ds (a.out_hd, cols, t, j >> 5, amax, (int) sum);
         }
     }
 }
@@ -915,14 +911,15 @@ attn3_kernel (AttnArgs a)
                 if (a.out_h)   /* and hone_k_pack_h16's */
                   {
                     const float amax = warp_max (fabsf (v));
-                    const float inv = amax > 0.f ? 8.f / amax : 0.f;
-                    size_t t;
-                    int c;
-                    const size_t hi = h16_index (a, o - lane, &t, &c) + (lane >> 3) * 32 * 8 + (lane & 7);
-                    const __half h = __float2half_rn (v * inv);
-                    a.out_h[hi] = *(const uint16_t *) &h;
+                    const float inv = amax > 0.f ? 32767.f / amax : 0.f;
+                    const int q = h16_fixed (v, inv);
+                    const int sum = (int) warp_sum ((float) q);
+                    const int cols = a.nq * a.hd;
+                    const size_t t = o / (size_t) cols;
+                    const int j = (int) (o - t * cols);
+                    h16_store (a.out_h, cols, t, j, q);
                     if (lane == 0)
-                      a.out_hd[t * (size_t) (a.nq * a.hd >> 5) + c] = amax * 0.125f;
+                      h16_store_ds (a.out_hd, cols, t, j >> 5, amax, sum);
                   }
               }
             else

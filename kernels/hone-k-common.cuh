@@ -105,14 +105,43 @@ quant32_store (float v, int8_t *q, float2 *ds, int lane)
     *ds = make_float2 (d, d * sum);
 }
 
-/* Index (in halves) of value j of token t of a HoneKActH16 of @cols values a
- * token: the tile order of hone-kernels.h. The register-streamed GEMV reads
- * the same layout a 16-byte piece at a time (hone-k-gemv.cu). */
+/* Index (in 16-bit slots) of value j of token t of a HoneKActH16 of @cols
+ * values a token: the tile order of hone-kernels.h (the slots of a 16-byte
+ * piece hold its 8 values' bytes in h16_store's order). The register-streamed
+ * GEMV reads the same layout a 16-byte piece at a time (hone-k-gemv.cu). */
 static __host__ __device__ __forceinline__ size_t
 h16_tile_index (int cols, size_t t, int j)
 {
   const int c = j >> 5, jj = j & 31;
   return t * HONE_K_H16_ROW (cols) + ((((size_t) (c >> 5) * 4 + (jj >> 3)) * 32 + (c & 31)) << 3) + (jj & 7);
+}
+
+/* HoneKActH16's 16-bit fixed point of value x of a block whose absmax's
+ * reciprocal scale is inv (32767/absmax, 0 for zeros): v, clamped. */
+static __device__ __forceinline__ int
+h16_fixed (float x, float inv)
+{
+  const int v = __float2int_rn (x * inv);
+  return v > 32767 ? 32767 : v < -32767 ? -32767 : v;
+}
+
+/* Store v (value j of token t) at its hi and lo bytes (hone-kernels.h). */
+static __device__ __forceinline__ void
+h16_store (uint16_t *h, int cols, size_t t, int j, int v)
+{
+  const int k = j & 7;
+  uint8_t *piece = (uint8_t *) (h + h16_tile_index (cols, t, j - k));
+  const int b = 2 * (k & 3) + (k >> 2);
+  piece[b] = (uint8_t) ((unsigned) v >> 8);   /* the high byte, two's complement: v = 256·(int8) hi + lo */
+  piece[b + 8] = (uint8_t) (v & 0xff);
+}
+
+/* A block's (d, Σv) words. */
+static __device__ __forceinline__ void
+h16_store_ds (float *ds, int cols, size_t t, int c, float amax, int sum)
+{
+  float2 *p = (float2 *) ds + t * (size_t) (cols >> 5) + c;
+  *p = make_float2 (amax / 32767.f, __int_as_float (sum));
 }
 
 /* ---- L2 prefetch of the next weights (decode) ----------------------------

@@ -112,7 +112,8 @@ hone_k_rmsnorm (const float *x, const float *g, int n_tok, int n, float eps,
 
 /* grid (chunks of 256 values, tokens): HoneKActH16 of x (RMSNorm'ed by g when
  * set: every block sums the row, as rmsnorm_kernel); a warp packs one block
- * of 32 values: d = absmax/8, f16 of v·(8/absmax), in tile order. */
+ * of 32 values: d = absmax/32767, v = rint(x·32767/absmax) as hi/lo bytes in
+ * tile order, and Σv. */
 __global__ void __launch_bounds__ (256)
 pack_h16_kernel (const float *x, const float *g, int n, float eps, uint16_t *yh, float *yd)
 {
@@ -127,11 +128,12 @@ pack_h16_kernel (const float *x, const float *g, int n, float eps, uint16_t *yh,
     return;
   const float v = g ? xr[i] * scale * g[i] : xr[i];
   const float amax = warp_max (fabsf (v));
-  const float inv = amax > 0.f ? 8.f / amax : 0.f;
-  const __half h = __float2half_rn (v * inv);
-  yh[h16_tile_index (n, t, i)] = *(const uint16_t *) &h;
+  const float inv = amax > 0.f ? 32767.f / amax : 0.f;
+  const int q = h16_fixed (v, inv);
+  h16_store (yh, n, t, i, q);
+  const int sum = (int) warp_sum ((float) q);   /* exact: |Σ| ≤ 32·32767 < 2^24 */
   if ((i & 31) == 0)
-    yd[(size_t) t * (n >> 5) + (i >> 5)] = amax * 0.125f;
+    h16_store_ds (yd, n, t, i >> 5, amax, sum);
 }
 
 extern "C" int

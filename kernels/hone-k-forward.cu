@@ -433,7 +433,7 @@ layout (const HoneKModel *m, int max_tok, int logits_rows)
   L.xq = ALIGN ((size_t) max_tok * md);
   L.xds = ALIGN ((size_t) max_tok * (md / 32 + 1) * 8);
   L.xh = ALIGN (HONE_K_H16_ROW (md) * 2);   /* one token's packed W4A16 input (HoneKActH16) */
-  L.xhd = ALIGN ((md + 31) / 32 * 4);
+  L.xhd = ALIGN (HONE_K_H16_DS (md) * 4);   /* its (d, Σv) a block of 32 */
   L.x16 = ALIGN ((size_t) max_tok * md * 2);
   L.w16 = max_tok > HONE_K_MAX_DECODE ? ALIGN (dequant_scratch_elems (m) * 2) : 0;
   L.attn_s = ALIGN (hone_k_attn_scratch_bytes (c->n_heads, c->n_kv_heads, c->head_dim, max_tok));

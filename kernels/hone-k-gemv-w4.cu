@@ -24,7 +24,11 @@
  * bulk copies issued before the PDL wait) the session-3 experiment. Since
  * session 8 one token runs by default on neither: hone_k_pack_h16 packs the
  * input once (HoneKActH16) and the register-streamed GEMV of hone-k-gemv.cu
- * dots it with this file's arithmetic (config 13, below). In variant 2 the
+ * dots it (config 13, below): with this file's arithmetic in session 8, since
+ * session 10 with integer dot products against the input's 16-bit fixed
+ * point (2 LOP3/SHF + 4 dp4a a word of 8 weights, exact sums; still 16-bit
+ * activations, as the name says: each value within absmax/65534 of its
+ * block of 32's absmax scale, where f16 is within |x|/2048). In variant 2 the
  * f32 activation rows are staged once per block into shared memory as f16, the
  * RMSNorm applied on the way (Σx² and max|x·g| in one pass), and scaled by
  * 8/max so that a chunk's 16 f16 products per lane half stay far from f16
@@ -1462,9 +1466,10 @@ w4v2_launch_t (const W4Args &a, size_t smem, cudaStream_t stream)
  * without the paired scale/zero loads (A/B of session 4's second call).
  * HONE_Q4Z_KERNEL=mma|mma-sub|mma-scaled. Automatic with 2..8 tokens at g128: mode SUB
  * (see hone_k_q4z_gemv). 13 (HONE_Q4Z_KERNEL=rs): one token on the register-streamed
- * GEMV of hone-k-gemv.cu (dp4a kernels' launch shapes and loop, W4A16 arithmetic of
- * dot_chunk_w4) after one hone_k_pack_h16 launch into op->xh (decode attention writes
- * o's itself) — no per-block staging; without op->xh, and for more tokens, variant 2 /
+ * GEMV of hone-k-gemv.cu (dp4a kernels' launch shapes and loop; since session 10 its
+ * dot_chunk_w4 multiplies the nibbles by the input's 16-bit fixed point in integers,
+ * dp4a, instead of dequantizing to f16) after one hone_k_pack_h16 launch into op->xh
+ * (decode attention writes o's itself) — no per-block staging; without op->xh, and for more tokens, variant 2 /
  * the tensor-core kernel as before. W4_DEFAULT since 2026-12-02: the same-process A/B
  * on the random AWQ g128 8B step measured 2.369 vs 2.382 ms (call 2) and, with o's
  * input from attention, 2.360 vs 2.391 ms at 128 keys, 2.680 vs 2.693 at 4k (call 3),

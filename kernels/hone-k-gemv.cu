@@ -291,7 +291,7 @@ gemv_kernel (GemvArgs a)
                   const uint4 *xp = (const uint4 *) (a.xh + (size_t) t * HONE_K_H16_ROW (a.cols)) + ((c >> 5) << 7)
                                     + (c & 31);
                   const uint4 xv[4] = { xp[0], xp[32], xp[64], xp[96] };
-                  const float xd = a.xhd[(size_t) t * (a.cols >> 5) + c];
+                  const float2 xd = a.xhd[(size_t) t * (a.cols >> 5) + c];
 #pragma unroll
                   for (int r = 0; r < R; r++)
                     acc[r][t] = dot_chunk_w4 (w[u][r], sc[u][r], zp[WT == HONE_K_Q4Z ? u : 0][r], xv, xd, acc[r][t]);
@@ -515,9 +515,8 @@ hone_k_gemv_set_pick (int rule)
 
 /* The launch shapes: rows a warp R, chunk loads in flight a lane U, warps a
  * row KS. 0..HONE_K_GEMV_CONFIGS-1 for every GEMV; the rest one token only
- * (extra_shape_ok): W4A16's dot costs ~3x dp4a's instructions a weight and
- * its f16 input is 4x the weights' bytes, BF16/F16's f32 input 2x, so more
- * rows a warp share each activation load. Swept by hone-w4-check --rs-sweep
+ * (extra_shape_ok): W4A16's 16-bit input is 4x the weights' bytes, BF16/F16's
+ * f32 input 2x, so more rows a warp share each activation load. Swept by hone-w4-check --rs-sweep
  * and hone-cuda-check --gemv-sweep, forced by hone_k_gemv_set_config. */
 struct GemvShape { int r, u, ks; };
 static constexpr GemvShape gemv_shapes[HONE_K_GEMV_CONFIGS_Q1] = {
@@ -599,13 +598,14 @@ pick_config (const GemvArgs &a)
    * token, 18 shapes: with the extra shapes, 4 rows a warp win almost
    * everywhere — an activation load serves 4 rows — at 1 chunk load a lane
    * (dp4a types: R4 U1, 2 K slices on gate|up/lm_head, 4 elsewhere but q|k|v)
-   * or 2 (W4A16, whose f16 input is 4x its weights' bytes: R4 U2 KS2 on o and
-   * down); q|k|v-sized matrices R4 U2 KS2 (dp4a) / R2 U2 KS1 (W4A16), W4A16
-   * gate|up keeps R2 U2 KS1. */
+   * or 2 (W4A16, whose 16-bit input is 4x its weights' bytes: R4 U2 KS2 on o
+   * and down); q|k|v-sized matrices R4 U2 KS2 (dp4a) / R4 U1 KS2 (W4A16),
+   * W4A16 gate|up keeps R2 U2 KS1. */
   if (pick_rule == 10 && a.n_tok == 1)
     {
+      /* W4A16 with the integer dot (session 10's sweep): q|k|v R4 U1 KS2 (5.84 -> 5.45 us) */
       if (WT == HONE_K_Q4Z)
-        return a.rows >= 5000 && a.cols < 8192 ? 2 : 7;
+        return a.cols >= 8192 ? 7 : a.rows >= 16384 ? 2 : a.rows >= 5000 ? 10 : 7;
       if (a.cols >= 8192)
         return 14;
       if (a.rows >= 16384)
@@ -987,6 +987,6 @@ hone_k_gemv_q4z_rs (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t
   a.cshift = g == 32 ? 0 : g == 64 ? 1 : 2;
   a.z = (const uint8_t *) w->s + (size_t) w->rows * a.ng * 2;
   a.xh = op->xh->h;
-  a.xhd = op->xh->d;
+  a.xhd = (const float2 *) op->xh->d;
   return launch_w<HONE_K_Q4Z> (a, stream);
 }

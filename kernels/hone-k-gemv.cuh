@@ -8,12 +8,11 @@
  * A chunk is 16 bytes of weights: BF16/F16 8 values; Q8_0 16 quants (half a
  * block); Q4_0/Q4_1 32 quants (one block, low nibbles = elements 0..15, high
  * nibbles = 16..31); Q4Z (W4A16, AWQ) 32 nibbles in hone-k-w4.cuh's order, one
- * f16 scale and one zero point a group, against HoneKActH16's f16 input.
+ * f16 scale and one zero point a group, against HoneKActH16's 16-bit input.
  */
 #pragma once
 
 #include "hone-k-common.cuh"
-#include "hone-k-w4.cuh"
 
 struct GemvArgs {
   const int4 *q;
@@ -51,12 +50,12 @@ struct GemvArgs {
   float *out_ssq;
   const float *out_g;
   /* Q4Z (hone-k-gemv.cu only): zero points [rows][ng] (u8; s: f16 scales
-   * [rows][ng]), chunks a group = 1 << cshift; the input xh (f16, tile
-   * order) and xhd [n_tok][cols/32] (HoneKActH16) */
+   * [rows][ng]), chunks a group = 1 << cshift; the input xh (16-bit fixed
+   * point, tile order) and xhd [n_tok][cols/32] (d, Σv) (HoneKActH16) */
   const uint8_t *z;
   int ng, cshift;
   const uint16_t *xh;
-  const float *xhd;
+  const float2 *xhd;
 };
 
 /* Write one rotated (or plain) pair of a q/k/v row pair for token t. */
@@ -155,30 +154,46 @@ dot_chunk_q4 (int4 q, uint32_t sc, int4 xa, int4 xb, float2 xd, float acc)
   return acc + fmaf (wd * xd.x, (float) d, wm * xd.y);
 }
 
-/* acc + one Q4Z chunk (32 weights, scale bits s, zero point z) against the
- * f16 x/xd of its 32 inputs (xv[i] = inputs 8i..8i+7): the weights of word
- * i as exact (q − z) f16 pairs (w4_word), 16 products a lane half summed in
- * f16 (|q − z|·|x/xd| ≤ 120 each), then scaled in f32 — variant 2's
- * arithmetic with a per-32 input scale instead of one a row. */
-static __device__ __forceinline__ float
-dot_chunk_w4 (int4 q, uint32_t s, uint32_t z, const uint4 (&xv)[4], float xd, float acc)
+/* dp4a with unsigned a and signed / unsigned b (PTX dp4a.u32.s32 / .u32.u32). */
+static __device__ __forceinline__ int
+dp4a_us (uint32_t a, uint32_t b, int c)
 {
-  __half2 zc0, nzc1;
-  w4_zero (z, zc0, nzc1);
+  int d;
+  asm ("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+static __device__ __forceinline__ unsigned
+dp4a_uu (uint32_t a, uint32_t b, unsigned c)
+{
+  unsigned d;
+  asm ("dp4a.u32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+/* acc + one Q4Z chunk (32 weights q, scale bits s, zero point z) against its
+ * 32 inputs as HoneKActH16's 16-bit fixed point v (xv[i]: values 8i..8i+7 as
+ * hi bytes, hi bytes, lo bytes, lo bytes in the nibble order of q's word i)
+ * with xd = (d, Σv bits): s·d·(Σ q·v − z·Σv), the sums exact in integers —
+ * 2 LOP3/SHF + 4 dp4a a word, no dequantization to f16. */
+static __device__ __forceinline__ float
+dot_chunk_w4 (int4 q, uint32_t s, uint32_t z, const uint4 (&xv)[4], float2 xd, float acc)
+{
   const uint32_t ww[4] = { (uint32_t) q.x, (uint32_t) q.y, (uint32_t) q.z, (uint32_t) q.w };
-  __half2 h[2] = { __float2half2_rn (0.f), __float2half2_rn (0.f) };
+  int hi = 0;
+  unsigned lo = 0;
 #pragma unroll
   for (int i = 0; i < 4; i++)
     {
-      __half2 o[4];
-      w4_word (ww[i], zc0, nzc1, o);
-      h[i >> 1] = __hfma2 (o[0], as_h2 (xv[i].x), h[i >> 1]);
-      h[i >> 1] = __hfma2 (o[1], as_h2 (xv[i].y), h[i >> 1]);
-      h[i >> 1] = __hfma2 (o[2], as_h2 (xv[i].z), h[i >> 1]);
-      h[i >> 1] = __hfma2 (o[3], as_h2 (xv[i].w), h[i >> 1]);
+      const uint32_t wa = ww[i] & 0x0F0F0F0Fu, wb = (ww[i] >> 4) & 0x0F0F0F0Fu;
+      hi = dp4a_us (wa, xv[i].x, hi);
+      hi = dp4a_us (wb, xv[i].y, hi);
+      lo = dp4a_uu (wa, xv[i].z, lo);
+      lo = dp4a_uu (wb, xv[i].w, lo);
     }
-  const __half2 hs = __hadd2 (h[0], h[1]);
-  return fmaf (f16_bits_to_f32 ((uint16_t) s) * xd, __low2float (hs) + __high2float (hs), acc);
+  /* |Σ q·v| ≤ 32·15·32767 and |z·Σv| ≤ 15·32·32767: both < 2^24, the difference exact in f32 too */
+  const int sum = hi * 256 + (int) lo - (int) z * __float_as_int (xd.y);
+  return fmaf (f16_bits_to_f32 ((uint16_t) s) * xd.x, (float) sum, acc);
 }
 
 /* STORE / ADD epilogue of one finished row sum v (row < rows). */

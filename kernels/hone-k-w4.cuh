@@ -1,6 +1,7 @@
 /* hone-k-w4.cuh — the int4 → f16x2 arithmetic of the W4A16 (HONE_K_Q4Z) GPU
- * layout (internal), shared by the W4A16 kernels of hone-k-gemv-w4.cu and the
- * register-streamed GEMV of hone-k-gemv.cu so that both dequantize alike.
+ * layout (internal), shared by the W4A16 kernels of hone-k-gemv-w4.cu so that
+ * they dequantize alike (the register-streamed GEMV of hone-k-gemv.cu does not
+ * dequantize: dot_chunk_w4 multiplies the nibbles in integers).
  * Layout (hone-kernels.h): in 32-bit word i of a 16-byte chunk of 32 weights,
  * weight 8i+2p sits in nibble p and weight 8i+2p+1 in nibble p+4 (p = 0..3). */
 #pragma once

@@ -147,16 +147,22 @@ typedef struct {
   float2 *ds;
 } HoneKActQ8;
 
-/* 16-bit activation of the register-streamed W4A16 GEMV (one token): f16
- * bits of x/d, and [n_tok][cols/32] d = absmax/8 of each 32 values (0 for a
- * block of zeros), so that the GEMV's f16 partial sums of 16 products
- * (|q − z| ≤ 15, |x/d| ≤ 8) stay far below f16's range whatever the
- * activation's outliers. h is in tile order, HONE_K_H16_ROW (cols) halves a
- * token: 16-byte piece p (values 8p..8p+7) of chunk c (values 32c..32c+31)
- * at piece index ((c/32)·4 + p)·32 + c%32 — so that the 32 lanes of a warp,
+/* 16-bit activation of the register-streamed W4A16 GEMV (one token): each
+ * block of 32 values as 16-bit fixed point, v = rint(x/d) with d = absmax/32767
+ * (|v| ≤ 32767; 0 for a block of zeros), split into a signed high byte and an
+ * unsigned low byte (v = 256·hi + lo) so that the GEMV multiplies its 4-bit
+ * weights in integer dot products (dp4a), exactly, instead of dequantizing
+ * them to f16. h is in tile order, HONE_K_H16_ROW (cols) 16-bit slots a token:
+ * 16-byte piece p (values 8p..8p+7) of chunk c (values 32c..32c+31) at slot
+ * index ((c/32)·4 + p)·32 + c%32 (times 8) — so that the 32 lanes of a warp,
  * each on its own chunk, read one piece of 32 consecutive chunks as 512
- * contiguous bytes. Written by hone_k_pack_h16. */
+ * contiguous bytes. Inside a piece, the byte of value k (0..7) is hi at
+ * 2·(k%4) + k/4 and lo 8 bytes further: the order of the Q4Z nibbles that
+ * w & 0x0F0F0F0F and (w >> 4) & 0x0F0F0F0F put in a word's bytes. d holds
+ * HONE_K_H16_DS (cols) 32-bit words a token: per block (d as f32, Σv as int32).
+ * Written by hone_k_pack_h16 (and decode attention for o's input). */
 #define HONE_K_H16_ROW(cols) ((((size_t) (cols) + 1023) / 1024) * 1024)
+#define HONE_K_H16_DS(cols) (((size_t) (cols) + 31) / 32 * 2)
 typedef struct {
   uint16_t *h;
   float *d;

@@ -223,8 +223,8 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
   HoneKActQ8 q1 = { (int8_t *) dev_poisoned (n), (float2 *) dev_poisoned ((size_t) n / 32 * 8) };
   /* the W4A16 o projection's packed input: written by attention = hone_k_pack_h16 of the f32 output */
   const size_t nh = (size_t) n_tok * HONE_K_H16_ROW (nq * hd);
-  HoneKActH16 h0 = { (uint16_t *) dev_poisoned (nh * 2), (float *) dev_poisoned ((size_t) n / 32 * 4) };
-  HoneKActH16 h1 = { (uint16_t *) dev_poisoned (nh * 2), (float *) dev_poisoned ((size_t) n / 32 * 4) };
+  HoneKActH16 h0 = { (uint16_t *) dev_poisoned (nh * 2), (float *) dev_poisoned (HONE_K_H16_DS (n) * 4) };
+  HoneKActH16 h1 = { (uint16_t *) dev_poisoned (nh * 2), (float *) dev_poisoned (HONE_K_H16_DS (n) * 4) };
   const size_t sb = hone_k_attn_scratch_bytes (nq, nkv, hd, n_tok);
   void *scratch;
   CK (cudaMalloc (&scratch, sb));
@@ -269,7 +269,7 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
   diff += memcmp (qa.data (), qb.data (), n) != 0;
   diff += memcmp (da.data (), db.data (), (size_t) n / 32 * 8) != 0;
   diff += dev_download<uint16_t> (h0.h, nh) != dev_download<uint16_t> (h1.h, nh);
-  diff += dev_download<uint32_t> (h0.d, n / 32) != dev_download<uint32_t> (h1.d, n / 32);
+  diff += dev_download<uint32_t> (h0.d, HONE_K_H16_DS (n)) != dev_download<uint32_t> (h1.d, HONE_K_H16_DS (n));
   std::vector<double> ref (n);
   for (int t = 0; t < n_tok; t++)
     for (int h = 0; h < nq; h++)

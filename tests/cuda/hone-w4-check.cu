@@ -918,8 +918,11 @@ bench_model (int type, std::vector<double> &prefill_ms)
    * three modes (configs 8, 9, 10) and A/B variants (11 old plan, 12 unpaired loads), mma and v2 with PDL
    * off, then 8 tokens a step: automatic, mma, v2 and mma-sub (the last two: the summaries below rely on
    * that order) */
-  static const struct { int cfg, pdl, n_tok; const char *name; int pick; } vars[] = {
+  /* bound 1: the step captured as the engine does at short contexts (HoneKState.ctx_bound =
+   * hone_k_attn_short_ctx (): the clustered attention kernel), timed at 128 keys only */
+  static const struct { int cfg, pdl, n_tok; const char *name; int pick; int bound; } vars[] = {
     { 1, -1, 1, " v1" }, { 2, -1, 1, " v2" }, { 13, -1, 1, " rs" }, { 13, -1, 1, " rs s2-shapes", 9 },
+    { 13, -1, 1, " rs short-ctx", 0, 1 },
     { 8, -1, 1, " mma" }, { 9, -1, 1, " mma-sub" },
     { 10, -1, 1, " mma-scaled" }, { 11, -1, 1, " mma old-plan" }, { 12, -1, 1, " mma unpaired" },
     { 8, 0, 1, " mma pdl-off" }, { 2, 0, 1, " v2 pdl-off" }, { 0, -1, 8, " auto (mma-sub)" },
@@ -935,15 +938,26 @@ bench_model (int type, std::vector<double> &prefill_ms)
       hone_k_set_pdl (vars[variant].pdl);
       hone_k_gemv_set_pick (vars[variant].pick ? vars[variant].pick : -1);   /* 9: session 2's launch shapes */
       const char *vname = type != HONE_K_Q4Z ? "" : vars[variant].name;
+      const int bound = vars[variant].bound ? hone_k_attn_short_ctx () : 0;
+      if (vars[variant].bound && bound <= 0)
+        continue;
       cudaGraph_t g;
       cudaGraphExec_t ge;
+      st.ctx_bound = bound;
       CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
       const int r = hone_k_forward (&b.m, &kv, &st, n_tok, 0, 1, 1, 0.f, 0, s);
       CK (cudaStreamEndCapture (s, &g));
+      st.ctx_bound = 0;
       CK (r);
       CK (cudaGraphInstantiate (&ge, g, 0));
+      if (variant == 2)   /* rs: the default at one token */
+        profile_step_maybe (type == HONE_K_Q4Z ? "AWQ" : "BF16", ge, st.pos, s, 128);
+      if (vars[variant].bound)
+        profile_step_maybe ("AWQ:bound", ge, st.pos, s, 128);
       for (int ctx : { 128, 4096 })
         {
+          if (bound && ctx > bound)
+            continue;
           const int reps = 50;
           std::vector<float> ts;
           cudaEvent_t e0, e1;
@@ -994,6 +1008,7 @@ bench_model (int type, std::vector<double> &prefill_ms)
   if (type == HONE_K_Q4Z)
     for (int v = 2; v < nvars - 4; v++)
       for (int c = 0; c < 2; c++)
+        if (step_ms[v][c] > 0)
         report ("decode step AWQ-g128 tok 1 ctx %s: v2 %.3f ms (%.1f tok/s) -> %-15s %.3f ms (%.1f tok/s, %.1f%% of "
                 "4.52 TB/s): %.2fx\n", c ? "4096" : " 128", step_ms[1][c], 1e3 / step_ms[1][c], vars[v].name,
                 step_ms[v][c], 1e3 / step_ms[v][c], 100 * (b.weight_bytes + 2.0 * 32 * ((c ? 4096 : 128) + 25) * 8
@@ -1015,6 +1030,86 @@ bench_model (int type, std::vector<double> &prefill_ms)
     }
   cudaStreamDestroy (s);
   big_free (b);
+}
+
+/* hone_k_pack_h16 against a host f64 reference: each block of 32 decoded from
+ * its hi/lo bytes (the byte order of hone-kernels.h) must be the 16-bit fixed
+ * point of the (RMSNorm'ed) input — v = rint(x·32767/absmax) within one step
+ * at a rounding tie — with d = absmax/32767 and Σv exact; a block of zeros
+ * all zero; padding slots past cols untouched (poisoned). */
+static void
+check_pack_h16 (int n_tok, int cols, bool norm)
+{
+  std::vector<float> x ((size_t) n_tok * cols), g (cols);
+  for (auto &v : x) v = rng_normal ();
+  for (auto &v : g) v = 0.5f + 0.5f * (float) fabs (rng_normal ());
+  x[5] = 300.f;                                        /* an outlier */
+  for (int j = 64; j < 96 && j < cols; j++) x[j] = 0.f;   /* a block of zeros */
+  float *dx = dev_upload (x), *dg = dev_upload (g);
+  const size_t nh = (size_t) n_tok * HONE_K_H16_ROW (cols);
+  HoneKActH16 h = { (uint16_t *) dev_poisoned (nh * 2), (float *) dev_poisoned (HONE_K_H16_DS (cols) * n_tok * 4) };
+  CK (hone_k_pack_h16 (dx, norm ? dg : NULL, n_tok, cols, 1e-5f, &h, 0));
+  CK (cudaDeviceSynchronize ());
+  const std::vector<uint8_t> hb = dev_download<uint8_t> (h.h, nh * 2);
+  const std::vector<float> ds = dev_download<float> (h.d, HONE_K_H16_DS (cols) * n_tok);
+  int bad = 0, ties = 0;
+  double worst = 0;
+  for (int t = 0; t < n_tok; t++)
+    {
+      double ss = 0;
+      for (int j = 0; j < cols; j++) ss += (double) x[(size_t) t * cols + j] * x[(size_t) t * cols + j];
+      const double sc = norm ? 1.0 / sqrt (ss / cols + 1e-5) : 1.0;
+      for (int c = 0; c < cols / 32; c++)
+        {
+          double ref[32], amax = 0;
+          for (int k = 0; k < 32; k++)
+            {
+              const int j = c * 32 + k;
+              ref[k] = x[(size_t) t * cols + j] * sc * (norm ? g[j] : 1.0);
+              amax = fmax (amax, fabs (ref[k]));
+            }
+          const float d = ds[((size_t) t * (cols / 32) + c) * 2];
+          int32_t sum_bits;
+          memcpy (&sum_bits, &ds[((size_t) t * (cols / 32) + c) * 2 + 1], 4);
+          if (fabs (d - amax / 32767.0) > 1e-6 * amax / 32767.0 + 1e-30)
+            bad++;
+          int sum = 0;
+          for (int k = 0; k < 32; k++)
+            {
+              /* the piece's first slot, as hone-kernels.h lays it out */
+              const size_t slot = (size_t) t * HONE_K_H16_ROW (cols) + ((size_t) ((c / 32) * 4 + k / 8) * 32 + c % 32) * 8;
+              const int b = 2 * (k & 7 & 3) + ((k & 7) >> 2);
+              const int v = 256 * (int) (int8_t) hb[slot * 2 + b] + (int) hb[slot * 2 + b + 8];
+              sum += v;
+              const double want = amax > 0 ? ref[k] * 32767.0 / amax : 0.0;
+              const double e = fabs (v - want);
+              worst = fmax (worst, e);
+              if (e > 0.5 + 1e-3)
+                {
+                  if (e <= 1.0 + 1e-3 && fabs (fabs (want - floor (want)) - 0.5) < 1e-2)
+                    ties++;   /* f32 vs f64 on the two sides of a tie */
+                  else
+                    bad++;
+                }
+            }
+          if (sum != sum_bits)
+            bad++;
+        }
+      /* the padding of a row (cols not a multiple of 1024) is not written */
+      for (size_t i = (size_t) t * HONE_K_H16_ROW (cols) * 2; i < (size_t) (t + 1) * HONE_K_H16_ROW (cols) * 2; i++)
+        {
+          const size_t slot = i / 2 - (size_t) t * HONE_K_H16_ROW (cols);
+          const int c = (int) (((slot >> 3) & 31) + (slot >> 10) * 32);
+          if (c >= cols / 32 && hb[i] != 0xff)
+            bad++;
+        }
+    }
+  char what[96];
+  snprintf (what, sizeof what, "pack_h16 %d x %d%s: 16-bit fixed point, bytes and (d, sum)", n_tok, cols, norm ? " +norm" : "");
+  check (bad == 0, what, worst, 0.5);
+  if (ties)
+    report ("  (%d values one step off at a rounding tie)\n", ties);
+  cudaFree (dx); cudaFree (dg); cudaFree (h.h); cudaFree (h.d);
 }
 
 struct HoneKPrefetch;   /* hone-k-common.cuh (internal); passed as NULL here */
@@ -1153,7 +1248,7 @@ main (int argc, char **argv)
   report ("device: %s, %d SMs, %.0f MB L2, cc %d.%d\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6,
           prop.major, prop.minor);
   CK (cudaMalloc (&g_xh.h, 32768 * 2));
-  CK (cudaMalloc (&g_xh.d, 32768 / 32 * 4));
+  CK (cudaMalloc (&g_xh.d, HONE_K_H16_DS (32768) * 4));
   if (do_check)
     {
       report ("== W4A16 checks ==\n");
@@ -1201,6 +1296,12 @@ main (int argc, char **argv)
       for (int g : { 32, 128 })
         check_tiny_model (g);
       if (cfg == 13)
+        {
+          check_pack_h16 (1, 4096, true);
+          check_pack_h16 (2, 14336, false);
+          check_pack_h16 (3, 96 + 1024, true);   /* padding: a row's last tile part-filled */
+        }
+      if (cfg == 13)
         /* every launch shape the register-streamed W4A16 GEMV can be forced to
          * (hone_k_gemv_set_config; --rs-sweep times them), on the one-token shapes */
         for (int shape = 0; shape < HONE_K_GEMV_CONFIGS_Q1; shape++)
@@ -1224,7 +1325,8 @@ main (int argc, char **argv)
     bench_rs_shapes ();
   if (do_bench)
     {
-      bench_gemvs ();
+      if (!getenv ("HONE_PROFILE_STEP"))   /* the step alone under ncu */
+        bench_gemvs ();
       report ("\n== random Llama-3-8B: decode (CUDA graph, greedy on the GPU) and prefill ==\n");
       std::vector<double> q, bf;
       bench_model (HONE_K_Q4Z, q);
