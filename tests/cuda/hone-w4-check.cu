@@ -903,6 +903,7 @@ time_prefill (BigModel &b, HoneKKv &kv, int n, cudaStream_t s)
 static void
 bench_model (int type, std::vector<double> &prefill_ms)
 {
+  const bool step_only = getenv ("HONE_W4_STEP_ONLY") != NULL;
   const int max_ctx = 4096 + 2048 + 256;
   const char *name = type == HONE_K_Q4Z ? "AWQ-g128" : "BF16";
   BigModel b;
@@ -919,7 +920,7 @@ bench_model (int type, std::vector<double> &prefill_ms)
    * off, then 8 tokens a step: automatic, mma, v2 and mma-sub (the last two: the summaries below rely on
    * that order) */
   /* bound 1: the step captured as the engine does at short contexts (HoneKState.ctx_bound =
-   * hone_k_attn_short_ctx (): the clustered attention kernel), timed at 128 keys only */
+   * hone_k_attn_short_ctx (): the clustered attention kernel), timed at 128, 512 and 1k keys */
   static const struct { int cfg, pdl, n_tok; const char *name; int pick; int bound; } vars[] = {
     { 1, -1, 1, " v1" }, { 2, -1, 1, " v2" }, { 13, -1, 1, " rs" }, { 13, -1, 1, " rs s2-shapes", 9 },
     { 13, -1, 1, " rs short-ctx", 0, 1 },
@@ -933,6 +934,8 @@ bench_model (int type, std::vector<double> &prefill_ms)
     {
       const int n_tok = vars[variant].n_tok;
       if (type != HONE_K_Q4Z && variant != 0)
+        continue;
+      if (step_only && variant != 2 && !vars[variant].bound)   /* HONE_W4_STEP_ONLY: rs and its bounded row */
         continue;
       hone_k_q4z_set_config (vars[variant].cfg);
       hone_k_set_pdl (vars[variant].pdl);
@@ -954,9 +957,10 @@ bench_model (int type, std::vector<double> &prefill_ms)
         profile_step_maybe (type == HONE_K_Q4Z ? "AWQ" : "BF16", ge, st.pos, s, 128);
       if (vars[variant].bound)
         profile_step_maybe ("AWQ:bound", ge, st.pos, s, 128);
-      for (int ctx : { 128, 4096 })
+      for (int ctx : { 128, 512, 1024, 4096 })
         {
-          if (bound && ctx > bound)
+          /* unbounded graphs at 128 and 4k keys; bounded ones (the engine's below 2k) at 128, 512, 1k */
+          if (bound ? ctx > bound || ctx > 1024 : ctx == 512 || ctx == 1024)
             continue;
           const int reps = 50;
           std::vector<float> ts;
@@ -978,7 +982,8 @@ bench_model (int type, std::vector<double> &prefill_ms)
             }
           std::sort (ts.begin (), ts.end ());
           const double ms = ts[1];
-          step_ms[variant][ctx == 128 ? 0 : 1] = ms;
+          if (ctx == 128 || ctx == 4096)
+            step_ms[variant][ctx == 128 ? 0 : 1] = ms;
           const double kvbytes = 2.0 * 32 * (ctx + reps / 2 * n_tok) * 8 * 128 * 2;
           const double bytes = b.weight_bytes + kvbytes;
           const double gbs = bytes / (ms * 1e-3) / 1e9;
@@ -994,18 +999,18 @@ bench_model (int type, std::vector<double> &prefill_ms)
       cudaGraphExecDestroy (ge);
       cudaGraphDestroy (g);
     }
-  if (type == HONE_K_Q4Z)
+  if (type == HONE_K_Q4Z && !step_only)
     for (int c = 0; c < 2; c++)
       report ("decode step AWQ-g128 tok 1 ctx %s: v1 %.3f ms (%.1f tok/s) -> v2 %.3f ms (%.1f tok/s, %.1f%% of "
               "4.52 TB/s): %.2fx\n", c ? "4096" : " 128", step_ms[0][c], 1e3 / step_ms[0][c], step_ms[1][c],
               1e3 / step_ms[1][c], 100 * (b.weight_bytes + 2.0 * 32 * ((c ? 4096 : 128) + 25) * 8 * 128 * 2)
               / (step_ms[1][c] * 1e-3) / READ_CEIL, step_ms[0][c] / step_ms[1][c]);
-  if (type == HONE_K_Q4Z)
+  if (type == HONE_K_Q4Z && !step_only)
     for (int c = 0; c < 2; c++)
       report ("decode step AWQ-g128 tok 8 ctx %s: v2 %.3f ms (%.1f tok/s) -> mma-sub %.3f ms (%.1f tok/s): %.2fx\n",
               c ? "4096" : " 128", step_ms[nvars - 2][c], 8e3 / step_ms[nvars - 2][c], step_ms[nvars - 1][c],
               8e3 / step_ms[nvars - 1][c], step_ms[nvars - 2][c] / step_ms[nvars - 1][c]);
-  if (type == HONE_K_Q4Z)
+  if (type == HONE_K_Q4Z && !step_only)
     for (int v = 2; v < nvars - 4; v++)
       for (int c = 0; c < 2; c++)
         if (step_ms[v][c] > 0)
@@ -1019,7 +1024,7 @@ bench_model (int type, std::vector<double> &prefill_ms)
   hone_k_state_free (&st);
   const int ns[] = { 16, 64, 256, 2048 };
   const double params = 32.0 * (6144.0 * 4096 + 4096.0 * 4096 + 28672.0 * 4096 + 4096.0 * 14336);
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < (step_only ? 0 : 4); i++)
     {
       const int n = ns[i];
       const double ms = time_prefill (b, kv, n, s);
@@ -1325,12 +1330,15 @@ main (int argc, char **argv)
     bench_rs_shapes ();
   if (do_bench)
     {
-      if (!getenv ("HONE_PROFILE_STEP"))   /* the step alone under ncu */
+      /* HONE_PROFILE_STEP: the step alone under ncu; HONE_W4_STEP_ONLY: the AWQ step's rs rows alone (A/B runs) */
+      const bool step_only = getenv ("HONE_W4_STEP_ONLY") != NULL;
+      if (!getenv ("HONE_PROFILE_STEP") && !step_only)
         bench_gemvs ();
       report ("\n== random Llama-3-8B: decode (CUDA graph, greedy on the GPU) and prefill ==\n");
       std::vector<double> q, bf;
       bench_model (HONE_K_Q4Z, q);
-      bench_model (HONE_K_BF16, bf);
+      if (!step_only)
+        bench_model (HONE_K_BF16, bf);
       const int ns[] = { 16, 64, 256, 2048 };
       for (size_t i = 0; i < q.size () && i < bf.size (); i++)
         report ("prefill %5d tok: AWQ %.2f ms vs BF16 %.2f ms = %+.1f %%\n", ns[i], q[i], bf[i],
