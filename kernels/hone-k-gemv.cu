@@ -599,13 +599,14 @@ pick_config (const GemvArgs &a)
    * everywhere — an activation load serves 4 rows — at 1 chunk load a lane
    * (dp4a types: R4 U1, 2 K slices on gate|up/lm_head, 4 elsewhere but q|k|v)
    * or 2 (W4A16, whose 16-bit input is 4x its weights' bytes: R4 U2 KS2 on o
-   * and down); q|k|v-sized matrices R4 U2 KS2 (dp4a) / R4 U1 KS2 (W4A16),
-   * W4A16 gate|up keeps R2 U2 KS1. */
+   * and down); q|k|v-sized matrices R4 U2 KS2 (dp4a) / R2 U2 KS1 (W4A16), W4A16
+   * gate|up keeps R2 U2 KS1. */
   if (pick_rule == 10 && a.n_tok == 1)
     {
-      /* W4A16 with the integer dot (session 10's sweep): q|k|v R4 U1 KS2 (5.84 -> 5.45 us) */
+      /* W4A16 with the integer dot (session 10): q|k|v keeps R2 U2 KS1 — R4 U1 KS2 is faster alone
+       * (5.45 vs 5.84 us with a STORE epilogue) but made the step 0.1 ms slower (2.104 vs 2.004 ms) */
       if (WT == HONE_K_Q4Z)
-        return a.cols >= 8192 ? 7 : a.rows >= 16384 ? 2 : a.rows >= 5000 ? 10 : 7;
+        return a.rows >= 5000 && a.cols < 8192 ? 2 : 7;
       if (a.cols >= 8192)
         return 14;
       if (a.rows >= 16384)
