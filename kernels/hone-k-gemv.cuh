@@ -191,7 +191,7 @@ dot_chunk_w4 (int4 q, uint32_t s, uint32_t z, const uint4 (&xv)[4], float2 xd, f
       lo = dp4a_uu (wa, xv[i].z, lo);
       lo = dp4a_uu (wb, xv[i].w, lo);
     }
-  /* |Σ q·v| ≤ 32·15·32767 and |z·Σv| ≤ 15·32·32767: both < 2^24, the difference exact in f32 too */
+  /* |Σ q·v|, |z·Σv| ≤ 32·15·32767 < 2^24: exact in int32; the f32 of their difference rounds only past 2^24 (6e-8) */
   const int sum = hi * 256 + (int) lo - (int) z * __float_as_int (xd.y);
   return fmaf (f16_bits_to_f32 ((uint16_t) s) * xd.x, (float) sum, acc);
 }

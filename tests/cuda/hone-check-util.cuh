@@ -38,8 +38,10 @@ static const double GEMM_CEIL = 781e12;    /* measured bf16 GEMM, FLOP/s */
 static int n_fail, n_pass;
 static FILE *results;                      /* $OUT/results.txt when set */
 
-/* HONE_PROFILE_STEP=<type> (BF16, Q4_0, Q4_1, Q8_0, AWQ): the whole-step
- * benchmarks replay that type's default step once more at @ctx keys between
+/* HONE_PROFILE_STEP=<type> (BF16, Q4_0, Q4_1, Q8_0: hone-cuda-check --decode;
+ * AWQ: hone-w4-check --bench), or <type>:bound for the step captured bounded to
+ * short contexts as the engine does: the whole-step benchmarks replay that
+ * step once more at @ctx keys between
  * cudaProfilerStart/Stop and the harness exits, for
  *   ncu --profile-from-start off --graph-profiling node --clock-control none …
  * which then times each kernel of one step alone (serialized: no PDL overlap). */

@@ -13,6 +13,7 @@
 #   (tests/cuda/build-carry.sh does all of this in one go).
 #   Result: OUT_DIR/bundle.tar.xz with bin/ and lib/ (programs find lib/ by rpath).
 set -eu
+R=$(cd "$(dirname "$0")/../.." && pwd)   # the repository (kernel headers for the harnesses)
 B=$(realpath "$1"); O=$(realpath -m "$2"); shift 2
 S=$O/stage
 rm -rf "$S" && mkdir -p "$S/bin" "$S/lib"
@@ -35,7 +36,7 @@ ARCH=${HONE_CUDA_ARCH:-90}
 pids=()
 for h in "$@"; do
   case $h in
-    *.cu) nvcc -std=c++17 -O3 -lineinfo -gencode arch=compute_$ARCH,code=sm_$ARCH -Ikernels "$h" \
+    *.cu) nvcc -std=c++17 -O3 -lineinfo -gencode arch=compute_$ARCH,code=sm_$ARCH -I"$R/kernels" "$h" \
             -o "$S/bin/$(basename "$h" .cu)" -L"$S/lib" -lhoneall -lcublas -lcublasLt \
             -Xlinker -rpath -Xlinker '$ORIGIN/../lib' & pids+=($!) ;;
     *) cp "$h" "$S/bin/" ;;
