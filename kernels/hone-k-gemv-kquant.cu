@@ -247,15 +247,6 @@ ld_stream2 (const int2 *p)
   return v;
 }
 
-/* Unsigned × signed dp4a (the Q6_K values 0..63 against the int8 activation). */
-static __device__ __forceinline__ int
-dp4a_us (uint32_t a, int b, int c)
-{
-  int d;
-  asm ("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-
 /* The high-bit word of a Q6_K half moved so value 4k+b's 2 bits sit at bits 8b+4, 8b+5. */
 template <int K>
 static __device__ __forceinline__ uint32_t

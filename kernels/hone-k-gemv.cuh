@@ -154,7 +154,8 @@ dot_chunk_q4 (int4 q, uint32_t sc, int4 xa, int4 xb, float2 xd, float acc)
   return acc + fmaf (wd * xd.x, (float) d, wm * xd.y);
 }
 
-/* dp4a with unsigned a and signed / unsigned b (PTX dp4a.u32.s32 / .u32.u32). */
+/* dp4a with unsigned a and signed / unsigned b (PTX dp4a.u32.s32 / .u32.u32): W4A16's
+ * nibbles against the hi / lo bytes of its input, Q6_K's values 0..63 against int8 (kquant). */
 static __device__ __forceinline__ int
 dp4a_us (uint32_t a, uint32_t b, int c)
 {
