@@ -28,6 +28,12 @@ pdl_trigger (void)
 #endif
 }
 
+/* Measurement only (HONE_STEP_PROBE, read once; hone-k-forward.cu): a mask of
+ * the launches one-token decode steps leave out, so that a benchmark bounds
+ * what removing them could gain — the logits are then wrong. 1 ("pack"): the
+ * W4A16 input packs; 2 ("attn"): decode attention. 0 (unset): none. */
+extern "C" int hone_k_step_probe (void);
+
 /* Read-once weight stream: skip L1 so activations stay there. */
 static __device__ __forceinline__ int4
 ld_stream (const int4 *p)
@@ -134,6 +140,14 @@ h16_store (uint16_t *h, int cols, size_t t, int j, int v)
   const int b = 2 * (k & 3) + (k >> 2);
   piece[b] = (uint8_t) ((unsigned) v >> 8);   /* the high byte, two's complement: v = 256·(int8) hi + lo */
   piece[b + 8] = (uint8_t) (v & 0xff);
+}
+
+/* ss + Σ of the squares of v: the one expression (so the one rounding) of
+ * the RMS sums that hone_k_pack_h16 and the GEMVs' tail packs must agree on. */
+static __device__ __forceinline__ float
+h16_ssq4 (float4 v, float ss)
+{
+  return ss + (v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w);
 }
 
 /* A block's (d, Σv) words. */
