@@ -142,14 +142,6 @@ h16_store (uint16_t *h, int cols, size_t t, int j, int v)
   piece[b + 8] = (uint8_t) (v & 0xff);
 }
 
-/* ss + Σ of the squares of v: the one expression (so the one rounding) of
- * the RMS sums that hone_k_pack_h16 and the GEMVs' tail packs must agree on. */
-static __device__ __forceinline__ float
-h16_ssq4 (float4 v, float ss)
-{
-  return ss + (v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w);
-}
-
 /* A block's (d, Σv) words. */
 static __device__ __forceinline__ void
 h16_store_ds (float *ds, int cols, size_t t, int c, float amax, int sum)

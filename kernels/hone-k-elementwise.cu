@@ -24,7 +24,10 @@ row_rms_scale (const float *xr, int n, float eps)
   float ss = 0.f;
   if (VEC)
     for (int i = threadIdx.x; i < (n >> 2); i += 256)
-      ss = h16_ssq4 (((const float4 *) xr)[i], ss);   /* the tail packs' expression (hone-k-gemv.cu) */
+      {
+        const float4 v = ((const float4 *) xr)[i];
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      }
   else
     for (int i = threadIdx.x; i < n; i += 256)
       ss += xr[i] * xr[i];

@@ -438,10 +438,9 @@ layout (const HoneKModel *m, int max_tok, int logits_rows)
   L.w16 = max_tok > HONE_K_MAX_DECODE ? ALIGN (dequant_scratch_elems (m) * 2) : 0;
   L.attn_s = ALIGN (hone_k_attn_scratch_bytes (c->n_heads, c->n_kv_heads, c->head_dim, max_tok));
   /* streamed decode: a counter set a launch site (layer 0's q|k|v, then one after each attention) */
-  /* the streamed launches' counters, then the W4A16 tail packs' (zeroed once, left zeroed) */
-  L.sync = ALIGN (((size_t) (c->n_layers + 1) * HONE_K_STREAM_SYNC + HONE_K_TAIL_PACK_WORDS) * sizeof (unsigned));
+  L.sync = ALIGN ((size_t) (c->n_layers + 1) * HONE_K_STREAM_SYNC * sizeof (unsigned));
   L.ws = max_tok > HONE_K_MAX_DECODE ? ((size_t) 32 << 20) : 0;
-  L.total = L.small + L.h + L.xn + L.qkv + L.attn + L.gu + L.logits + L.xq + L.xds + 2 * (L.xh + L.xhd) + L.x16 + L.w16 + L.attn_s + L.sync
+  L.total = L.small + L.h + L.xn + L.qkv + L.attn + L.gu + L.logits + L.xq + L.xds + L.xh + L.xhd + L.x16 + L.w16 + L.attn_s + L.sync
             + L.ws;
   return L;
 }
@@ -488,13 +487,10 @@ hone_k_state_alloc (HoneKState *st, const HoneKModel *m, int max_tok, int logits
   st->xq.ds = (float2 *) p; p += L.xds;
   st->xh.h = (uint16_t *) p; p += L.xh;
   st->xh.d = (float *) p; p += L.xhd;
-  st->xh2.h = (uint16_t *) p; p += L.xh;
-  st->xh2.d = (float *) p; p += L.xhd;
   st->x16 = p; p += L.x16;
   st->w16 = L.w16 ? (void *) p : NULL; p += L.w16;
   st->attn_scratch = p; p += L.attn_s;
   st->stream_sync = (unsigned *) p; p += L.sync;
-  st->tail_count = st->stream_sync + (size_t) (m->cfg.n_layers + 1) * HONE_K_STREAM_SYNC;
   st->cublas_ws = L.ws ? (void *) p : NULL;
   if (L.ws)
     {
@@ -612,69 +608,12 @@ gemv_op (const HoneKMatrix *w, int n_tok, const float *res, float *y, int epi)
   return op;
 }
 
-/* W4A16 one-token GEMVs in a row (o → gate|up → down → the next q|k|v): in,
- * the previous GEMV's tail pack left this one's input in in_buf; out, this one
- * packs its output into out_buf for the next (normalized by g when set) — the
- * register-streamed kernel's tail pack (hone-k-gemv.cu) instead of a
- * hone_k_pack_h16 launch between the two. out_buf is the one of st->xh /
- * st->xh2 that in_buf is not: a sliced pack (no norm) runs while other blocks
- * of the same launch still read their input. */
-struct TailPlan {
-  bool in, out;
-  const float *g;
-  HoneKActH16 *in_buf, *out_buf;
-};
-
-static void
-tail_plan_bufs (HoneKState *st, TailPlan *tp, HoneKActH16 *in_buf)
-{
-  tp->in_buf = in_buf;
-  tp->out_buf = in_buf == &st->xh ? &st->xh2 : &st->xh;
-}
-
-/* Tail packs on (the default) or off; -1: read HONE_DECODE_TAIL_PACK (0 turns them off). */
-static int tail_pack_mode = -1;
-
-extern "C" void
-hone_k_decode_set_tail_pack (int on)
-{
-  tail_pack_mode = on < 0 ? -1 : on ? 1 : 0;
-}
-
-static bool
-tail_pack_on (void)
-{
-  if (tail_pack_mode < 0)
-    {
-      const char *e = getenv ("HONE_DECODE_TAIL_PACK");
-      tail_pack_mode = e && e[0] == '0' ? 0 : 1;
-    }
-  return tail_pack_mode == 1;
-}
-
-static void
-tail_apply (HoneKState *st, HoneKGemvOp *op, const TailPlan *tp, float eps)
-{
-  if (!tp)
-    return;
-  op->xh = tp->in_buf;
-  if (tp->in)
-    op->xh_ready = 1;
-  if (tp->out)
-    {
-      op->tp_out = tp->out_buf;
-      op->tp_g = tp->g;
-      op->tp_eps = eps;
-      op->tp_count = st->tail_count;
-    }
-}
-
 /* y[n_tok][rows] (+)= W·norm(x): the norm fused for BF16/F16 and for staged
  * quantized GEMVs, else a norm+quantize launch. */
 static int
 gemv_normed (HoneKState *st, const HoneKMatrix *w, const float *x, const float *g, float eps, int n_tok,
              const float *bias, float *y, int epi, const HoneKGemvOp *rope, cudaStream_t s,
-             const HoneKPrefetch *pf = NULL, const TailPlan *tp = NULL, float tp_eps = 0.f)
+             const HoneKPrefetch *pf = NULL)
 {
   HoneKGemvOp op;
   if (rope)
@@ -697,7 +636,6 @@ gemv_normed (HoneKState *st, const HoneKMatrix *w, const float *x, const float *
       HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (x, g, n_tok, w->cols, eps, NULL, &st->xq, NULL, 0, s));
       op.xq = &st->xq;
     }
-  tail_apply (st, &op, tp, tp_eps);
   return hone_k_gemv_pf (&op, pf, s);
 }
 
@@ -706,8 +644,7 @@ gemv_normed (HoneKState *st, const HoneKMatrix *w, const float *x, const float *
  * else a staged quantized GEMV quantizes the f32 input itself. */
 static int
 gemv_plain (HoneKState *st, const HoneKMatrix *w, const float *x, int n_tok, const float *res, float *y,
-            int epi, cudaStream_t s, const HoneKPrefetch *pf = NULL, bool x_ready = false,
-            const TailPlan *tp = NULL, float tp_eps = 0.f)
+            int epi, cudaStream_t s, const HoneKPrefetch *pf = NULL, bool x_ready = false)
 {
   HoneKGemvOp op = gemv_op (w, n_tok, res, y, epi);
   op.xh = &st->xh;
@@ -728,7 +665,6 @@ gemv_plain (HoneKState *st, const HoneKMatrix *w, const float *x, int n_tok, con
           op.xq = &st->xq;
         }
     }
-  tail_apply (st, &op, tp, tp_eps);
   return hone_k_gemv_pf (&op, pf, s);
 }
 
@@ -786,28 +722,12 @@ epiq_consumer (const HoneKMatrix *w, int epi)
  * producer writes the int8 vector its own input is not (st->xq or eb->x1). */
 static int
 decode_step_ffn (const HoneKModel *m, HoneKState *st, int l, int n, const EpiqBufs *eb, int mask, bool attn_q,
-                 const HoneKActQ8 **ready, HoneKActH16 **qkv_in, const HoneKPrefetch *pf_o, const HoneKPrefetch *pf_gu,
+                 const HoneKActQ8 **ready, const HoneKPrefetch *pf_o, const HoneKPrefetch *pf_gu,
                  const HoneKPrefetch *pf_down, cudaStream_t s)
 {
   const HoneKConfig *c = &m->cfg;
   const HoneKLayer *L = &m->layers[l];
   *ready = NULL;
-  /* W4A16 tail packs: o packs gate|up's input, gate|up down's, down the next q|k|v's */
-  const bool tp = n == 1 && tail_pack_on ();
-  const bool last_layer = l + 1 == c->n_layers;
-  const HoneKMatrix *next_qkv = last_layer ? NULL : &m->layers[l + 1].wqkv;
-  TailPlan tp_o = { false, false, L->ffn_norm, NULL, NULL }, tp_gu = { false, false, NULL, NULL, NULL },
-           tp_down = { false, false, NULL, NULL, NULL };
-  tp_o.out = tp && hone_k_q4z_takes_h16 (&L->wo) && hone_k_q4z_takes_h16 (&L->wgu);
-  tail_plan_bufs (st, &tp_o, &st->xh);   /* o reads what attention wrote (or packs its input there) */
-  tp_gu.in = tp_o.out;
-  tp_gu.out = tp && hone_k_q4z_takes_h16 (&L->wgu) && hone_k_q4z_takes_h16 (&L->wdown);
-  tail_plan_bufs (st, &tp_gu, tp_gu.in ? tp_o.out_buf : &st->xh);
-  tp_down.in = tp_gu.out;
-  tp_down.out = tp && next_qkv && hone_k_q4z_takes_h16 (&L->wdown) && hone_k_q4z_takes_h16 (next_qkv);
-  tp_down.g = next_qkv ? m->layers[l + 1].attn_norm : NULL;
-  tail_plan_bufs (st, &tp_down, tp_down.in ? tp_gu.out_buf : &st->xh);
-  *qkv_in = tp_down.out ? tp_down.out_buf : NULL;
   if (n != 1)
     eb = NULL;
   HoneKGemvOp op = gemv_op (&L->wo, 1, st->h, st->h, HONE_K_EPI_ADD);
@@ -825,8 +745,7 @@ decode_step_ffn (const HoneKModel *m, HoneKState *st, int l, int n, const EpiqBu
       gu_in = &eb->x1;
     }
   else
-    HONE_K_CHECK ((cudaError_t) gemv_plain (st, &L->wo, st->attn, n, st->h, st->h, HONE_K_EPI_ADD, s, pf_o, attn_q,
-                                            &tp_o, c->rms_eps));
+    HONE_K_CHECK ((cudaError_t) gemv_plain (st, &L->wo, st->attn, n, st->h, st->h, HONE_K_EPI_ADD, s, pf_o, attn_q));
   op = gemv_op (&L->wgu, 1, NULL, st->gu, HONE_K_EPI_SWIGLU);
   op.eps = c->rms_eps;
   const HoneKActQ8 *down_in = NULL;
@@ -857,7 +776,7 @@ decode_step_ffn (const HoneKModel *m, HoneKState *st, int l, int n, const EpiqBu
     }
   else
     HONE_K_CHECK ((cudaError_t) gemv_normed (st, &L->wgu, st->h, L->ffn_norm, c->rms_eps, n, NULL, st->gu,
-                                             HONE_K_EPI_SWIGLU, NULL, s, pf_gu, &tp_gu, c->rms_eps));
+                                             HONE_K_EPI_SWIGLU, NULL, s, pf_gu));
   const bool last = l + 1 == c->n_layers;
   const HoneKMatrix *next_w = last ? &m->lm_head : &m->layers[l + 1].wqkv;
   const float *next_g = last ? m->out_norm : m->layers[l + 1].attn_norm;
@@ -880,7 +799,7 @@ decode_step_ffn (const HoneKModel *m, HoneKState *st, int l, int n, const EpiqBu
     }
   if (down_in)
     return hone_k_gemv_pf (&op, pf_down, s);
-  return gemv_plain (st, &L->wdown, st->gu, n, st->h, st->h, HONE_K_EPI_ADD, s, pf_down, false, &tp_down, c->rms_eps);
+  return gemv_plain (st, &L->wdown, st->gu, n, st->h, st->h, HONE_K_EPI_ADD, s, pf_down);
 }
 
 /* ---- streamed one-token steps (hone-k-decode-stream.cu) ---------------------
@@ -1013,7 +932,6 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
   const bool epiq = n == 1 && n_logits == 1 && epiq_mode && epiq_bufs (m, st, &eb);
   /* the int8 of h·g for the next normalized GEMV (Σh² in eb.ssq), or NULL */
   const HoneKActQ8 *ready = NULL;
-  HoneKActH16 *qkv_in = NULL;   /* where the previous layer's down packed this layer's q|k|v input (TailPlan) */
   HONE_K_CHECK ((cudaError_t) hone_k_embed (&m->embd, st->tokens, n, st->h, s));
   for (int l = 0; l < c->n_layers; l++)
     {
@@ -1077,13 +995,9 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
           HONE_K_CHECK ((cudaError_t) hone_k_gemv_parts (&po, st->gu, s));
         }
       else
-        {
-          TailPlan tp_qkv = { qkv_in != NULL, false, NULL, NULL, NULL };
-          tail_plan_bufs (st, &tp_qkv, qkv_in ? qkv_in : &st->xh);
-          HONE_K_CHECK ((cudaError_t) gemv_normed (st, &L->wqkv, st->h, L->attn_norm, c->rms_eps, n, L->bqkv,
-                                                   st->qkv, fuse_rope ? (int) HONE_K_EPI_ROPE_KV : (int) HONE_K_EPI_STORE,
-                                                   &rope, s, &pf_qkv, &tp_qkv));
-        }
+        HONE_K_CHECK ((cudaError_t) gemv_normed (st, &L->wqkv, st->h, L->attn_norm, c->rms_eps, n, L->bqkv, st->qkv,
+                                                 fuse_rope ? (int) HONE_K_EPI_ROPE_KV : (int) HONE_K_EPI_STORE, &rope,
+                                                 s, &pf_qkv));
       ready = NULL;
       if (!fuse_rope)
         HONE_K_CHECK ((cudaError_t) hone_k_rope_kv (st->qkv, n, nq, nkv, hd, st->pos, c->rope_inv_freq, 0,
@@ -1097,7 +1011,7 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
                                                             st->ctx_bound, s));
       /* o, gate|up, down with EpiQ where the types allow (decode_step_ffn) */
       HONE_K_CHECK ((cudaError_t) decode_step_ffn (m, st, l, n, epiq ? &eb : NULL, epiq_mode, attn_q || attn_h, &ready,
-                                                   &qkv_in, &pf_o, &pf_gu, &pf_down, s));
+                                                   &pf_o, &pf_gu, &pf_down, s));
     }
   const float *hl = st->h + (size_t) (n - n_logits) * c->hidden;
   if (ready)

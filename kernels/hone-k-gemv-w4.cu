@@ -1769,15 +1769,13 @@ hone_k_q4z_gemv (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t st
     }
   if (kind == 5 && op->n_tok == 1 && op->xh && op->xh->h && op->xh->d)
     {
-      const bool packed = op->xh_ready || (hone_k_step_probe () & 1);
+      const bool packed = (op->xh_ready && !op->norm_g) || (hone_k_step_probe () & 1);   /* probe: measurement only */
       const int r = packed ? 0 : hone_k_pack_h16 (op->x, op->norm_g, 1, w->cols, op->eps, op->xh, stream);
       if (r)
         return r;
       w4_last = 5;
       return hone_k_gemv_q4z_rs (op, pf, stream);
     }
-  if (op->tp_out)   /* only the register-streamed kernel packs its output for the next GEMV */
-    return (int) cudaErrorInvalidValue;
   if (kind == 5)
     kind = 2;   /* no scratch, or several tokens: variant 2 */
   if (kind == 3 && op->n_tok == 1)

@@ -119,130 +119,6 @@ gemv_epiq_out (const GemvArgs &a, int row0, int lane, const float (&acc)[R][MAXT
 #endif
 }
 
-/* ---- tail pack (W4A16, one token) -------------------------------------------
- * The producing GEMV packs its own output for the next W4A16 GEMV instead of a
- * hone_k_pack_h16 launch between the two: every block fences its epilogue's
- * stores and counts itself in its slice's word (a.tp_count); the block that
- * completes a slice packs it — hone_k_pack_h16's bits: the RMS scale summed in
- * row_rms_scale's order (h16_ssq4), the same value arithmetic, and absmax and
- * the integer Σv, which do not depend on order — and zeroes the word again for
- * the next launch (graph replays). A normalized pack is one slice, the whole
- * row (the RMS needs it all); a plain one slices of a.tp_slice values, so that
- * several blocks share the work. ob: outputs one block writes. Every thread of
- * the block calls it, after the epilogue. */
-/* The fields gemv_tail_pack reads, passed by value: a reference to the
- * kernel's GemvArgs would take the parameter's address and move the whole
- * struct to local memory for every access of the main loop (measured: the
- * W4A16 step 2x slower). */
-struct TailPackArgs {
-  const float *tp_x, *tp_g;
-  float tp_eps;
-  int tp_n, tp_slice;
-  uint16_t *tp_h;
-  float *tp_d;
-  unsigned *tp_count;
-};
-
-static __device__ __forceinline__ TailPackArgs
-tail_pack_args (const GemvArgs &a)
-{
-  return TailPackArgs { a.tp_x, a.tp_g, a.tp_eps, a.tp_n, a.tp_slice, a.tp_h, a.tp_d, a.tp_count };
-}
-
-static __device__ __forceinline__ void
-gemv_tail_pack (TailPackArgs a, int ob)
-{
-  __shared__ unsigned last;
-  __shared__ float part[8];
-  __threadfence ();
-  __syncthreads ();
-  const int s = (int) (blockIdx.x * (unsigned) ob) / a.tp_slice;
-  const int lo = s * a.tp_slice, hi = min (a.tp_n, lo + a.tp_slice);
-  if (threadIdx.x == 0)
-    last = atomicAdd (a.tp_count + s, 1u) == (unsigned) ((hi - lo + ob - 1) / ob - 1);
-  __syncthreads ();
-  if (!last)
-    return;
-  __threadfence ();
-  const int tid = (int) threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const float4 *x4 = (const float4 *) a.tp_x, *g4 = (const float4 *) a.tp_g;
-  const int lo4 = lo >> 2, hi4 = hi >> 2;
-  constexpr int J = 2;   /* float4s a thread loads at once: 2048 values a block round (4: 8 more registers in
-                          * the W4A16 kernels, R2 U2 66 instead of 58, 3 blocks an SM instead of 4) */
-  float scale = 1.f;
-  for (int base = lo4; base < hi4; base += 256 * J)
-    {
-      float4 xv[J], gv[J];
-#pragma unroll
-      for (int j = 0; j < J; j++)
-        {
-          const int i = base + tid + 256 * j;
-          xv[j] = i < hi4 ? __ldcg (x4 + i) : make_float4 (0.f, 0.f, 0.f, 0.f);
-          gv[j] = g4 && i < hi4 ? g4[i] : make_float4 (1.f, 1.f, 1.f, 1.f);
-        }
-      if (g4 && base == lo4)
-        {
-          /* row_rms_scale<true>'s order (lo = 0, hi = n): lane-strided float4s, warp sums, the 8 warps' */
-          float ss = 0.f;
-          if (hi4 <= 256 * J)
-            {
-#pragma unroll
-              for (int j = 0; j < J; j++)
-                if (tid + 256 * j < hi4)
-                  ss = h16_ssq4 (xv[j], ss);
-            }
-          else
-#pragma unroll 4
-            for (int i = tid; i < hi4; i += 256)
-              ss = h16_ssq4 (__ldcg (x4 + i), ss);
-          ss = warp_sum (ss);
-          if (lane == 0)
-            part[warp] = ss;
-          __syncthreads ();
-          ss = 0.f;
-#pragma unroll
-          for (int i = 0; i < 8; i++)
-            ss += part[i];
-          scale = rsqrtf (ss / (float) a.tp_n + a.tp_eps);
-        }
-      /* a thread packs 4 consecutive values, 8 lanes a block of 32 (lo % 32 == 0) */
-#pragma unroll
-      for (int j = 0; j < J; j++)
-        {
-          const int i = base + tid + 256 * j;
-          if (i - tid >= hi4)   /* uniform across the block */
-            break;
-          float v[4] = { xv[j].x, xv[j].y, xv[j].z, xv[j].w };
-          if (g4)
-            {
-              v[0] = v[0] * scale * gv[j].x; v[1] = v[1] * scale * gv[j].y;
-              v[2] = v[2] * scale * gv[j].z; v[3] = v[3] * scale * gv[j].w;
-            }
-          float amax = fmaxf (fmaxf (fabsf (v[0]), fabsf (v[1])), fmaxf (fabsf (v[2]), fabsf (v[3])));
-#pragma unroll
-          for (int o = 4; o > 0; o >>= 1)
-            amax = fmaxf (amax, __shfl_xor_sync (0xffffffffu, amax, o));
-          const float inv = amax > 0.f ? 32767.f / amax : 0.f;
-          int sum = 0;
-#pragma unroll
-          for (int k = 0; k < 4; k++)
-            {
-              const int q = h16_fixed (v[k], inv);
-              sum += q;
-              if (i < hi4)
-                h16_store (a.tp_h, a.tp_n, 0, 4 * i + k, q);
-            }
-#pragma unroll
-          for (int o = 4; o > 0; o >>= 1)
-            sum += __shfl_xor_sync (0xffffffffu, sum, o);
-          if (i < hi4 && (lane & 7) == 0)
-            h16_store_ds (a.tp_d, a.tp_n, 0, i >> 3, amax, sum);
-        }
-    }
-  if (tid == 0)
-    a.tp_count[s] = 0;
-}
-
 /* NORM (f32 input, BF16/F16 weights): 0 none; 1 every block first computes
  * the rows' RMS scale in a prologue and scales x on load; 2 the dot runs on
  * x·g and the scale, from the Σx² of the very x chunks the lanes load
@@ -473,8 +349,6 @@ gemv_kernel (GemvArgs a)
           /* EQ producers: every thread reaches the cluster barrier */
           if (EQ && a.out_q)
             gemv_epiq_out<R, MAXT> (a, row0, lane, acc, false);
-          if (WT == HONE_K_Q4Z && a.tp_h)   /* every thread of the block counts itself in */
-            gemv_tail_pack (tail_pack_args (a), (8 / KS) * R / (a.epi == HONE_K_EPI_SWIGLU ? 2 : 1));
           return;
         }
 #pragma unroll
@@ -528,8 +402,6 @@ gemv_kernel (GemvArgs a)
     gemv_epiq_out<R, MAXT> (a, row0, lane, acc, true);
   else
     epi_rows<R, MAXT> (a, row0, lane, acc);
-  if (WT == HONE_K_Q4Z && a.tp_h)
-    gemv_tail_pack (tail_pack_args (a), (8 / KS) * R / (a.epi == HONE_K_EPI_SWIGLU ? 2 : 1));
 }
 
 /* RMSNorm of BF16/F16 GEMVs applied at the end (NORM 2) or by a prologue
@@ -1117,24 +989,5 @@ hone_k_gemv_q4z_rs (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t
   a.z = (const uint8_t *) w->s + (size_t) w->rows * a.ng * 2;
   a.xh = op->xh->h;
   a.xhd = (const float2 *) op->xh->d;
-  if (op->tp_out)
-    {
-      /* the tail pack of the output (SWIGLU: rows/2 values) for the next W4A16 GEMV. A
-       * normalized one may overwrite this GEMV's own input (the same buffer): it is one
-       * slice, packed once every block has counted itself in, i.e. is through its main
-       * loop; a sliced one runs while other blocks still read theirs, so not there */
-      const int n = a.epi == HONE_K_EPI_SWIGLU ? w->rows / 2 : w->rows;
-      if (a.epi == HONE_K_EPI_ROPE_KV || n % 32 || !op->tp_out->h || !op->tp_out->d || !op->tp_count
-          || ((uintptr_t) op->y & 15) || ((uintptr_t) op->tp_g & 15) || (!op->tp_g && op->tp_out->h == op->xh->h))
-        return (int) cudaErrorInvalidValue;
-      a.tp_x = op->y;
-      a.tp_g = op->tp_g;
-      a.tp_eps = op->tp_eps;
-      a.tp_n = n;
-      a.tp_slice = op->tp_g ? n : 1024 * ((n + 1024 * HONE_K_TAIL_PACK_WORDS - 1) / (1024 * HONE_K_TAIL_PACK_WORDS));
-      a.tp_h = op->tp_out->h;
-      a.tp_d = op->tp_out->d;
-      a.tp_count = op->tp_count;
-    }
   return launch_w<HONE_K_Q4Z> (a, stream);
 }

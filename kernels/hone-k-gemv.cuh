@@ -56,16 +56,6 @@ struct GemvArgs {
   int ng, cshift;
   const uint16_t *xh;
   const float2 *xhd;
-  /* Tail pack (Q4Z one token, gemv_tail_pack in hone-k-gemv.cu; tp_h NULL: none): the f32
-   * output tp_x (tp_n values) packed as HoneKActH16 into tp_h/tp_d, RMSNorm'ed by tp_g
-   * (eps tp_eps; one slice then) when set, by the blocks that complete each slice of tp_slice
-   * values; tp_count one zeroed word a slice */
-  const float *tp_x, *tp_g;
-  float tp_eps;
-  int tp_n, tp_slice;
-  uint16_t *tp_h;
-  float *tp_d;
-  unsigned *tp_count;
 };
 
 /* Write one rotated (or plain) pair of a q/k/v row pair for token t. */
@@ -292,9 +282,6 @@ unsigned hone_k_gemv_epiq_runs (void);
  * that write an int8 output: 2 o, 4 gate|up (SwiGLU), 8 down (1 = 14);
  * -1 reads HONE_DECODE_EPIQ (the same values). */
 extern "C" void hone_k_decode_set_epiq (int on);
-/* decode_step's W4A16 tail packs (HoneKGemvOp.tp_out): 1 on (the default), 0 off, -1 read
- * HONE_DECODE_TAIL_PACK (0: off) — hone-k-forward.cu. */
-extern "C" void hone_k_decode_set_tail_pack (int on);
 
 /* ---- the staged GEMV (hone-k-gemv-staged.cu) ------------------------------- */
 

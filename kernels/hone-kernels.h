@@ -209,19 +209,8 @@ typedef struct {
    * packs op->x (normalized by norm_g when set) into it with one launch
    * first; NULL: the kernel that stages x in every block (variant 2) */
   HoneKActH16 *xh;
-  int xh_ready;   /* xh already holds the packed input — normalized by norm_g when set (decode
-                   * attention, or the previous GEMV's tail pack, wrote it): no pack launch */
-  /* Q4Z, one token, on the register-streamed kernel: also pack this GEMV's output (y; rows
-   * values, rows/2 for SWIGLU; 16-byte aligned) into *tp_out for the next W4A16 GEMV —
-   * normalized by tp_g (eps tp_eps) when set — inside this launch: the blocks that finish
-   * last do it (hone_k_pack_h16's bits). tp_count: HONE_K_TAIL_PACK_WORDS zeroed words
-   * (left zeroed). tp_out may be xh only with tp_g (else refused). NULL: no tail pack. */
-  HoneKActH16 *tp_out;
-  const float *tp_g;
-  float tp_eps;
-  unsigned *tp_count;
+  int xh_ready;   /* xh already holds the packed input (decode attention wrote it): no pack launch */
 } HoneKGemvOp;
-#define HONE_K_TAIL_PACK_WORDS 64
 int hone_k_gemv_ex (const HoneKGemvOp *op, cudaStream_t stream);
 /* Q4_K / Q6_K weights (hone_k_gemv_pf dispatches to it). */
 int hone_k_kquant_gemv (const HoneKGemvOp *op, cudaStream_t stream);
@@ -439,14 +428,12 @@ typedef struct {
   float *h, *xn, *qkv, *attn, *gu, *logits;
   HoneKActQ8 xq;
   HoneKActH16 xh;        /* one token's packed W4A16 GEMV input */
-  HoneKActH16 xh2;       /* a second one: a GEMV's tail pack writes the buffer its own input is not */
   void *x16;             /* bf16/f16 activations for GEMMs */
   void *w16;             /* dequantized weight scratch (GEMM path, quantized/mixed models) */
   void *attn_scratch, *sample_scratch;
   void *cublas;          /* GEMM context (cuBLASLt handle + plan cache, cuBLAS handle) */
   void *cublas_ws;
   unsigned *stream_sync; /* streamed decode: HONE_K_STREAM_SYNC words a launch site, zeroed */
-  unsigned *tail_count;  /* HONE_K_TAIL_PACK_WORDS zeroed words: W4A16 tail packs (HoneKGemvOp.tp_count) */
   size_t bytes;          /* device bytes held */
 } HoneKState;
 
