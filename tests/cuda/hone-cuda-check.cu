@@ -3344,8 +3344,11 @@ main (int argc, char **argv)
           if (!getenv ("HONE_DECODE_DEFAULT_ONLY"))
             bench_gemvs_epiq ();
           report ("\n== decode session 4: whole step, epiq vs old (CUDA graph, greedy on the GPU) ==\n");
+          /* HONE_DECODE_TYPES=Q4_0,Q4_1 (say): only those */
+          const char *only = getenv ("HONE_DECODE_TYPES");
           for (int type : { HONE_K_BF16, HONE_K_Q4_0, HONE_K_Q4_1, HONE_K_Q8_0 })
-            bench_decode_epiq (type);
+            if (!only || strstr (only, type_name (type)))
+              bench_decode_epiq (type);
         }
     }
   if (decode2)
