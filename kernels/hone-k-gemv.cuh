@@ -34,7 +34,7 @@ struct GemvArgs {
   __half *k_pool, *v_pool;
   const int32_t *block_table;
   int early;          /* issue the first weight loads before waiting on the previous kernel */
-  int late_trigger;   /* PDL: let the next kernel launch only after the main loop, not at entry */
+  int late_trigger;   /* PDL: let the next kernel launch at entry (0), after the main loop (1), or right after the PDL wait (2) */
   int pf_first;       /* blocks from this one on prefetch a slice of pf after their main loop */
   HoneKPrefetch pf;
   /* Quantization in the epilogue (hone_k_gemv_epiq; hone-k-gemv.cu only, NULL elsewhere).
