@@ -127,20 +127,14 @@ gemv_epiq_out (const GemvArgs &a, int row0, int lane, const float (&acc)[R][MAXT
  * EQ (one token, quantized weights, sm_90): quantization in the epilogue,
  * see GemvArgs.in_ssq / out_q; the launch forms clusters of blocks that
  * together own whole groups of 32 outputs. */
-template <int WT, int R, int U, int KS, int MAXT, int NORM, int EQ = 0, bool WS = false>
+template <int WT, int R, int U, int KS, int MAXT, int NORM, int EQ = 0>
 __global__ void __launch_bounds__ (256, EQ ? 3 : 0)   /* EQ: 3 blocks an SM (≤ 80 registers) as the others get; 0: no bound */
 gemv_kernel (GemvArgs a)
 {
-  static_assert (!WS || (MAXT == 1 && NORM == 0 && EQ == 0), "warp-streamed: one token, no norm, no quantized epilogue");
   const int lane = threadIdx.x & 31;
   const int wib = threadIdx.x >> 5;                    /* warp in block */
   const int ks = wib % KS;                             /* K slice of this warp */
-  /* WS (warp-streamed): the grid is at most one wave and each group of KS
-   * warps walks row groups g, g + G, … (G = the grid's groups); the first
-   * loads of its next row group are issued before the epilogue of the one it
-   * finished, and no warp waits for warps outside its K-slice group (a named
-   * barrier of KS warps, partial sums double-buffered in shared memory) */
-  int row0 = ((blockIdx.x * (8 / KS)) + wib / KS) * R;
+  const int row0 = ((blockIdx.x * (8 / KS)) + wib / KS) * R;
   const int nchunk = a.nchunk;
 
   float acc[R][MAXT];
@@ -202,7 +196,6 @@ gemv_kernel (GemvArgs a)
   };
 
   int c0 = ks * 32 + lane;
-  [[maybe_unused]] int wbuf = 0;   /* WS, KS > 1: the partial-sum buffer of this row group */
   if (a.early)
     load (c0);
   pdl_wait ();
@@ -318,58 +311,7 @@ gemv_kernel (GemvArgs a)
         }
       c0 += 32 * U * KS;
       if (c0 >= nchunk)
-        {
-          if constexpr (WS)
-            {
-              /* the next row group's first loads in flight, then this group's sums and epilogue */
-              const int done0 = row0, next0 = row0 + (int) gridDim.x * (8 / KS) * R;
-              const bool more = next0 < a.rows;
-              if (more)
-                {
-                  row0 = next0;
-                  c0 = ks * 32 + lane;
-                  load (c0);
-                }
-#pragma unroll
-              for (int r = 0; r < R; r++)
-                acc[r][0] = warp_sum (acc[r][0]);
-              if constexpr (KS > 1)
-                {
-                  /* the K slices meet as the plain kernel's do (same order of sums) */
-                  __shared__ float wred[2][8][R];
-                  if (lane == 0)
-#pragma unroll
-                    for (int r = 0; r < R; r++)
-                      wred[wbuf][wib][r] = acc[r][0];
-                  asm volatile ("bar.sync %0, %1;" :: "r"(1 + wib / KS), "r"(KS * 32) : "memory");
-                  if (ks == 0)
-                    {
-#pragma unroll
-                      for (int r = 0; r < R; r++)
-                        {
-                          float v = 0.f;
-#pragma unroll
-                          for (int k = 0; k < KS; k++)
-                            v += wred[wbuf][wib + k][r];
-                          acc[r][0] = v;
-                        }
-                      epi_rows<R, MAXT> (a, done0, lane, acc);
-                    }
-                  wbuf ^= 1;
-                }
-              else
-                epi_rows<R, MAXT> (a, done0, lane, acc);
-#pragma unroll
-              for (int r = 0; r < R; r++)
-                acc[r][0] = 0.f;
-              if (more)
-                continue;
-              if (a.late_trigger == 1)
-                pdl_trigger ();
-              return;
-            }
-          break;
-        }
+        break;
       load (c0);
     }
   if (a.late_trigger == 1)
@@ -506,34 +448,6 @@ extra_shape_ok (const GemvArgs &a)
   return a.n_tok == 1 && (!F || !a.norm_g || norm_at_end);
 }
 
-/* One-token Q4Z / Q4_0 / Q4_1 GEMVs of launch shapes with KS <= 2 and U <= 2
- * on the warp-streamed kernel: 1 on, 0 off, -1 HONE_GEMV_WS (default off). */
-static int ws_state = -2;   /* -2: environment not read yet; n >= 2: on, at most n blocks */
-static unsigned ws_runs;
-
-extern "C" void
-hone_k_gemv_set_ws (int on)
-{
-  ws_state = on < 0 ? -2 : on;
-}
-
-extern "C" unsigned
-hone_k_gemv_ws_runs (void)
-{
-  return ws_runs;
-}
-
-static bool
-ws_on (void)
-{
-  if (ws_state == -2)
-    {
-      const char *env = getenv ("HONE_GEMV_WS");
-      ws_state = env && env[0] == '1' ? 1 : 0;
-    }
-  return ws_state >= 1;
-}
-
 /* ONE: only the one-token kernel exists in this shape (quantized weights'
  * extra shapes, and W4A16 which this kernel runs at one token only). */
 template <int WT, int R, int U, int KS, bool ONE = false>
@@ -544,7 +458,6 @@ launch_t (GemvArgs a, cudaStream_t stream)
   const dim3 grid ((groups + (8 / KS) - 1) / (8 / KS)), block (256);
   constexpr bool F = (WT == HONE_K_BF16 || WT == HONE_K_F16);
   void (*k) (GemvArgs);
-  dim3 g = grid;
   if constexpr (WT == HONE_K_Q4Z || ONE)
     {
       if (a.n_tok != 1 || (F && a.norm_g && !norm_at_end))
@@ -561,21 +474,6 @@ launch_t (GemvArgs a, cudaStream_t stream)
   else
     k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, 0> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, 0>;
   const size_t smem = 0;
-  if constexpr ((WT == HONE_K_Q4Z || WT == HONE_K_Q4_0 || WT == HONE_K_Q4_1) && KS <= 2 && U <= 2)
-    if (a.n_tok == 1 && ws_on ())
-      {
-        /* warp-streamed: as many groups a warp as one wave needs, spread evenly
-         * (fewer warps, all with the same count, rather than a ragged last round) */
-        k = gemv_kernel<WT, R, U, KS, 1, 0, 0, true>;
-        const int blocks = resident_blocks ((const void *) k, smem);
-        const int wave = (ws_state >= 2 && ws_state < blocks ? ws_state : blocks) * (8 / KS);
-        const int per = (groups + wave - 1) / wave;
-        const int per_block = 8 / KS, units = (groups + per - 1) / per;   /* row-group walkers: KS warps each */
-        g = dim3 ((unsigned) ((units + per_block - 1) / per_block));
-        a.pf_first = INT_MAX;
-        ws_runs++;
-        return hone_k_launch (k, g, block, smem, stream, a);
-      }
   a.pf_first = INT_MAX;
   unsigned long long pf_bytes = 0;
   for (int r = 0; r < HONE_K_PF_RANGES; r++)
@@ -583,9 +481,9 @@ launch_t (GemvArgs a, cudaStream_t stream)
   if (pf_bytes)
     {
       const int w = resident_blocks ((const void *) k, smem);
-      a.pf_first = (int) g.x > w ? (int) g.x - w : 0;
+      a.pf_first = (int) grid.x > w ? (int) grid.x - w : 0;
     }
-  return hone_k_launch (k, g, block, smem, stream, a);
+  return hone_k_launch (k, grid, block, smem, stream, a);
 }
 
 /* Launch shapes (rows a warp R, chunk loads in flight a lane U, warps
@@ -705,31 +603,12 @@ pick_config (const GemvArgs &a)
    * or 2 (W4A16, whose 16-bit input is 4x its weights' bytes: R4 U2 KS2 on o
    * and down); q|k|v-sized matrices R4 U2 KS2 (dp4a) / R2 U2 KS1 (W4A16), W4A16
    * gate|up keeps R2 U2 KS1. */
-  if (a.n_tok == 1 && a.rows >= 16384 && a.rows < 65536 && a.cols < 8192)
-    {
-      /* HONE_GEMV_GU_CFG=n (measurement): gate|up-sized quantized GEMVs take launch shape n */
-      static int gu_cfg = -2;
-      if (gu_cfg == -2)
-        {
-          const char *env = getenv ("HONE_GEMV_GU_CFG");
-          gu_cfg = env && *env ? atoi (env) : -1;
-          if (gu_cfg >= HONE_K_GEMV_CONFIGS_Q1)
-            gu_cfg = -1;
-        }
-      if (gu_cfg >= 0)
-        return gu_cfg;
-    }
   if (pick_rule == 10 && a.n_tok == 1)
     {
       /* W4A16 with the integer dot (session 10): q|k|v keeps R2 U2 KS1 — R4 U1 KS2 is faster alone
        * (5.45 vs 5.84 us with a STORE epilogue) but made the step 0.1 ms slower (2.104 vs 2.004 ms) */
       if (WT == HONE_K_Q4Z)
-        {
-          /* warp-streamed (session 12 sweep): gate|up R4 U1 KS1 17.5 us against R2 U2 KS1's 18.7 */
-          if (ws_on () && a.rows >= 16384 && a.rows < 65536 && a.cols < 8192)
-            return 16;
-          return a.rows >= 5000 && a.cols < 8192 ? 2 : 7;
-        }
+        return a.rows >= 5000 && a.cols < 8192 ? 2 : 7;
       if (a.cols >= 8192)
         return 14;
       if (a.rows >= 16384)

@@ -331,14 +331,6 @@ void hone_k_gemv_set_pick (int rule);
 /* Tuning hook: 1 (default) issues a GEMV's first weight loads before it waits
  * for the previous kernel under PDL, 0 after (HONE_GEMV_EARLY=0 likewise). */
 void hone_k_gemv_set_early (int on);
-/* Tuning hook: one-token Q4Z/Q4_0/Q4_1 GEMVs (launch shapes of at most 2 K
- * slices and 2 loads a lane) on the warp-streamed kernel — a one-wave grid
- * whose warps walk several row groups each, the next group's loads issued
- * before the last one's epilogue: 1 on, 0 off, -1 HONE_GEMV_WS=1 or off (the default);
- * n >= 2 on with at most n blocks (checks: many groups a warp). */
-void hone_k_gemv_set_ws (int on);
-/* Launches of the warp-streamed kernel so far (checks that it ran). */
-unsigned hone_k_gemv_ws_runs (void);
 /* One-token Q8_0/Q4_0/Q4_1 decode steps: quantization in the GEMV epilogues
  * (no RMSNorm/quantize launches; kernels/hone-k-forward.cu) 1 on, 0 off (the
  * default: measured slower), -1 from HONE_DECODE_EPIQ. */

@@ -1509,30 +1509,9 @@ bench_gemvs (bool quick)
                             100 * gbs * 1e9 / READ_CEIL);
                   }
               }
-            /* Q4_0/Q4_1 one token: the shapes of KS <= 2, U <= 2 again on the warp-streamed kernel ("ws") */
-            bool best_ws = false;
-            if (n_tok == 1 && !quick && (type == HONE_K_Q4_0 || type == HONE_K_Q4_1))
-              for (int cfg = 0; cfg < HONE_K_GEMV_CONFIGS_Q1; cfg++)
-                {
-                  int r, u, k;
-                  hone_k_gemv_config_shape (cfg, &r, &u, &k);
-                  if (k > 2 || u > 2)
-                    continue;
-                  hone_k_gemv_set_config (cfg);
-                  hone_k_gemv_set_ws (1);
-                  const unsigned runs0 = hone_k_gemv_ws_runs ();
-                  const double ms = bench_ms (0, 20, gemv_bench_fn, &b);
-                  hone_k_gemv_set_ws (-1);
-                  if (hone_k_gemv_ws_runs () == runs0)
-                    continue;
-                  char buf[32];
-                  snprintf (buf, sizeof buf, " %dws:%.1f", cfg, ms * 1e3);
-                  sweep += buf;
-                  if (ms < best) { best = ms; best_cfg = cfg; best_ws = true; }
-                }
             hone_k_gemv_set_config (-1);
             if (best_cfg >= 0)
-              report ("  best cfg %d%s %.1f us = %.1f%% |%s\n", best_cfg, best_ws ? "ws" : "", best * 1e3,
+              report ("  best cfg %d %.1f us = %.1f%% |%s\n", best_cfg, best * 1e3,
                       100 * (one + act) / (best * 1e-3) / READ_CEIL, sweep.c_str ());
             else
               report ("\n");
@@ -3211,32 +3190,6 @@ main (int argc, char **argv)
             check_gemv (type, 300, 8192, 1, HONE_K_EPI_ADD, false, false, 0);
             check_gemv (type, 257, 14336, 1, HONE_K_EPI_ADD, false, false, 0);
             hone_k_gemv_set_config (-1);
-          }
-      /* the warp-streamed kernel (hone_k_gemv_set_ws): Q4_0/Q4_1 one token, every launch shape it takes
-       * (KS <= 2, U <= 2), on a one-wave grid and on 3 blocks (many row groups a walker, a ragged last round) */
-      for (int type : { HONE_K_Q4_0, HONE_K_Q4_1 })
-        for (int cfg = 0; cfg < HONE_K_GEMV_CONFIGS_Q1; cfg++)
-          {
-            int r, u, k;
-            hone_k_gemv_config_shape (cfg, &r, &u, &k);
-            if (k > 2 || u > 2)
-              continue;
-            for (int cap : { 1, 3 })
-              {
-                report ("-- %s one token, launch shape %d (R%d U%d KS%d) warp-streamed, %s --\n", type_name (type),
-                        cfg, r, u, k, cap == 1 ? "one wave" : "3 blocks");
-                hone_k_gemv_set_config (cfg);
-                hone_k_gemv_set_ws (cap);
-                const unsigned runs0 = hone_k_gemv_ws_runs ();
-                check_gemv (type, 1030, 576, 1, HONE_K_EPI_STORE, false, false, 0);
-                check_gemv (type, 2 * 350, 1024, 1, HONE_K_EPI_SWIGLU, true, false, 0);
-                check_gemv (type, 257, 14336, 1, HONE_K_EPI_ADD, false, false, 0);
-                check_gemv (type, 16500, 256, 1, HONE_K_EPI_STORE, false, false, 0);
-                const unsigned ran = hone_k_gemv_ws_runs () - runs0;
-                check (ran >= 4, "  the warp-streamed kernel ran for each of them", ran, 4);
-                hone_k_gemv_set_ws (-1);
-                hone_k_gemv_set_config (-1);
-              }
           }
       /* one bulk copy a part (the default), bulk copies of 4 KB, cp.async (not yet run in its plain form) */
       for (int ld : { 0, 1, 2 })

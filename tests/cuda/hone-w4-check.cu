@@ -1159,7 +1159,7 @@ bench_rs_shapes (void)
       snprintf (shape_name[c + 1], sizeof shape_name[c + 1], "%d: R%d U%d KS%d", c, r, u, k);
     }
   report ("\n== rs launch shapes (AWQ g128, one token; weights rotated over >= 400 MB; median of 5x20) ==\n");
-  report ("%-34s %-17s %10s %10s %8s\n", "matrix", "shape", "pack+rs us", "rs us", "%read");
+  report ("%-34s %-14s %10s %10s %8s\n", "matrix", "shape", "pack+rs us", "rs us", "%read");
   float *x, *y, *y0, *res, *g;
   CK (cudaMalloc (&x, 14336 * 4));
   CK (cudaMalloc (&g, 14336 * 4));
@@ -1186,19 +1186,8 @@ bench_rs_shapes (void)
       CK (hone_k_pack_h16 (x, sh.norm ? g : NULL, 1, sh.cols, 1e-5f, &g_xh, 0));
       double best = 1e30;
       int best_shape = -1;
-      /* every shape, then those of KS <= 2 and U <= 2 again on the warp-streamed kernel (hone_k_gemv_set_ws) */
-      for (int v = -1; v < 2 * HONE_K_GEMV_CONFIGS_Q1; v++)
+      for (int shape = -1; shape < HONE_K_GEMV_CONFIGS_Q1; shape++)
         {
-          const int shape = v < HONE_K_GEMV_CONFIGS_Q1 ? v : v - HONE_K_GEMV_CONFIGS_Q1;
-          const bool ws = v >= HONE_K_GEMV_CONFIGS_Q1;
-          if (ws)
-            {
-              int r, u, k;
-              hone_k_gemv_config_shape (shape, &r, &u, &k);
-              if (k > 2 || u > 2)
-                continue;
-            }
-          hone_k_gemv_set_ws (ws ? 1 : 0);
           hone_k_gemv_set_config (shape);
           /* same weights (copy 0), same input: this shape's output against the automatic one's */
           b.cur = 0;
@@ -1217,8 +1206,8 @@ bench_rs_shapes (void)
                 }
               const double rel = sqrt (num / (den > 0 ? den : 1));
               char what[160];
-              snprintf (what, sizeof what, "%s: launch shape %s%s gives the automatic shape's output", sh.name,
-                        shape_name[shape + 1], ws ? " ws" : "");
+              snprintf (what, sizeof what, "%s: launch shape %s gives the automatic shape's output", sh.name,
+                        shape_name[shape + 1]);
               check (den > 0 && rel < 1e-5 && std::isfinite (rel), what, rel, 1e-5);
             }
           b.cur = 0;
@@ -1226,17 +1215,13 @@ bench_rs_shapes (void)
           CK (hone_k_pack_h16 (x, sh.norm ? g : NULL, 1, sh.cols, 1e-5f, &g_xh, 0));
           const double ms_rs = bench_ms (0, 20, rs_ready_fn, &b);
           const double act = 2.0 * sh.cols + 4.0 * outs * (sh.epi == HONE_K_EPI_ADD ? 2 : 1);
-          char label[40];
-          snprintf (label, sizeof label, "%s%s", shape_name[shape + 1], ws ? " ws" : "");
-          report ("%-34s %-17s %10.2f %10.2f %7.1f%%\n", sh.name, label, ms_pack * 1e3, ms_rs * 1e3,
+          report ("%-34s %-14s %10.2f %10.2f %7.1f%%\n", sh.name, shape_name[shape + 1], ms_pack * 1e3, ms_rs * 1e3,
                   100 * (one + act) / (ms_rs * 1e-3) / READ_CEIL);
           if (shape >= 0 && ms_rs < best)
-            best = ms_rs, best_shape = v;
+            best = ms_rs, best_shape = shape;
         }
-      hone_k_gemv_set_ws (-1);
-      report ("%-34s best forced shape: %s%s, %.2f us (bytes at 4.52 TB/s: %.2f us)\n", sh.name,
-              shape_name[best_shape % HONE_K_GEMV_CONFIGS_Q1 + 1], best_shape >= HONE_K_GEMV_CONFIGS_Q1 ? " ws" : "",
-              best * 1e3, (one + 2.0 * sh.cols) / READ_CEIL * 1e6);
+      report ("%-34s best forced shape: %s, %.2f us (bytes at 4.52 TB/s: %.2f us)\n", sh.name,
+              shape_name[best_shape + 1], best * 1e3, (one + 2.0 * sh.cols) / READ_CEIL * 1e6);
       hone_k_gemv_set_config (-1);
       for (auto &m : b.ms) matrix_free (&m);
     }
@@ -1340,34 +1325,6 @@ main (int argc, char **argv)
             check_gemv (1000, 8192, 32, 1, HONE_K_EPI_ADD, false, true);
             check_gemv (130, 14336, 128, 1, HONE_K_EPI_SWIGLU, true, false, true);
             check_gemv (4096, 14336, 128, 1, HONE_K_EPI_ADD, false, false);
-            int r, u, k;
-            hone_k_gemv_config_shape (shape, &r, &u, &k);
-            if (k <= 2 && u <= 2)
-              {
-                /* the warp-streamed kernel: several row groups a warp (28672 rows: 4 a warp on an H200) */
-                /* one wave, then capped at 3 blocks (many row groups a warp, a ragged last round) */
-                for (int cap : { 1, 3 })
-                  {
-                    report ("-- rs, launch shape %d forced, warp-streamed, %s --\n", shape,
-                            cap == 1 ? "one wave" : "3 blocks");
-                    hone_k_gemv_set_ws (cap);
-                    const unsigned runs0 = hone_k_gemv_ws_runs ();
-                    check_gemv (263, 384, 128, 1, HONE_K_EPI_STORE, false, true);
-                    check_gemv (300, 1024, 32, 1, HONE_K_EPI_SWIGLU, true, false, false, true);
-                    check_gemv (4 * 4 * 64, 512, 64, 1, HONE_K_EPI_ROPE_KV, true, true);
-                    check_gemv (130, 14336, 128, 1, HONE_K_EPI_SWIGLU, true, false, true);
-                    check_gemv (6144 + 16 * 3 + 2, 4096, 64, 1, HONE_K_EPI_STORE, true, true);
-                    if (cap == 1)
-                      {
-                        check_gemv (28672, 4096, 128, 1, HONE_K_EPI_SWIGLU, true, false, true, true);
-                        check_gemv (4096, 14336, 128, 1, HONE_K_EPI_ADD, false, false);
-                      }
-                    check (hone_k_gemv_ws_runs () - runs0 >= (cap == 1 ? 7u : 5u),
-                           "the warp-streamed kernel ran for every check", (double) (hone_k_gemv_ws_runs () - runs0),
-                           cap == 1 ? 7 : 5);
-                  }
-                hone_k_gemv_set_ws (-1);
-              }
             hone_k_gemv_set_config (-1);
           }
       }
