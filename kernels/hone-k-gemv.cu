@@ -494,7 +494,7 @@ launch_t (GemvArgs a, cudaStream_t stream)
  * tests/bench/RESULTS-cuda.md; hone_k_gemv_set_config() forces one. */
 static int forced_config = -1;
 static int early_loads = -1;   /* -1: read HONE_GEMV_EARLY (default on) */
-static int late_trigger = -1;  /* -1: read HONE_PDL_TRIGGER: "entry" 0, "wait" 2 (after the PDL wait), default 1 (after the main loop); 3 / 4 see args_from_op */
+static int late_trigger = -1;  /* -1: read HONE_PDL_TRIGGER: "entry" 0, "late" 1 (after the main loop), "wait" 2 (after the PDL wait), 3-5 see args_from_op */
 static int pick_rule = -1;     /* -1: read HONE_GEMV_PICK ("3" / "9": session 2's call-3 / call-9 choice; default the session-9 one) */
 
 extern "C" void
@@ -708,13 +708,19 @@ args_from_op (const HoneKGemvOp *op, const HoneKPrefetch *pf, GemvArgs &a)
   a.early = early_loads;
   if (late_trigger < 0)
     {
-      /* measurement: "qkv" the q|k|v GEMVs (RoPE + KV epilogue, before attention) trigger after the wait and the
-       * others late, "other" the reverse */
+      /* HONE_PDL_TRIGGER: entry, late, wait (every GEMV), qkv (the q|k|v GEMVs — RoPE + KV epilogue, before
+       * attention — after the wait, the others late), other (the reverse); unset: auto */
       const char *env = getenv ("HONE_PDL_TRIGGER");
-      late_trigger = !env ? 1 : !strcmp (env, "entry") ? 0 : !strcmp (env, "wait") ? 2 : !strcmp (env, "qkv") ? 3
-                     : !strcmp (env, "other") ? 4 : 1;
+      late_trigger = !env || !*env ? 5 : !strcmp (env, "entry") ? 0 : !strcmp (env, "wait") ? 2
+                     : !strcmp (env, "qkv") ? 3 : !strcmp (env, "other") ? 4 : 1;
     }
-  a.late_trigger = late_trigger < 3 ? late_trigger : (a.epi == HONE_K_EPI_ROPE_KV) == (late_trigger == 3) ? 2 : 1;
+  /* auto (session 12, RESULTS-cuda.md): Q4_0/Q4_1 "other" — their o, gate|up, down and lm_head trigger right
+   * after the wait (Q4_0 step -2.4 % bounded, -7.7 % unbounded at 128 keys, -4.2 % at 4k; Q4_1 -3.2 / -8.8 /
+   * -4.8 %); every other type late (AWQ +4..+7 %, Q8_0 +4 % bounded with any earlier trigger) */
+  int mode = late_trigger;
+  if (mode == 5)
+    mode = w->type == HONE_K_Q4_0 || w->type == HONE_K_Q4_1 ? 4 : 1;
+  a.late_trigger = mode < 3 ? mode : (a.epi == HONE_K_EPI_ROPE_KV) == (mode == 3) ? 2 : 1;
   if ((a.epi == HONE_K_EPI_SWIGLU || a.epi == HONE_K_EPI_ROPE_KV) && (w->rows & 1))
     return (int) cudaErrorInvalidValue;
   if (a.epi == HONE_K_EPI_ROPE_KV
