@@ -715,8 +715,9 @@ args_from_op (const HoneKGemvOp *op, const HoneKPrefetch *pf, GemvArgs &a)
                      : !strcmp (env, "qkv") ? 3 : !strcmp (env, "other") ? 4 : 1;
     }
   /* auto (session 12, RESULTS-cuda.md): Q4_0/Q4_1 "other" — their o, gate|up, down and lm_head trigger right
-   * after the wait (Q4_0 step -2.4 % bounded, -7.7 % unbounded at 128 keys, -4.2 % at 4k; Q4_1 -3.2 / -8.8 /
-   * -4.8 %); every other type late (AWQ +4..+7 %, Q8_0 +4 % bounded with any earlier trigger) */
+   * after the wait (same-binary A/B: Q4_0 step -1.9 % bounded, -7.9 % unbounded at 128 keys, -4.2 % at 4k;
+   * Q4_1 -2.8 / -9.0 / -5.0 %); every other type late (AWQ +4..+8 %, bounded Q8_0 +4 % with an earlier trigger;
+   * BF16/F16 steps run without PDL) */
   int mode = late_trigger;
   if (mode == 5)
     mode = w->type == HONE_K_Q4_0 || w->type == HONE_K_Q4_1 ? 4 : 1;
