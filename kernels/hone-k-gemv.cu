@@ -119,6 +119,12 @@ gemv_epiq_out (const GemvArgs &a, int row0, int lane, const float (&acc)[R][MAXT
 #endif
 }
 
+/* Where a GEMV triggers its dependent launch (PDL): GemvArgs.late_trigger is
+ * TRIG_ENTRY, TRIG_LATE or TRIG_WAIT; the QKV / OTHER modes give TRIG_WAIT to
+ * the q|k|v GEMVs (RoPE + KV epilogue, before attention) or to the others and
+ * TRIG_LATE to the rest; AUTO picks per weight type (trigger_of). */
+enum { TRIG_ENTRY = 0, TRIG_LATE = 1, TRIG_WAIT = 2, TRIG_QKV, TRIG_OTHER, TRIG_AUTO };
+
 /* NORM (f32 input, BF16/F16 weights): 0 none; 1 every block first computes
  * the rows' RMS scale in a prologue and scales x on load; 2 the dot runs on
  * x·g and the scale, from the Σx² of the very x chunks the lanes load
@@ -156,7 +162,7 @@ gemv_kernel (GemvArgs a)
    * triggers at its own entry), their waiting blocks holding SM slots and
    * registers while this kernel still has waves to run; triggering after the
    * main loop keeps at most the next kernel resident early. */
-  if (a.late_trigger == 0)
+  if (a.late_trigger == TRIG_ENTRY)
     pdl_trigger ();
   if (EQ && a.out_q)
     cluster_arrive_relaxed ();
@@ -199,7 +205,7 @@ gemv_kernel (GemvArgs a)
   if (a.early)
     load (c0);
   pdl_wait ();
-  if (a.late_trigger == 2)   /* after the wait: the next kernel's blocks may start, not the one after it */
+  if (a.late_trigger == TRIG_WAIT)   /* after the wait: the next kernel's blocks may start, not the one after it */
     pdl_trigger ();
   if (!a.early)
     load (c0);
@@ -314,7 +320,7 @@ gemv_kernel (GemvArgs a)
         break;
       load (c0);
     }
-  if (a.late_trigger == 1)
+  if (a.late_trigger == TRIG_LATE)
     pdl_trigger ();
   if ((int) blockIdx.x >= a.pf_first)
     prefetch_slice (a.pf, (blockIdx.x - a.pf_first) * 8 + wib, (gridDim.x - a.pf_first) * 8, lane);
@@ -494,7 +500,7 @@ launch_t (GemvArgs a, cudaStream_t stream)
  * tests/bench/RESULTS-cuda.md; hone_k_gemv_set_config() forces one. */
 static int forced_config = -1;
 static int early_loads = -1;   /* -1: read HONE_GEMV_EARLY (default on) */
-static int late_trigger = -1;  /* -1: read HONE_PDL_TRIGGER: "entry" 0, "late" 1 (after the main loop), "wait" 2 (after the PDL wait), 3-5 see args_from_op */
+static int late_trigger = -1;  /* -1: read HONE_PDL_TRIGGER (entry, late, wait, qkv, other; unset: auto) */
 static int pick_rule = -1;     /* -1: read HONE_GEMV_PICK ("3" / "9": session 2's call-3 / call-9 choice; default the session-9 one) */
 
 extern "C" void
@@ -675,6 +681,33 @@ hone_k_prefetch_add_matrix (HoneKPrefetch *pf, const HoneKMatrix *w, size_t byte
   return added;
 }
 
+/* The trigger placement (TRIG_ENTRY / LATE / WAIT) of a GEMV of weight type
+ * @type and epilogue @epi. */
+static int
+trigger_of (int type, int epi)
+{
+  if (late_trigger < 0)
+    {
+      const char *env = getenv ("HONE_PDL_TRIGGER");
+      late_trigger = !env || !*env            ? TRIG_AUTO
+                     : !strcmp (env, "entry") ? TRIG_ENTRY
+                     : !strcmp (env, "wait")  ? TRIG_WAIT
+                     : !strcmp (env, "qkv")   ? TRIG_QKV
+                     : !strcmp (env, "other") ? TRIG_OTHER
+                                              : TRIG_LATE;
+    }
+  int mode = late_trigger;
+  /* auto (session 12, RESULTS-cuda.md): Q4_0/Q4_1 "other" — their o, gate|up, down and lm_head trigger right
+   * after the wait (same-binary A/B: Q4_0 step -1.9 % bounded, -7.9 % unbounded at 128 keys, -4.2 % at 4k;
+   * Q4_1 -2.8 / -9.0 / -5.0 %); every other type late (AWQ +4..+8 %, bounded Q8_0 +4 % with an earlier trigger;
+   * BF16/F16 steps run without PDL) */
+  if (mode == TRIG_AUTO)
+    mode = type == HONE_K_Q4_0 || type == HONE_K_Q4_1 ? TRIG_OTHER : TRIG_LATE;
+  if (mode == TRIG_QKV || mode == TRIG_OTHER)
+    return (epi == HONE_K_EPI_ROPE_KV) == (mode == TRIG_QKV) ? TRIG_WAIT : TRIG_LATE;
+  return mode;
+}
+
 /* GemvArgs of op (the register-streamed kernel's fields; EQ ones NULL);
  * nonzero for an op the epilogue cannot take. */
 static int
@@ -706,22 +739,7 @@ args_from_op (const HoneKGemvOp *op, const HoneKPrefetch *pf, GemvArgs &a)
         norm_at_end = env[0] != '0';
     }
   a.early = early_loads;
-  if (late_trigger < 0)
-    {
-      /* HONE_PDL_TRIGGER: entry, late, wait (every GEMV), qkv (the q|k|v GEMVs — RoPE + KV epilogue, before
-       * attention — after the wait, the others late), other (the reverse); unset: auto */
-      const char *env = getenv ("HONE_PDL_TRIGGER");
-      late_trigger = !env || !*env ? 5 : !strcmp (env, "entry") ? 0 : !strcmp (env, "wait") ? 2
-                     : !strcmp (env, "qkv") ? 3 : !strcmp (env, "other") ? 4 : 1;
-    }
-  /* auto (session 12, RESULTS-cuda.md): Q4_0/Q4_1 "other" — their o, gate|up, down and lm_head trigger right
-   * after the wait (same-binary A/B: Q4_0 step -1.9 % bounded, -7.9 % unbounded at 128 keys, -4.2 % at 4k;
-   * Q4_1 -2.8 / -9.0 / -5.0 %); every other type late (AWQ +4..+8 %, bounded Q8_0 +4 % with an earlier trigger;
-   * BF16/F16 steps run without PDL) */
-  int mode = late_trigger;
-  if (mode == 5)
-    mode = w->type == HONE_K_Q4_0 || w->type == HONE_K_Q4_1 ? 4 : 1;
-  a.late_trigger = mode < 3 ? mode : (a.epi == HONE_K_EPI_ROPE_KV) == (mode == 3) ? 2 : 1;
+  a.late_trigger = trigger_of (w->type, a.epi);
   if ((a.epi == HONE_K_EPI_SWIGLU || a.epi == HONE_K_EPI_ROPE_KV) && (w->rows & 1))
     return (int) cudaErrorInvalidValue;
   if (a.epi == HONE_K_EPI_ROPE_KV
