@@ -55,6 +55,8 @@ struct AttnArgs {
   uint16_t *out_h;        /* optional: out as HoneKActH16 (hone_k_pack_h16's bits), out_hd its (d, Σv) */
   float *out_hd;
   HoneKPrefetch pf;
+  int trigger;            /* version 3, PDL: let the next kernel launch at entry (0), after the main loop (1), at exit (2) */
+  HONE_K_TRACE_FIELD   /* kernel_trace builds only (hone-k-trace.cuh; the version-3 kernel) */
 };
 
 /* One thread's 4 output values at o (on: a real query; off-query threads
@@ -511,9 +513,11 @@ attn3_kernel (AttnArgs a)
   __shared__ float bm[V3_QG], bl[V3_QG];      /* CL: this block's merged (m, l) a query, read by the cluster */
   __shared__ int last;
 
+  TRACE_ENTRY (a.trace);
   const int kvh = blockIdx.x, split = blockIdx.y, z = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  pdl_trigger ();
+  if (a.trigger == 0)
+    pdl_trigger ();
   if (warp == 0)
     prefetch_slice (a.pf, (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x,
                     gridDim.x * gridDim.y * gridDim.z, lane);
@@ -568,6 +572,7 @@ attn3_kernel (AttnArgs a)
         pages ();
     }
   pdl_wait ();
+  TRACE_WAITED ();
   int pos_l = 0, page_l = 0;
   if (!EARLY)
     {
@@ -669,7 +674,9 @@ attn3_kernel (AttnArgs a)
         }
       /* the guess checked: pos and the pages read again after the wait (their
        * loads were issued before the copies above, so this costs no round) */
-      if (__syncthreads_or (pos_l != pos || page_l != mypage))
+      const bool guess_wrong = __syncthreads_or (pos_l != pos || page_l != mypage);
+      TRACE_MARK (4);
+      if (guess_wrong)
         {
           v3_wait<0> ();                      /* the guessed copies land before the ring is reused */
           __syncwarp ();
@@ -794,6 +801,9 @@ attn3_kernel (AttnArgs a)
         }
     }
   v3_wait<0> ();
+  TRACE_MAIN ();
+  if (a.trigger == 1)
+    pdl_trigger ();
 #pragma unroll
   for (int m = 4; m < 32; m <<= 1)
     {
@@ -866,6 +876,7 @@ attn3_kernel (AttnArgs a)
             a.part_ml[r] = make_float2 (M, L);
         }
     }
+  TRACE_MARK (5);
   if (CL > 1 && ccomb)
     {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -876,6 +887,7 @@ attn3_kernel (AttnArgs a)
        * block's (m, l) and O of it (one round of DSMEM loads). */
       cg::cluster_group cl = cg::this_cluster ();
       cl.sync ();                             /* every block's fin, bm, bl written */
+      TRACE_MARK (6);
       const int r = (int) cl.block_rank (), c = split / CL;
       if (r < qn)
         for (int d = tid; d < HD; d += NT3)   /* whole warps: HD and NT3 are multiples of 32 */
@@ -1122,7 +1134,7 @@ static char v3_shape = 'A';
 
 template <int HD, int NW, int RING, bool COAL, bool EARLY, int CL, bool TWO>
 static int
-launch_attn3 (const AttnArgs &a, cudaStream_t stream)
+launch_attn3 (AttnArgs a, cudaStream_t stream)
 {
   static int raised;
   const size_t smem = (size_t) NW * RING;
@@ -1135,6 +1147,7 @@ launch_attn3 (const AttnArgs &a, cudaStream_t stream)
       raised = 1;
     }
   const dim3 grid (a.nkv, HONE_K_ATTN_MAX_SPLITS, (a.QN + V3_QG - 1) / V3_QG);
+  HONE_K_TRACE_SET (a, HONE_K_TR_ATTN, grid, CL, a.n_tok);
   if (CL == 1)
     return hone_k_launch (kernel, grid, dim3 (NW * 32), smem, stream, a);
   /* clusters of CL splits (grid y = 64 is a multiple), with PDL as hone_k_launch sets it */
@@ -1243,6 +1256,16 @@ hone_k_attn_decode_h16 (const float *qkv, int n_tok, int nq, int nkv, int hd, co
   if (out_h && (!out_h->h || !out_h->d || ((uintptr_t) out_h->h & 7)))
     return (int) cudaErrorInvalidValue;
   a.min_chunk = min_chunk;
+  {
+    /* HONE_ATTN_TRIGGER=entry|main|end: where version 3 lets the next kernel launch (PDL; default entry) */
+    static int trig = -1;
+    if (trig < 0)
+      {
+        const char *t = getenv ("HONE_ATTN_TRIGGER");
+        trig = t && !strcmp (t, "main") ? 1 : t && !strcmp (t, "end") ? 2 : 0;
+      }
+    a.trigger = trig;
+  }
   a.out_q = out_q ? out_q->q : NULL;
   a.out_ds = out_q ? out_q->ds : NULL;
   a.out_h = out_h ? out_h->h : NULL;

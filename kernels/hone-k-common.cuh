@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 #include "hone-kernels.h"
+#include "hone-k-trace.cuh"
 
 #define HONE_K_CHECK(expr) do { cudaError_t e_ = (expr); if (e_ != cudaSuccess) return (int) e_; } while (0)
 

@@ -1,6 +1,8 @@
 /* hone-k-elementwise.cu — RMSNorm, activation quantization, SwiGLU, embedding
  * lookup, sampling: the small kernels around the matrix work. */
 #include "hone-k-common.cuh"
+#include <stdlib.h>
+#include <string.h>
 
 /* quant32_store (hone-k-common.cuh) quantizes a warp's 32 values. */
 
@@ -63,20 +65,45 @@ norm_store (float xi, float gi, int n, int t, int i, float scale, float *y, int8
     quant32_store (v, yq + (size_t) t * n + (i & ~31), yds + (size_t) t * (n >> 5) + (i >> 5), threadIdx.x & 31);
 }
 
+/* Where the decode step's small kernels (RMSNorm, quantize, W4A16 pack) let
+ * the next kernel launch (PDL): at entry, or LATE — once their own loads are
+ * in (the norms, the pack) or at the end (quantize), so that the next GEMV's
+ * early weight loads do not queue ahead of theirs. Entry for all three;
+ * HONE_NORM_TRIGGER=entry|late forces one placement on all three (A/B runs).
+ * @pack: asked for the pack kernel. */
+static bool
+small_trigger_late (bool pack)
+{
+  static int mode = -1;   /* 0 auto, 1 entry, 2 late */
+  if (mode < 0)
+    {
+      const char *e = getenv ("HONE_NORM_TRIGGER");
+      mode = e && !strcmp (e, "late") ? 2 : e && !strcmp (e, "entry") ? 1 : 0;
+    }
+  (void) pack;
+  return mode == 2;
+}
+
 /* grid (chunks of 256 values, tokens): for a few tokens (decode), every
  * block sums the whole row (a few KB from L2) and writes its chunk. */
+template <bool LATE>
 __global__ void __launch_bounds__ (256)
 rmsnorm_kernel (const float *x, const float *g, int n, float eps, float *y, int8_t *yq, float2 *yds,
-                void *y16, int y16_is_f16)
+                void *y16, int y16_is_f16 HONE_K_TP)
 {
+  TRACE_ENTRY (trace_);
   const int t = blockIdx.y;
   const float *xr = x + (size_t) t * n;
-  pdl_trigger ();
+  if (!LATE)
+    pdl_trigger ();
   pdl_wait ();
+  TRACE_WAITED ();
   /* this thread's element loaded with the sum's loads, not a round trip after it */
   const int i = blockIdx.x * 256 + threadIdx.x;
   const float xi = i < n ? xr[i] : 0.f, gi = i < n ? g[i] : 0.f;
   const float scale = row_rms_scale<false> (xr, n, eps);
+  if (LATE)
+    pdl_trigger ();
   if (i < n)
     norm_store (xi, gi, n, t, i, scale, y, yq, yds, y16, y16_is_f16);
 }
@@ -112,22 +139,27 @@ hone_k_rmsnorm (const float *x, const float *g, int n_tok, int n, float eps,
     return hone_k_launch (rmsnorm_row_kernel, dim3 (n_tok), dim3 (256), 0, stream,
                           x, g, n, eps, y, yq ? yq->q : (int8_t *) NULL, yq ? yq->ds : (float2 *) NULL,
                           y16, y16_is_f16);
-  return hone_k_launch (rmsnorm_kernel, dim3 ((n + 255) / 256, n_tok), dim3 (256), 0, stream,
+  const dim3 grid ((n + 255) / 256, n_tok);
+  return hone_k_launch (small_trigger_late (false) ? rmsnorm_kernel<true> : rmsnorm_kernel<false>, grid, dim3 (256), 0, stream,
                         x, g, n, eps, y, yq ? yq->q : (int8_t *) NULL, yq ? yq->ds : (float2 *) NULL,
-                        y16, y16_is_f16);
+                        y16, y16_is_f16 HONE_K_TA (HONE_K_TR_NORM, grid, n, n_tok));
 }
 
 /* grid (chunks of 256 values, tokens): HoneKActH16 of x (RMSNorm'ed by g when
  * set: every block sums the row, as rmsnorm_kernel); a warp packs one block
  * of 32 values: d = absmax/32767, v = rint(x·32767/absmax) as hi/lo bytes in
  * tile order, and Σv. */
+template <bool LATE>
 __global__ void __launch_bounds__ (256)
-pack_h16_kernel (const float *x, const float *g, int n, float eps, uint16_t *yh, float *yd)
+pack_h16_kernel (const float *x, const float *g, int n, float eps, uint16_t *yh, float *yd HONE_K_TP)
 {
+  TRACE_ENTRY (trace_);
   const int t = blockIdx.y;
   const float *xr = x + (size_t) t * n;
-  pdl_trigger ();
+  if (!LATE)
+    pdl_trigger ();
   pdl_wait ();
+  TRACE_WAITED ();
   const int i = blockIdx.x * 256 + threadIdx.x;
   /* this thread's value loaded with the sum's loads, not a round trip after it */
   const float xi = i < n ? xr[i] : 0.f, gi = g && i < n ? g[i] : 0.f;
@@ -137,6 +169,8 @@ pack_h16_kernel (const float *x, const float *g, int n, float eps, uint16_t *yh,
     return;
   const float v = g ? xi * scale * gi : xi;
   const float amax = warp_max (fabsf (v));
+  if (LATE)
+    pdl_trigger ();
   const float inv = amax > 0.f ? 32767.f / amax : 0.f;
   const int q = h16_fixed (v, inv);
   h16_store (yh, n, t, i, q);
@@ -150,17 +184,23 @@ hone_k_pack_h16 (const float *x, const float *g, int n_tok, int n, float eps, Ho
 {
   if (n_tok < 1 || n < 32 || (n & 31) || n_tok > 65535 || !x || !yh || !yh->h || !yh->d)
     return (int) cudaErrorInvalidValue;
-  return hone_k_launch (pack_h16_kernel, dim3 ((n + 255) / 256, n_tok), dim3 (256), 0, stream, x, g, n, eps,
-                        yh->h, yh->d);
+  const dim3 grid ((n + 255) / 256, n_tok);
+  return hone_k_launch (small_trigger_late (true) ? pack_h16_kernel<true> : pack_h16_kernel<false>, grid, dim3 (256), 0,
+                        stream, x, g, n, eps,
+                        yh->h, yh->d HONE_K_TA (HONE_K_TR_PACK, grid, n, g != NULL));
 }
 
+template <bool LATE>
 __global__ void __launch_bounds__ (256)
-quantize_kernel (const float *x, size_t total, int n, int8_t *yq, float2 *yds, void *y16, int y16_is_f16)
+quantize_kernel (const float *x, size_t total, int n, int8_t *yq, float2 *yds, void *y16, int y16_is_f16 HONE_K_TP)
 {
+  TRACE_ENTRY (trace_);
   const size_t i = (size_t) blockIdx.x * 256 + threadIdx.x;
   const int lane = threadIdx.x & 31;
-  pdl_trigger ();
+  if (!LATE)
+    pdl_trigger ();
   pdl_wait ();
+  TRACE_WAITED ();
   if (i >= total)
     return;
   const float v = x[i];
@@ -168,6 +208,8 @@ quantize_kernel (const float *x, size_t total, int n, int8_t *yq, float2 *yds, v
     store16 (y16, y16_is_f16, i, v);
   if (yq)
     quant32_store (v, yq + (i & ~(size_t) 31), yds + (i >> 5), lane);
+  if (LATE)
+    pdl_trigger ();
   (void) n;
 }
 
@@ -178,9 +220,10 @@ hone_k_quantize (const float *x, int n_tok, int n, HoneKActQ8 *yq, void *y16, in
   const size_t total = (size_t) n_tok * n;
   if (n_tok < 1 || n < 1 || (yq && (n & 31)))
     return (int) cudaErrorInvalidValue;
-  return hone_k_launch (quantize_kernel, dim3 ((unsigned) ((total + 255) / 256)), dim3 (256), 0, stream,
+  const dim3 grid ((unsigned) ((total + 255) / 256));
+  return hone_k_launch (small_trigger_late (false) ? quantize_kernel<true> : quantize_kernel<false>, grid, dim3 (256), 0, stream,
                         x, total, n, yq ? yq->q : (int8_t *) NULL, yq ? yq->ds : (float2 *) NULL,
-                        y16, y16_is_f16);
+                        y16, y16_is_f16 HONE_K_TA (HONE_K_TR_QUANT, grid, n, n_tok));
 }
 
 __global__ void __launch_bounds__ (256)

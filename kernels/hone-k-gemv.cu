@@ -137,6 +137,7 @@ template <int WT, int R, int U, int KS, int MAXT, int NORM, int EQ = 0>
 __global__ void __launch_bounds__ (256, EQ ? 3 : 0)   /* EQ: 3 blocks an SM (≤ 80 registers) as the others get; 0: no bound */
 gemv_kernel (GemvArgs a)
 {
+  TRACE_ENTRY (a.trace);
   const int lane = threadIdx.x & 31;
   const int wib = threadIdx.x >> 5;                    /* warp in block */
   const int ks = wib % KS;                             /* K slice of this warp */
@@ -205,6 +206,7 @@ gemv_kernel (GemvArgs a)
   if (a.early)
     load (c0);
   pdl_wait ();
+  TRACE_WAITED ();
   if (a.late_trigger == TRIG_WAIT)   /* after the wait: the next kernel's blocks may start, not the one after it */
     pdl_trigger ();
   if (!a.early)
@@ -320,6 +322,7 @@ gemv_kernel (GemvArgs a)
         break;
       load (c0);
     }
+  TRACE_MAIN ();
   if (a.late_trigger == TRIG_LATE)
     pdl_trigger ();
   if ((int) blockIdx.x >= a.pf_first)
@@ -489,6 +492,7 @@ launch_t (GemvArgs a, cudaStream_t stream)
       const int w = resident_blocks ((const void *) k, smem);
       a.pf_first = (int) grid.x > w ? (int) grid.x - w : 0;
     }
+  HONE_K_TRACE_SET (a, HONE_K_TR_GEMV, grid, a.rows, a.cols);
   return hone_k_launch (k, grid, block, smem, stream, a);
 }
 
@@ -499,14 +503,54 @@ launch_t (GemvArgs a, cudaStream_t stream)
  * share activation loads over 4 rows. Picked from the sweep in
  * tests/bench/RESULTS-cuda.md; hone_k_gemv_set_config() forces one. */
 static int forced_config = -1;
-static int early_loads = -1;   /* -1: read HONE_GEMV_EARLY (default on) */
+/* Which GEMVs issue their first weight loads before the PDL wait: a mask of
+ * GEMV roles (gemv_role); -1: read HONE_GEMV_EARLY — 0 none, 1 or unset all,
+ * or a comma list of qkv, o, gu, down, head. */
+enum { ROLE_QKV = 1, ROLE_O = 2, ROLE_GU = 4, ROLE_DOWN = 8, ROLE_HEAD = 16, ROLE_ALL = 31 };
+static int early_loads = -1;
 static int late_trigger = -1;  /* -1: read HONE_PDL_TRIGGER (entry, late, wait, qkv, other; unset: auto) */
 static int pick_rule = -1;     /* -1: read HONE_GEMV_PICK ("3" / "9": session 2's call-3 / call-9 choice; default the session-9 one) */
 
 extern "C" void
 hone_k_gemv_set_early (int on)
 {
-  early_loads = on ? 1 : 0;
+  early_loads = on ? ROLE_ALL : 0;
+}
+
+/* A decode GEMV's place in the layer, from its epilogue and shape (the
+ * Llama-style layer of decode_step: o is square, down is wider than tall). */
+static int
+gemv_role (const HoneKMatrix *w, int epi)
+{
+  if (epi == HONE_K_EPI_ROPE_KV)
+    return ROLE_QKV;
+  if (epi == HONE_K_EPI_SWIGLU)
+    return ROLE_GU;
+  if (epi == HONE_K_EPI_ADD)
+    return w->cols > w->rows ? ROLE_DOWN : ROLE_O;
+  return w->rows >= 32768 ? ROLE_HEAD : ROLE_QKV;   /* STORE: the lm_head, or q|k|v before a separate RoPE */
+}
+
+static int
+early_from_env (void)
+{
+  const char *env = getenv ("HONE_GEMV_EARLY");
+  if (!env || !*env || !strcmp (env, "1"))
+    return ROLE_ALL;
+  int m = 0;
+  static const struct { const char *name; int role; } names[] = {
+    { "qkv", ROLE_QKV }, { "o", ROLE_O }, { "gu", ROLE_GU }, { "down", ROLE_DOWN }, { "head", ROLE_HEAD } };
+  for (const char *p = env; *p;)
+    {
+      const size_t len = strcspn (p, ",");
+      for (const auto &n : names)
+        if (strlen (n.name) == len && !strncmp (p, n.name, len))
+          m |= n.role;
+      p += len;
+      if (*p)
+        p++;
+    }
+  return m;
 }
 
 extern "C" void
@@ -564,10 +608,49 @@ hone_k_gemv_config_shape (int cfg, int *rows, int *loads, int *ksplit)
 
 /* The launch shape of a GEMV: 0..HONE_K_GEMV_CONFIGS-1, or for one token
  * (extra_shape_ok) up to HONE_K_GEMV_CONFIGS_Q1-1. */
+/* HONE_GEMV_SHAPE=<role>=<shape>[,…] (roles as HONE_GEMV_EARLY's: qkv, o,
+ * gu, down, head): a launch shape for one-token GEMVs of that role, for A/B
+ * runs of the whole step (hone_k_gemv_set_config forces one for all). */
+static int role_shape[32];
+static int role_shape_read;
+
+static int
+shape_of_role (int role)
+{
+  if (!role_shape_read)
+    {
+      role_shape_read = 1;
+      for (int i = 0; i < 32; i++)
+        role_shape[i] = -1;
+      const char *env = getenv ("HONE_GEMV_SHAPE");
+      static const struct { const char *name; int role; } names[] = {
+        { "qkv", ROLE_QKV }, { "o", ROLE_O }, { "gu", ROLE_GU }, { "down", ROLE_DOWN }, { "head", ROLE_HEAD } };
+      for (const char *p = env ? env : ""; *p;)
+        {
+          const size_t len = strcspn (p, ",");
+          const char *eq = (const char *) memchr (p, '=', len);
+          if (eq)
+            for (const auto &n : names)
+              if (strlen (n.name) == (size_t) (eq - p) && !strncmp (p, n.name, eq - p))
+                role_shape[n.role] = atoi (eq + 1);
+          p += len;
+          if (*p)
+            p++;
+        }
+    }
+  return role_shape[role];
+}
+
 template <int WT>
 static int
 pick_config (const GemvArgs &a)
 {
+  if (a.n_tok == 1 && a.role)
+    {
+      const int s = shape_of_role (a.role);
+      if (s >= 0 && s < HONE_K_GEMV_CONFIGS_Q1 && (s < HONE_K_GEMV_CONFIGS || extra_shape_ok<WT> (a)))
+        return s;
+    }
   if (forced_config >= 0
       && (forced_config < HONE_K_GEMV_CONFIGS || (extra_shape_ok<WT> (a) && forced_config < HONE_K_GEMV_CONFIGS_Q1)))
     return forced_config;
@@ -732,13 +815,13 @@ args_from_op (const HoneKGemvOp *op, const HoneKPrefetch *pf, GemvArgs &a)
   epi_args_from_op (a, op);
   if (early_loads < 0)
     {
-      const char *env = getenv ("HONE_GEMV_EARLY");
-      early_loads = env && env[0] == '0' ? 0 : 1;
-      env = getenv ("HONE_GEMV_NORM_END");
+      early_loads = early_from_env ();
+      const char *env = getenv ("HONE_GEMV_NORM_END");
       if (env && *env)
         norm_at_end = env[0] != '0';
     }
-  a.early = early_loads;
+  a.role = gemv_role (w, a.epi);
+  a.early = (early_loads & a.role) != 0;
   a.late_trigger = trigger_of (w->type, a.epi);
   if ((a.epi == HONE_K_EPI_SWIGLU || a.epi == HONE_K_EPI_ROPE_KV) && (w->rows & 1))
     return (int) cudaErrorInvalidValue;

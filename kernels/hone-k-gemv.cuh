@@ -36,6 +36,7 @@ struct GemvArgs {
   int early;          /* issue the first weight loads before waiting on the previous kernel */
   int late_trigger;   /* PDL: let the next kernel launch at entry (0), after the main loop (1), or right after the PDL wait (2) */
   int pf_first;       /* blocks from this one on prefetch a slice of pf after their main loop */
+  int role;           /* hone-k-gemv.cu: the GEMV's place in a decode layer (gemv_role), 0 unknown */
   HoneKPrefetch pf;
   /* Quantization in the epilogue (hone_k_gemv_epiq; hone-k-gemv.cu only, NULL elsewhere).
    * Consumer: xq holds the int8 quantization of x·g (not normalized) and
@@ -56,6 +57,7 @@ struct GemvArgs {
   int ng, cshift;
   const uint16_t *xh;
   const float2 *xhd;
+  HONE_K_TRACE_FIELD   /* kernel_trace builds only (hone-k-trace.cuh) */
 };
 
 /* Write one rotated (or plain) pair of a q/k/v row pair for token t. */

@@ -311,6 +311,18 @@ int hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams
  * @sink: one device word the kernel may write. */
 int hone_k_read_stream (const void *buf, size_t bytes, unsigned int *sink, cudaStream_t stream);
 
+/* Kernel timeline trace (measurement only; kernels/hone-k-trace.cuh): in a
+ * build with the meson option kernel_trace, the GEMV, attention and
+ * norm/quantize/pack kernels of the graph last captured after
+ * hone_k_trace_reserve (room for @records blocks) record when each block
+ * entered, passed its PDL wait, finished its main loop and exited.
+ * hone_k_trace_clear zeroes the records (before the replay to keep),
+ * hone_k_trace_dump writes them as CSV to @path. Without the option each
+ * returns cudaErrorNotSupported. */
+int hone_k_trace_reserve (size_t records);
+int hone_k_trace_clear (cudaStream_t stream);
+int hone_k_trace_dump (const char *path, cudaStream_t stream);
+
 /* Programmatic dependent launch between kernels (sm_90+): 1 on, 0 off, -1
  * automatic (the default: on for steps of quantized models, where it
  * measured 4 % faster, off for BF16/F16, where it measured 6 % slower).

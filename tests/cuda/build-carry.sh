@@ -11,13 +11,18 @@
 #      so bundle + model stay under the tool's 64 MiB carry limit:
 #      CARRY/model/smollm2-4l.gguf.xz (run-release.sh and the run scripts unpack it).
 #   usage: tests/cuda/build-carry.sh        env: BUILD, CARRY (default .carry-release),
-#          HARNESSES (default "hone-cuda-check hone-w4-check hone-attn-check"), NO_MODEL=1
+#          HARNESSES (default "hone-cuda-check hone-w4-check hone-attn-check"), NO_MODEL=1,
+#          TRACE=1 (a measurement build: -Dkernel_trace=true, the harnesses with
+#          -DHONE_K_TRACE; HONE_TRACE_STEP then writes kernel timelines — use its own BUILD)
 set -eu
 cd "$(dirname "$0")/../.."
 B=${BUILD:-build-dev}
 C=${CARRY:-.carry-release}
 H=${HARNESSES:-hone-cuda-check hone-w4-check hone-attn-check}
-[ -d "$B" ] || meson setup "$B" -Dcuda=enabled -Dgpu_archs=${HONE_CUDA_ARCH:-90} -Dgui=disabled -Dbuildtype=release
+T=false; [ -n "${TRACE:-}" ] && T=true && export NVCC_DEFS=-DHONE_K_TRACE
+[ -d "$B" ] || meson setup "$B" -Dcuda=enabled -Dgpu_archs=${HONE_CUDA_ARCH:-90} -Dgui=disabled -Dbuildtype=release \
+                 -Dkernel_trace=$T
+meson configure "$B" -Dkernel_trace=$T
 ninja -C "$B" src/cli/hone tests/test-cuda-backend tests/test-cuda-awq
 mkdir -p "$C"
 srcs=""; for h in $H; do srcs="$srcs tests/cuda/$h.cu"; done
@@ -29,4 +34,4 @@ if [ -z "${NO_MODEL:-}" ] && [ ! -e "$C/model/smollm2-4l.gguf.xz" ]; then
   python3 tests/cuda/shrink-gguf.py "$M" "$C/model/smollm2-4l.gguf" 4
   xz -T2 -6 "$C/model/smollm2-4l.gguf"
 fi
-ls -la "$C" "$C/model" 2>/dev/null
+ls -la "$C" "$C/model" 2>/dev/null || true

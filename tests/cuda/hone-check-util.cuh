@@ -18,7 +18,9 @@
 #include <string.h>
 #include <math.h>
 #include <stdint.h>
+#include <string>
 #include <vector>
+#include "hone-kernels.h"
 
 #ifndef HONE_CHECK_WIDTH
 #define HONE_CHECK_WIDTH 58
@@ -61,6 +63,69 @@ profile_step_maybe (const char *type, cudaGraphExec_t ge, int32_t *pos, cudaStre
   CK (cudaProfilerStop ());
   fprintf (stderr, "HONE_PROFILE_STEP: %s step profiled at ctx %d; exiting\n", type, ctx);
   exit (0);
+}
+
+/* HONE_TRACE_STEP=<type>[:bound][,…] (a build with the meson option
+ * kernel_trace; the same names as HONE_PROFILE_STEP): a per-block timeline of
+ * the step (kernels/hone-k-trace.cuh) replayed at @ctx keys, written to
+ * $OUT/trace-<type>[-bound].csv (tests/cuda/trace-summary.py reads it); the
+ * harness then goes on. trace_prepare () before the capture reserves the
+ * records (the capture assigns them). */
+static bool
+trace_wanted (const char *type)
+{
+  const char *want = getenv ("HONE_TRACE_STEP");
+  if (!want)
+    return false;
+  const size_t n = strlen (type);
+  for (const char *p = want; *p;)
+    {
+      const char *e = strchr (p, ',');
+      const size_t len = e ? (size_t) (e - p) : strlen (p);
+      if (len == n && !strncmp (p, type, n))
+        return true;
+      if (!e)
+        break;
+      p = e + 1;
+    }
+  return false;
+}
+
+static void
+trace_prepare (void)
+{
+  static bool done;
+  if (done || !getenv ("HONE_TRACE_STEP"))
+    return;
+  done = true;
+  const int e = hone_k_trace_reserve ((size_t) 1 << 20);
+  if (e)
+    fprintf (stderr, "HONE_TRACE_STEP: no trace (%s: needs a build with -Dkernel_trace=true)\n",
+             cudaGetErrorString ((cudaError_t) e));
+}
+
+static void
+trace_step_maybe (const char *type, cudaGraphExec_t ge, int32_t *pos, cudaStream_t s, int ctx)
+{
+  if (!trace_wanted (type))
+    return;
+  for (int i = 0; i < 3; i++)   /* warm: the trace is of a step like the timed ones */
+    {
+      CK (cudaMemcpyAsync (pos, &ctx, 4, cudaMemcpyHostToDevice, s));
+      CK (cudaGraphLaunch (ge, s));
+    }
+  CK (cudaMemcpyAsync (pos, &ctx, 4, cudaMemcpyHostToDevice, s));
+  if (hone_k_trace_clear (s))
+    return;
+  CK (cudaGraphLaunch (ge, s));
+  const char *out = getenv ("OUT");
+  std::string path = std::string (out && *out ? out : ".") + "/trace-" + type + ".csv";
+  for (char &c : path)
+    if (c == ':')
+      c = '-';
+  const int e = hone_k_trace_dump (path.c_str (), s);
+  fprintf (stderr, "HONE_TRACE_STEP: %s step at ctx %d -> %s (%s)\n", type, ctx, path.c_str (),
+           e ? cudaGetErrorString ((cudaError_t) e) : "ok");
 }
 
 static void

@@ -2045,6 +2045,7 @@ capture_decode_step (BigModel &b, HoneKKv &kv, HoneKState &st, cudaStream_t s, s
 {
   cudaGraph_t g;
   cudaGraphExec_t ge;
+  trace_prepare ();
   CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
   const int r = hone_k_forward (&b.m, &kv, &st, 1, 0, 1, 1, 0.f, 0, s);
   CK (cudaStreamEndCapture (s, &g));
@@ -2791,9 +2792,15 @@ bench_decode_epiq (int type)
       cudaGraphExec_t ge = capture_decode_step (b, kv, st, s, &nodes);
       st.ctx_bound = 0;
       if (vi == 0)
-        profile_step_maybe (type_name (type), ge, st.pos, s, 128);
+        {
+          profile_step_maybe (type_name (type), ge, st.pos, s, 128);
+          trace_step_maybe (type_name (type), ge, st.pos, s, 128);
+        }
       if (v.bound)
-        profile_step_maybe ((std::string (type_name (type)) + ":bound").c_str (), ge, st.pos, s, 128);
+        {
+          profile_step_maybe ((std::string (type_name (type)) + ":bound").c_str (), ge, st.pos, s, 128);
+          trace_step_maybe ((std::string (type_name (type)) + ":bound").c_str (), ge, st.pos, s, 128);
+        }
       const unsigned eq = hone_k_gemv_epiq_runs () - r0;
       const std::vector<float> lg = decode_step_logits (ge, st, s, 128256);
       char cmp[128] = "(reference)";

@@ -947,6 +947,7 @@ bench_model (int type, std::vector<double> &prefill_ms)
       cudaGraph_t g;
       cudaGraphExec_t ge;
       st.ctx_bound = bound;
+      trace_prepare ();
       CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
       const int r = hone_k_forward (&b.m, &kv, &st, n_tok, 0, 1, 1, 0.f, 0, s);
       CK (cudaStreamEndCapture (s, &g));
@@ -954,9 +955,15 @@ bench_model (int type, std::vector<double> &prefill_ms)
       CK (r);
       CK (cudaGraphInstantiate (&ge, g, 0));
       if (variant == 2)   /* rs: the default at one token */
-        profile_step_maybe (type == HONE_K_Q4Z ? "AWQ" : "BF16", ge, st.pos, s, 128);
+        {
+          profile_step_maybe (type == HONE_K_Q4Z ? "AWQ" : "BF16", ge, st.pos, s, 128);
+          trace_step_maybe (type == HONE_K_Q4Z ? "AWQ" : "BF16", ge, st.pos, s, 128);
+        }
       if (vars[variant].bound)
-        profile_step_maybe ("AWQ:bound", ge, st.pos, s, 128);
+        {
+          profile_step_maybe ("AWQ:bound", ge, st.pos, s, 128);
+          trace_step_maybe ("AWQ:bound", ge, st.pos, s, 128);
+        }
       for (int ctx : { 128, 512, 1024, 4096 })
         {
           /* unbounded graphs at 128 and 4k keys; bounded ones (the engine's below 2k) at 128, 512, 1k */

@@ -36,7 +36,7 @@ ARCH=${HONE_CUDA_ARCH:-90}
 pids=()
 for h in "$@"; do
   case $h in
-    *.cu) nvcc -std=c++17 -O3 -lineinfo -gencode arch=compute_$ARCH,code=sm_$ARCH -I"$R/kernels" "$h" \
+    *.cu) nvcc -std=c++17 -O3 -lineinfo -gencode arch=compute_$ARCH,code=sm_$ARCH ${NVCC_DEFS:-} -I"$R/kernels" "$h" \
             -o "$S/bin/$(basename "$h" .cu)" -L"$S/lib" -lhoneall -lcublas -lcublasLt \
             -Xlinker -rpath -Xlinker '$ORIGIN/../lib' & pids+=($!) ;;
     *) cp "$h" "$S/bin/" ;;

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Summarize a kernel timeline of one decode step (measurement only).
+
+Input: the CSV that HONE_TRACE_STEP writes (kernels/hone-k-trace.cuh; a build
+with the meson option kernel_trace): one "L" line per traced launch of the
+captured step, in launch order, and one "B" line per block with %globaltimer
+ns at entry (t0), after the PDL wait (t1), main loop done (t2), exit (t3),
+and the marks t4..t6 a kernel places itself (decode attention: its pos/page
+check passed, the block's warps merged, the first cluster barrier passed).
+
+Output, per launch position of a decoder layer (median over the middle
+layers) and for the lm_head:
+  on path   end(prev) -> end(this): the step time this launch adds, where end
+            is the last block's exit; the sum over all launches is the step
+            (from the first traced launch's end on)
+  handoff   end(prev) -> first block past its PDL wait (the dependency's
+            latency, when this launch's blocks were already resident)
+  resident  first block's entry relative to end(prev) (negative: it was
+            resident and waiting before its predecessor finished)
+  run       first wait passed -> last exit
+  tail      median block exit -> last exit
+  GB/s      weight bytes / on-path time, and % of the 4.52 TB/s read ceiling
+
+usage: trace-summary.py TRACE.csv [--type Q4_0|Q4_1|Q8_0|BF16|AWQ] [--launches]
+The weight type is taken from the file name (trace-<type>[-bound].csv)
+unless given.
+"""
+import argparse
+import os
+import re
+import statistics
+import sys
+
+READ_CEIL = 4.52e12
+TAGS = {1: "gemv", 2: "attn", 3: "norm", 4: "quant", 5: "pack"}
+# bytes a weight (GEMV matrices); AWQ g128: 4 bits + f16 scale + u8 zero per 128
+BPW = {"BF16": 2.0, "F16": 2.0, "Q8_0": 34 / 32, "Q4_0": 18 / 32, "Q4_1": 20 / 32, "AWQ": 0.5 + 3 / 128}
+# Llama-3-8B shapes (rows, cols) -> name
+SHAPES = {(6144, 4096): "qkv", (4096, 4096): "o", (28672, 4096): "gate|up", (4096, 14336): "down",
+          (128256, 4096): "lm_head"}
+
+
+def load(path):
+    launches, blocks = [], {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            p = line.rstrip("\n").split(",")
+            if p[0] == "L":
+                launches.append({"i": int(p[1]), "tag": int(p[2]), "blocks": int(p[3]),
+                                 "info0": int(p[4]), "info1": int(p[5])})
+            elif p[0] == "B":
+                blocks.setdefault(int(p[1]), []).append(tuple(int(x) for x in p[3:]))
+    return launches, blocks
+
+
+def name_of(L):
+    tag = TAGS.get(L["tag"], "?")
+    if tag == "gemv":
+        return SHAPES.get((L["info0"], L["info1"]), "gemv %dx%d" % (L["info0"], L["info1"]))
+    return tag
+
+
+def summarize(launches, blocks, wtype):
+    rows = []
+    for L in launches:
+        recs = blocks.get(L["i"], [])
+        t0 = [r[1] for r in recs if r[1] >= 0]
+        t1 = [r[2] for r in recs if r[2] >= 0]
+        t2 = [r[3] for r in recs if r[3] >= 0]
+        t3 = [r[4] for r in recs if r[4] >= 0]
+        if not t3:
+            continue
+        name = name_of(L)
+        nbytes = 0.0
+        if L["tag"] == 1 and wtype in BPW:
+            bpw = 2.0 if (wtype == "AWQ" and name == "lm_head") else BPW[wtype]
+            nbytes = L["info0"] * L["info1"] * bpw
+        rows.append({
+            "i": L["i"], "name": name, "blocks": L["blocks"], "bytes": nbytes,
+            "entry": min(t0) if t0 else None, "go": min(t1) if t1 else None,
+            "main": max(t2) if t2 else None, "end": max(t3),
+            "exit_med": statistics.median(t3), "sms": len(set(r[0] for r in recs)),
+        })
+    prev_end = None
+    for r in rows:
+        r["prev_end"] = prev_end
+        prev_end = r["end"]
+    return rows
+
+
+def fmt_us(ns):
+    return "%8.2f" % (ns / 1e3) if ns is not None else "       -"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("--type")
+    ap.add_argument("--launches", action="store_true", help="print every launch")
+    a = ap.parse_args()
+    wtype = a.type
+    if not wtype:
+        m = re.match(r"trace-([A-Za-z0-9_]+?)(-bound)?\.csv$", os.path.basename(a.trace))
+        wtype = m.group(1) if m else "?"
+    launches, blocks = load(a.trace)
+    rows = summarize(launches, blocks, wtype)
+    if not rows:
+        sys.exit("no traced launches in " + a.trace)
+    if a.launches:
+        print("  #  launch     blocks  entry      go    main     end (us from the first entry)")
+        for r in rows:
+            print("%4d %-9s %6d %s %s %s %s" % (r["i"], r["name"], r["blocks"], fmt_us(r["entry"]), fmt_us(r["go"]),
+                                                fmt_us(r["main"]), fmt_us(r["end"])))
+    # the layer pattern: from the first qkv to the next qkv
+    qkv = [k for k, r in enumerate(rows) if r["name"] == "qkv"]
+    span = rows[-1]["end"] - rows[0]["end"]
+    total_bytes = sum(r["bytes"] for r in rows[1:])
+    print("%s: %d traced launches, %.3f ms from the first launch's end to the last's"
+          % (a.trace, len(rows), span / 1e6))
+    if len(qkv) >= 4:
+        per = qkv[1] - qkv[0]
+        # middle layers: skip the first two and the last
+        groups = {}
+        for li in range(2, len(qkv) - 1):
+            base = qkv[li]
+            for k in range(per):
+                r = rows[base + k]
+                groups.setdefault(k, []).append(r)
+        print("\nper layer (median of layers 2..%d), us:" % (len(qkv) - 2))
+        print("  launch      on path  handoff resident     run    tail   GB/s   %ceil  blocks SMs")
+        layer_sum = 0.0
+        layer_bytes = 0.0
+        for k in range(per):
+            g = groups[k]
+            onp = statistics.median(r["end"] - r["prev_end"] for r in g)
+            hand = statistics.median(r["go"] - r["prev_end"] for r in g if r["go"] is not None)
+            res = statistics.median(r["entry"] - r["prev_end"] for r in g if r["entry"] is not None)
+            run = statistics.median(r["end"] - r["go"] for r in g if r["go"] is not None)
+            tail = statistics.median(r["end"] - r["exit_med"] for r in g)
+            nb = g[0]["bytes"]
+            layer_sum += onp
+            layer_bytes += nb
+            bw = "%6.0f  %5.1f" % (nb / (onp * 1e-9) / 1e9, 100 * nb / (onp * 1e-9) / READ_CEIL) if nb else "     -      -"
+            print("  %-9s %s %s %s %s %s %s  %6d %3d" % (g[0]["name"], fmt_us(onp), fmt_us(hand), fmt_us(res),
+                                                        fmt_us(run), fmt_us(tail), bw, g[0]["blocks"], g[0]["sms"]))
+        print("  layer     %s us; weights %.1f MB -> %.1f %% of the read ceiling"
+              % (fmt_us(layer_sum), layer_bytes / 1e6,
+                 100 * layer_bytes / (layer_sum * 1e-9) / READ_CEIL if layer_sum else 0))
+    for r in rows:
+        if r["name"] == "lm_head":
+            onp = r["end"] - r["prev_end"]
+            print("  lm_head   %s us on path, %s run; %.0f GB/s (%.1f %%)"
+                  % (fmt_us(onp), fmt_us(r["end"] - r["go"]), r["bytes"] / (onp * 1e-9) / 1e9,
+                     100 * r["bytes"] / (onp * 1e-9) / READ_CEIL))
+    if total_bytes:
+        print("  step (traced span): %.1f MB of weights in %.3f ms = %.1f %% of the read ceiling"
+              % (total_bytes / 1e6, span / 1e6, 100 * total_bytes / (span * 1e-9) / READ_CEIL))
+
+
+if __name__ == "__main__":
+    main()
