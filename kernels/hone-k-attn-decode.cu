@@ -1129,7 +1129,11 @@ static char v3_shape = 'A';
  * harness 128 / 1k / 2k keys BF16 −2.2 / −0.8 / −0.9 %, Q4_0 −0.7 / −0.3 /
  * −3.9 %; 4k +0.7 to +2.5 % (so the bound stops at 2k); engine at 900–1,020
  * keys BF16 +2.7 % tok/s, Q4_0 −0.3 to −1.7 %, at 1,800–1,920 Q4_0 +1.0 to
- * +2.7 %, BF16 ±0.5 %. */
+ * +2.7 %, BF16 ±0.5 %. With PDL on (quantized steps) such a launch takes I
+ * (H with pos and pages read before the PDL wait) since session 13: bounded
+ * steps at 128 / 1k / 2k keys Q4_0 −1.0 / −1.0 / −1.1 %, AWQ at 128 / 512 /
+ * 1k −0.1 / −0.2 / −0.7 % (same binary, RESULTS-cuda.md "Decode, session 13";
+ * session 11, before the Q4 GEMVs' earlier trigger, had it mixed). */
 #define SHORT_CTX_DEFAULT 2048
 
 template <int HD, int NW, int RING, bool COAL, bool EARLY, int CL, bool TWO>
@@ -1300,7 +1304,7 @@ hone_k_attn_decode_h16 (const float *qkv, int n_tok, int nq, int nkv, int hd, co
       const char *sh = getenv ("HONE_ATTN_V3");
       const int lim = hone_k_attn_short_ctx ();
       const char shape = sh && *sh                                   ? sh[0]
-                         : n_tok == 1 && max_ctx > 0 && max_ctx <= lim ? 'H'
+                         : n_tok == 1 && max_ctx > 0 && max_ctx <= lim ? (hone_k_pdl_enabled () ? 'I' : 'H')
                          : hone_k_pdl_enabled () && n_tok <= 2          ? 'G'
                                                                         : v3_shape;
       return hd == 128 ? launch_attn3_shape<128> (a, shape, stream) : launch_attn3_shape<64> (a, shape, stream);

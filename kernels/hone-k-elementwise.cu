@@ -68,9 +68,11 @@ norm_store (float xi, float gi, int n, int t, int i, float scale, float *y, int8
 /* Where the decode step's small kernels (RMSNorm, quantize, W4A16 pack) let
  * the next kernel launch (PDL): at entry, or LATE — once their own loads are
  * in (the norms, the pack) or at the end (quantize), so that the next GEMV's
- * early weight loads do not queue ahead of theirs. Entry for all three;
- * HONE_NORM_TRIGGER=entry|late forces one placement on all three (A/B runs).
- * @pack: asked for the pack kernel. */
+ * early weight loads do not queue ahead of theirs. Measured (RESULTS-cuda.md,
+ * "Decode, session 13"): late made the AWQ step 0.5-1.2 % faster (its pack
+ * kernels) and the Q4_0 step 1-5 % slower (rmsnorm, quantize), so the pack
+ * triggers late and the others at entry; HONE_NORM_TRIGGER=entry|late forces
+ * one placement on all three (A/B runs). @pack: asked for the pack kernel. */
 static bool
 small_trigger_late (bool pack)
 {
@@ -80,8 +82,7 @@ small_trigger_late (bool pack)
       const char *e = getenv ("HONE_NORM_TRIGGER");
       mode = e && !strcmp (e, "late") ? 2 : e && !strcmp (e, "entry") ? 1 : 0;
     }
-  (void) pack;
-  return mode == 2;
+  return mode == 2 || (mode == 0 && pack);
 }
 
 /* grid (chunks of 256 values, tokens): for a few tokens (decode), every
