@@ -531,6 +531,18 @@ gemv_role (const HoneKMatrix *w, int epi)
   return w->rows >= 32768 ? ROLE_HEAD : ROLE_QKV;   /* STORE: the lm_head, or q|k|v before a separate RoPE */
 }
 
+/* The role named by the @len characters at @p (qkv, o, gu, down, head), or 0. */
+static int
+role_of_name (const char *p, size_t len)
+{
+  static const struct { const char *name; int role; } names[] = {
+    { "qkv", ROLE_QKV }, { "o", ROLE_O }, { "gu", ROLE_GU }, { "down", ROLE_DOWN }, { "head", ROLE_HEAD } };
+  for (const auto &n : names)
+    if (strlen (n.name) == len && !strncmp (p, n.name, len))
+      return n.role;
+  return 0;
+}
+
 static int
 early_from_env (void)
 {
@@ -538,14 +550,10 @@ early_from_env (void)
   if (!env || !*env || !strcmp (env, "1"))
     return ROLE_ALL;
   int m = 0;
-  static const struct { const char *name; int role; } names[] = {
-    { "qkv", ROLE_QKV }, { "o", ROLE_O }, { "gu", ROLE_GU }, { "down", ROLE_DOWN }, { "head", ROLE_HEAD } };
   for (const char *p = env; *p;)
     {
       const size_t len = strcspn (p, ",");
-      for (const auto &n : names)
-        if (strlen (n.name) == len && !strncmp (p, n.name, len))
-          m |= n.role;
+      m |= role_of_name (p, len);
       p += len;
       if (*p)
         p++;
@@ -606,8 +614,6 @@ hone_k_gemv_config_shape (int cfg, int *rows, int *loads, int *ksplit)
   *ksplit = ok ? gemv_shapes[cfg].ks : -1;
 }
 
-/* The launch shape of a GEMV: 0..HONE_K_GEMV_CONFIGS-1, or for one token
- * (extra_shape_ok) up to HONE_K_GEMV_CONFIGS_Q1-1. */
 /* HONE_GEMV_SHAPE=<role>=<shape>[,…] (roles as HONE_GEMV_EARLY's: qkv, o,
  * gu, down, head): a launch shape for one-token GEMVs of that role, for A/B
  * runs of the whole step (hone_k_gemv_set_config forces one for all). */
@@ -623,16 +629,13 @@ shape_of_role (int role)
       for (int i = 0; i < 32; i++)
         role_shape[i] = -1;
       const char *env = getenv ("HONE_GEMV_SHAPE");
-      static const struct { const char *name; int role; } names[] = {
-        { "qkv", ROLE_QKV }, { "o", ROLE_O }, { "gu", ROLE_GU }, { "down", ROLE_DOWN }, { "head", ROLE_HEAD } };
       for (const char *p = env ? env : ""; *p;)
         {
           const size_t len = strcspn (p, ",");
           const char *eq = (const char *) memchr (p, '=', len);
-          if (eq)
-            for (const auto &n : names)
-              if (strlen (n.name) == (size_t) (eq - p) && !strncmp (p, n.name, eq - p))
-                role_shape[n.role] = atoi (eq + 1);
+          const int role = eq ? role_of_name (p, (size_t) (eq - p)) : 0;
+          if (role)
+            role_shape[role] = atoi (eq + 1);
           p += len;
           if (*p)
             p++;
@@ -641,6 +644,8 @@ shape_of_role (int role)
   return role_shape[role];
 }
 
+/* The launch shape of a GEMV: 0..HONE_K_GEMV_CONFIGS-1, or for one token
+ * (extra_shape_ok) up to HONE_K_GEMV_CONFIGS_Q1-1. */
 template <int WT>
 static int
 pick_config (const GemvArgs &a)
