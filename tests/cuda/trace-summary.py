@@ -21,7 +21,13 @@ layers) and for the lm_head:
   tail      median block exit -> last exit
   GB/s      weight bytes / on-path time, and % of the 4.52 TB/s read ceiling
 
-usage: trace-summary.py TRACE.csv [--type Q4_0|Q4_1|Q8_0|BF16|AWQ] [--launches]
+--timeline: per launch of a layer, when its first block passed the PDL wait,
+its first and last blocks finished the main loop, and its last block exited,
+in us from the layer's q|k|v first wait (medians over the middle layers).
+--attention: decode attention's blocks that ran (its marks t4..t6), in us
+after the q|k|v GEMV's last exit: median / first / last block.
+
+usage: trace-summary.py TRACE.csv [--type Q4_0|Q4_1|Q8_0|BF16|AWQ] [--launches] [--timeline] [--attention]
 The weight type is taken from the file name (trace-<type>[-bound].csv)
 unless given.
 """
@@ -99,6 +105,8 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--type")
     ap.add_argument("--launches", action="store_true", help="print every launch")
+    ap.add_argument("--timeline", action="store_true", help="a layer's launches on one time axis")
+    ap.add_argument("--attention", action="store_true", help="decode attention's marks")
     a = ap.parse_args()
     wtype = a.type
     if not wtype:
@@ -154,9 +162,61 @@ def main():
             print("  lm_head   %s us on path, %s run; %.0f GB/s (%.1f %%)"
                   % (fmt_us(onp), fmt_us(r["end"] - r["go"]), r["bytes"] / (onp * 1e-9) / 1e9,
                      100 * r["bytes"] / (onp * 1e-9) / READ_CEIL))
+    if a.timeline:
+        timeline(launches, blocks)
+    if a.attention:
+        attention(launches, blocks)
     if total_bytes:
         print("  step (traced span): %.1f MB of weights in %.3f ms = %.1f %% of the read ceiling"
               % (total_bytes / 1e6, span / 1e6, 100 * total_bytes / (span * 1e-9) / READ_CEIL))
+
+
+def middle_layers(launches):
+    """Index of each middle layer's q|k|v launch (layers 2 .. n-2) and launches a layer."""
+    names = [name_of(L) for L in launches]
+    qkv = [i for i, n in enumerate(names) if n == "qkv"]
+    return (qkv[2:-1], qkv[1] - qkv[0], names) if len(qkv) >= 4 else ([], 0, names)
+
+
+def timeline(launches, blocks):
+    starts, per, names = middle_layers(launches)
+    if not starts:
+        return
+    med = lambda v: statistics.median(v) if v else float("nan")
+    print("\ntimeline of a layer (us from q|k|v's first wait; median over layers %d..%d):" % (2, len(starts) + 1))
+    print("  launch     first go  first main  last main  last exit")
+    for k in range(per):
+        cols = [[], [], [], []]
+        for base in starts:
+            t0 = min(r[2] for r in blocks[base] if r[2] >= 0)
+            recs = blocks[base + k]
+            mains = [r[3] for r in recs if r[3] >= 0]
+            cols[0].append(min(r[2] for r in recs if r[2] >= 0) - t0)
+            cols[1].append(min(mains) - t0 if mains else float("nan"))
+            cols[2].append(max(mains) - t0 if mains else float("nan"))
+            cols[3].append(max(r[4] for r in recs) - t0)
+        print("  %-9s %s" % (names[starts[0] + k], "  ".join("%9.2f" % (med(c) / 1e3) for c in cols)))
+
+
+def attention(launches, blocks):
+    starts, per, names = middle_layers(launches)
+    marks = [("go", 2), ("pos check", 5), ("main", 3), ("merged", 6), ("cluster 1", 7), ("exit", 4)]
+    acc = {m: [] for m, _ in marks}
+    for base in starts:
+        i = base + 1
+        if names[i] != "attn":
+            return
+        prev_end = max(r[4] for r in blocks[i - 1])
+        ran = [r for r in blocks[i] if r[3] >= 0]
+        for m, k in marks:
+            v = sorted((r[k] - prev_end) / 1e3 for r in ran if len(r) > k and r[k] >= 0)
+            if v:
+                acc[m].append((statistics.median(v), v[0], v[-1]))
+    print("\ndecode attention, blocks that ran (us after q|k|v's last exit; median over layers):")
+    print("  mark        median block   first    last")
+    for m, _ in marks:
+        if acc[m]:
+            print("  %-11s %9.2f %9.2f %8.2f" % (m, *(statistics.median(x[j] for x in acc[m]) for j in range(3))))
 
 
 if __name__ == "__main__":
