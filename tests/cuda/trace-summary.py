@@ -121,22 +121,17 @@ def main():
         for r in rows:
             print("%4d %-9s %6d %s %s %s %s" % (r["i"], r["name"], r["blocks"], fmt_us(r["entry"]), fmt_us(r["go"]),
                                                 fmt_us(r["main"]), fmt_us(r["end"])))
-    # the layer pattern: from the first qkv to the next qkv
-    qkv = [k for k, r in enumerate(rows) if r["name"] == "qkv"]
     span = rows[-1]["end"] - rows[0]["end"]
     total_bytes = sum(r["bytes"] for r in rows[1:])
     print("%s: %d traced launches, %.3f ms from the first launch's end to the last's"
           % (a.trace, len(rows), span / 1e6))
-    if len(qkv) >= 4:
-        per = qkv[1] - qkv[0]
-        # middle layers: skip the first two and the last
+    starts, per = layer_starts([r["name"] for r in rows])
+    if starts:
         groups = {}
-        for li in range(2, len(qkv) - 1):
-            base = qkv[li]
+        for base in starts:
             for k in range(per):
-                r = rows[base + k]
-                groups.setdefault(k, []).append(r)
-        print("\nper layer (median of layers 2..%d), us:" % (len(qkv) - 2))
+                groups.setdefault(k, []).append(rows[base + k])
+        print("\nper layer (median of layers 2..%d), us:" % (len(starts) + 1))
         print("  launch      on path  handoff resident     run    tail   GB/s   %ceil  blocks SMs")
         layer_sum = 0.0
         layer_bytes = 0.0
@@ -171,11 +166,16 @@ def main():
               % (total_bytes / 1e6, span / 1e6, 100 * total_bytes / (span * 1e-9) / READ_CEIL))
 
 
-def middle_layers(launches):
-    """Index of each middle layer's q|k|v launch (layers 2 .. n-2) and launches a layer."""
-    names = [name_of(L) for L in launches]
+def layer_starts(names):
+    """Index of each middle layer's q|k|v launch (layers 2 .. n-2: the first two and the last differ) in a
+    list of launch names, and the launches a layer."""
     qkv = [i for i, n in enumerate(names) if n == "qkv"]
-    return (qkv[2:-1], qkv[1] - qkv[0], names) if len(qkv) >= 4 else ([], 0, names)
+    return (qkv[2:-1], qkv[1] - qkv[0]) if len(qkv) >= 4 else ([], 0)
+
+
+def middle_layers(launches):
+    names = [name_of(L) for L in launches]
+    return layer_starts(names) + (names,)
 
 
 def timeline(launches, blocks):
