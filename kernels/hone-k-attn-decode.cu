@@ -484,6 +484,13 @@ v3_store (const AttnArgs &a, const float *fin, int kvh, int z, int qn, int tid)
  *   the first K/V copies; if either changed (a predecessor in the PDL chain
  *   did write them after all) the block drains its copies and starts over
  *   from the fresh values, so the result never depends on the guess.
+ *   EARLY 2 (session 15) also issues, before the wait, the copies of the
+ *   keys older than pos in the first NH − 1 half steps (the prologue): they
+ *   were written by earlier steps, not by the kernels in front, so their
+ *   DRAM round trip overlaps the predecessor's tail and goes ahead of the
+ *   next kernel's early weight loads. The rows from pos on (this step's
+ *   keys, written by the q|k|v epilogue just before) are skipped there and
+ *   copied after the wait, in a group of their own that the warp waits for.
  * CL > 1: the blocks are launched in clusters of CL splits (thread block
  *   clusters, sm_90) and combine through distributed shared memory: no
  *   global partials, no atomic, no second round trip when ctx <= CL·128
@@ -498,7 +505,7 @@ v3_store (const AttnArgs &a, const float *fin, int kvh, int z, int qn, int tid)
  * rows) stored where the lane that reads the fragment expects them (XOR
  * swizzle: no bank conflicts either way), so a __syncwarp orders the ring;
  * else every lane copies the pieces it reads (4 lanes a 64-byte run). */
-template <int HD, int NW, int RING, bool COAL, bool EARLY, int CL, bool TWO>
+template <int HD, int NW, int RING, bool COAL, int EARLY, int CL, bool TWO>
 __global__ void __launch_bounds__ (NW * 32, 16 / NW)
 attn3_kernel (AttnArgs a)
 {
@@ -516,7 +523,7 @@ attn3_kernel (AttnArgs a)
   TRACE_ENTRY (a.trace);
   const int kvh = blockIdx.x, split = blockIdx.y, z = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  if (a.trigger == 0)
+  if (a.trigger == 0 && EARLY < 2)
     pdl_trigger ();
   if (warp == 0)
     prefetch_slice (a.pf, (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x,
@@ -571,6 +578,83 @@ attn3_kernel (AttnArgs a)
       if (run)
         pages ();
     }
+
+  /* this warp's 16-key steps: warp, warp + NW, … of the split */
+  int nh = 0;                                 /* half steps: K of a step, then its V */
+  auto steps = [&] (void) {
+    const int ns = (k1 - k0 + 15) >> 4;
+    const int nsw = ns > warp ? (ns - warp + NW - 1) / NW : 0;
+    nh = 2 * nsw;
+  };
+  int4 *ring = (int4 *) sm3 + (size_t) warp * NH * HV * 32;
+  const int ksub = lane >> 2, dsub = (lane & 3) * 8;
+
+  /* half step h's copies; which rows: ALL (keys past k1 zero-filled), OLD
+   * (keys below pos only, past k1 zero-filled, pos..k1 left alone) or NEW
+   * (pos..k1 only); returns whether any lane of the warp copied a row */
+  enum { ALL, OLD, NEW };
+  auto issue = [&] (int h, int which) -> bool {
+    const int s = warp + (h >> 1) * NW, kb = k0 + 16 * s;
+    const int rel = kb / HONE_K_KV_BLOCK - p0;
+    const int pg_sh = __shfl_sync (0xffffffffu, mypage, rel & 31);
+    const int page = rel < 32 ? pg_sh : a.block_table[kb / HONE_K_KV_BLOCK];
+    const __half *pool = (h & 1) ? a.v_pool : a.k_pool;
+    const __half *base = pool + (((size_t) page * a.nkv + kvh) * HONE_K_KV_BLOCK + (kb & (HONE_K_KV_BLOCK - 1))) * HD;
+    int4 *slot = ring + (size_t) (h % NH) * HV * 32;
+    bool any = false;
+    auto cp = [&] (void *dst, const void *src, int key) {
+      const bool in = key < k1, isnew = key >= pos;
+      if (which == ALL || (which == OLD && !(in && isnew)))
+        v3_cp16 (dst, src, in && (which == ALL || !isnew));
+      else if (which == NEW && in && isnew)
+        {
+          v3_cp16 (dst, src, true);
+          any = true;
+        }
+    };
+    if (COAL)
+#pragma unroll
+      for (int j = 0; j < HV; j++)
+        {
+          /* chunk g of the 16 rows: key g / (HD/8), dims 8·(g % (HD/8)) */
+          const int g = j * 32 + lane, kk = g / (HD / 8), cc = g % (HD / 8);
+          const int i = (kk >> 3) * NC + (cc >> 2), lp = 4 * (kk & 7) + (cc & 3);
+          cp (slot + i * 32 + (lp ^ ((i & 1) << 2)), base + kk * HD + cc * 8, kb + kk);
+        }
+    else
+#pragma unroll
+      for (int i = 0; i < HV; i++)
+        {
+          const int kk = ksub + 8 * (i / NC), c = i % NC;
+          cp (slot + i * 32 + lane, base + kk * HD + dsub + 32 * c, kb + kk);
+        }
+    return __any_sync (0xffffffffu, any);
+  };
+  /* piece i of a ring slot as this lane's fragment */
+  auto piece = [&] (const int4 *slot, int i) -> int4 {
+    return slot[i * 32 + (COAL ? lane ^ ((i & 1) << 2) : lane)];
+  };
+  /* the first NH − 1 half steps, all in flight at once */
+  auto prologue = [&] (int which) {
+#pragma unroll
+    for (int p = 0; p < NH - 1; p++)
+      {
+        if (p < nh)
+          issue (p, which);
+        v3_commit ();
+      }
+  };
+  if (EARLY >= 2)
+    {
+      if (run)
+        {
+          steps ();
+          prologue (OLD);
+        }
+      if (a.trigger == 0)
+        pdl_trigger ();
+    }
+
   pdl_wait ();
   TRACE_WAITED ();
   int pos_l = 0, page_l = 0;
@@ -610,67 +694,24 @@ attn3_kernel (AttnArgs a)
         qx[c][0] = qx[c][1] = make_float4 (0.f, 0.f, 0.f, 0.f);
   }
 
-  /* this warp's 16-key steps: warp, warp + NW, … of the split */
-  int nh = 0;                                 /* half steps: K of a step, then its V */
-  auto steps = [&] (void) {
-    const int ns = (k1 - k0 + 15) >> 4;
-    const int nsw = ns > warp ? (ns - warp + NW - 1) / NW : 0;
-    nh = 2 * nsw;
-  };
-  int4 *ring = (int4 *) sm3 + (size_t) warp * NH * HV * 32;
-  const int ksub = lane >> 2, dsub = (lane & 3) * 8;
-
-  auto issue = [&] (int h) {
-    const int s = warp + (h >> 1) * NW, kb = k0 + 16 * s;
-    const int rel = kb / HONE_K_KV_BLOCK - p0;
-    const int pg_sh = __shfl_sync (0xffffffffu, mypage, rel & 31);
-    const int page = rel < 32 ? pg_sh : a.block_table[kb / HONE_K_KV_BLOCK];
-    const __half *pool = (h & 1) ? a.v_pool : a.k_pool;
-    const __half *base = pool + (((size_t) page * a.nkv + kvh) * HONE_K_KV_BLOCK + (kb & (HONE_K_KV_BLOCK - 1))) * HD;
-    int4 *slot = ring + (size_t) (h % NH) * HV * 32;
-    if (COAL)
-#pragma unroll
-      for (int j = 0; j < HV; j++)
-        {
-          /* chunk g of the 16 rows: key g / (HD/8), dims 8·(g % (HD/8)) */
-          const int g = j * 32 + lane, kk = g / (HD / 8), cc = g % (HD / 8);
-          const int i = (kk >> 3) * NC + (cc >> 2), lp = 4 * (kk & 7) + (cc & 3);
-          v3_cp16 (slot + i * 32 + (lp ^ ((i & 1) << 2)), base + kk * HD + cc * 8, kb + kk < k1);
-        }
-    else
-#pragma unroll
-      for (int i = 0; i < HV; i++)
-        {
-          const int kk = ksub + 8 * (i / NC), c = i % NC;
-          v3_cp16 (slot + i * 32 + lane, base + kk * HD + dsub + 32 * c, kb + kk < k1);
-        }
-  };
-  /* piece i of a ring slot as this lane's fragment */
-  auto piece = [&] (const int4 *slot, int i) -> int4 {
-    return slot[i * 32 + (COAL ? lane ^ ((i & 1) << 2) : lane)];
-  };
-  /* the first NH − 1 half steps, all in flight at once */
-  auto prologue = [&] (void) {
-#pragma unroll
-    for (int p = 0; p < NH - 1; p++)
-      {
-        if (p < nh)
-          issue (p);
-        v3_commit ();
-      }
-  };
-
   if (!EARLY)
     {
       steps ();
-      prologue ();
+      prologue (ALL);
     }
   else
     {
-      if (run)
+      bool fresh = false;                     /* EARLY 2: this warp copied this step's rows */
+      if (run && EARLY >= 2)
+        {
+          for (int p = 0; p < NH - 1 && p < nh; p++)
+            fresh |= issue (p, NEW);
+          v3_commit ();
+        }
+      else if (run)
         {
           steps ();
-          prologue ();
+          prologue (ALL);
         }
       /* the guess checked: pos and the pages read again after the wait (their
        * loads were issued before the copies above, so this costs no round) */
@@ -686,10 +727,12 @@ attn3_kernel (AttnArgs a)
             return;
           pages ();
           steps ();
-          prologue ();
+          prologue (ALL);
         }
       else if (!run)
         return;
+      else if (fresh)
+        v3_wait<0> ();                        /* this step's rows (one L2 round, beside q's) */
     }
 
   uint32_t qh[NC][4], ql[NC][4];
@@ -716,7 +759,7 @@ attn3_kernel (AttnArgs a)
       if (COAL)
         __syncwarp ();                        /* the slot refilled next was read by other lanes */
       if (h + NH - 1 < nh)
-        issue (h + NH - 1);
+        issue (h + NH - 1, ALL);
       v3_commit ();
       v3_wait<NH - 1> ();
       if (COAL)
@@ -1136,7 +1179,7 @@ static char v3_shape = 'A';
  * session 11, before the Q4 GEMVs' earlier trigger, had it mixed). */
 #define SHORT_CTX_DEFAULT 2048
 
-template <int HD, int NW, int RING, bool COAL, bool EARLY, int CL, bool TWO>
+template <int HD, int NW, int RING, bool COAL, int EARLY, int CL, bool TWO>
 static int
 launch_attn3 (AttnArgs a, cudaStream_t stream)
 {
@@ -1179,7 +1222,7 @@ launch_attn3 (AttnArgs a, cudaStream_t stream)
 
 /* Block shapes of version 3 (HONE_ATTN_V3=A..K for experiments): warps a
  * block × ring bytes a warp (shared memory a block = their product), copy
- * pattern, early pos/page read, cluster size, whether the cluster also
+ * pattern, early reads (1: pos and pages, 2: also the older keys), cluster size, whether the cluster also
  * combines over CL·128 keys (version 4's switches, see attn3_kernel). One table for launches and the harness's occupancy query. */
 #define V3_SHAPES(X) \
   X ('A', 4, 12 * 1024, false, false, 1, false)   /* 48 KB, lane-own copies (session 3's default) */ \
@@ -1192,7 +1235,9 @@ launch_attn3 (AttnArgs a, cudaStream_t stream)
   X ('H', 4, 12 * 1024, false, false, 8, true)    /* A + clusters of 8 combining in shared memory */ \
   X ('I', 4, 12 * 1024, false, true, 8, true)     /* A + both */ \
   X ('J', 8, 12 * 1024, true, true, 8, true)      /* E + both (96 KB: a reference, over the 60 KB) */ \
-  X ('K', 4, 12 * 1024, false, true, 8, false)    /* I, but over CL·128 keys session 3's global combine */
+  X ('K', 4, 12 * 1024, false, true, 8, false)    /* I, but over CL·128 keys session 3's global combine */ \
+  X ('L', 4, 12 * 1024, false, 2, 8, true)        /* I + the older keys' copies before the PDL wait */ \
+  X ('M', 4, 12 * 1024, false, 2, 1, false)       /* G + the older keys' copies before the PDL wait */
 
 template <int HD>
 static int
@@ -1331,7 +1376,7 @@ hone_k_attn_decode_h16 (const float *qkv, int n_tok, int nq, int nkv, int hd, co
 /* For the harness (tests/cuda/hone-attn-check.cu): blocks an SM of a
  * version-3 shape, and for clustered shapes the clusters the chip holds at
  * once (cudaOccupancyMaxActiveClusters; 0 on error) as a negative number. */
-template <int HD, int NW, int RING, bool COAL, bool EARLY, int CL, bool TWO>
+template <int HD, int NW, int RING, bool COAL, int EARLY, int CL, bool TWO>
 static int
 occupancy3 (bool clusters)
 {

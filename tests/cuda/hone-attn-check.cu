@@ -26,6 +26,9 @@
  * clusters combining in shared memory) get their own cases: every split and
  * page edge of the one-cluster path, the two-level combine, and pos written
  * late by a PDL predecessor (late_pos_kernel), which the early read must catch.
+ * Shapes L, M also copy the older keys before the wait: this step's K/V rows
+ * written late by a predecessor (late_rows_kernel, NaN until then) check that
+ * those rows, and only those, are read after it.
  *
  * Benchmarks: session 2's kernel vs every version-3 block shape (HONE_ATTN_V3) at
  * 128..32k keys (KV of 8 layers in rotation, so HBM not L2), the launch floor
@@ -146,11 +149,11 @@ extern "C" int hone_k_attn3_occupancy_ex (int hd, char shape, int clusters);
 
 /* version 3's block shapes (kernels/hone-k-attn-decode.cu, V3_SHAPES): warps × ring a warp, copy pattern;
  * G–K add version 4's switches: early pos/page read (G), clusters of 8 (H), both (I, J), K: I with
- * session 3's global combine over 1024 keys */
-static const char ALL_SHAPES[] = "ABCDEFGHIJK";
+ * session 3's global combine over 1024 keys; L, M: I, G with the older keys' copies before the PDL wait */
+static const char ALL_SHAPES[] = "ABCDEFGHIJKLM";
 static const char *ALL_SHAPE_NAMES[] = { "A 4w 12K own", "B 4w 12K", "C 2w 24K", "D 4w 20K", "E 8w 12K", "F 4w 16K",
                                          "G A+early", "H A+cluster8", "I A+early+cl8", "J E+early+cl8",
-                                         "K I,long:global" };
+                                         "K I,long:global", "L I+old KV early", "M G+old KV early" };
 /* the shapes this run checks and times (--shapes); the long case lists of
  * version 4's shapes (check_v4) only for shapes named there, so that a plain
  * --check stays within tests/cuda/run-release.sh's time */
@@ -177,6 +180,29 @@ late_pos_kernel (int32_t *pos, int value, long long ns)
     asm volatile ("mov.u64 %0, %%globaltimer;" : "=l"(t));
   while (t - t0 < ns);
   *pos = value;
+}
+
+/* A predecessor that writes this step's K/V rows late (as the q|k|v
+ * epilogue does just before attention): the pools hold NaN there until it
+ * copies the true rows in, ns nanoseconds after letting its dependents
+ * start. A kernel that copies those rows before its griddepcontrol.wait
+ * reads the NaN. rows: element offsets of the rows (hd halves each). */
+__global__ void
+late_rows_kernel (__half *k, __half *v, const __half *k_src, const __half *v_src, const size_t *rows, int n_rows,
+                  int hd, long long ns)
+{
+  pdl_trigger ();
+  long long t0, t;
+  asm volatile ("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do
+    asm volatile ("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  while (t - t0 < ns);
+  for (int i = threadIdx.x; i < n_rows * hd; i += blockDim.x)
+    {
+      const size_t o = rows[i / hd] + i % hd;
+      k[o] = k_src[o];
+      v[o] = v_src[o];
+    }
 }
 
 /* old: session 2's kernel; else version 3 with block shape `shape` (0: the
@@ -209,7 +235,7 @@ set_variant (bool old, int chunk, char shape = 0)
  * chunk: HONE_ATTN_CHUNK for version 3 (0: the default). */
 static void
 check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool old, int chunk = 0, char shape = 0,
-            int stale = 0)
+            int stale = 0, bool late_kv = false)
 {
   const int pos = ctx - n_tok, G = nq / nkv, W = (nq + 2 * nkv) * hd, n = n_tok * nq * hd;
   Paged c = paged_make (nkv, hd, ctx, scattered);
@@ -239,13 +265,42 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
     late_pos_kernel<<<1, 1>>> (dpos, pos, 20000);
     CK (cudaGetLastError ());
   };
+  /* late_kv: this step's rows (pos..ctx−1 of every KV head) NaN until a PDL predecessor writes them */
+  __half *dk_src = NULL, *dv_src = NULL;
+  size_t *drows = NULL;
+  std::vector<size_t> rows;
+  const size_t pool_n = (size_t) c.n_pages * nkv * HONE_K_KV_BLOCK * hd;
+  if (late_kv)
+    {
+      for (int key = pos; key < ctx; key++)
+        for (int h = 0; h < nkv; h++)
+          rows.push_back (paged_index (c, key, h, 0));
+      CK (cudaMalloc (&dk_src, pool_n * 2));
+      CK (cudaMalloc (&dv_src, pool_n * 2));
+      CK (cudaMemcpy (dk_src, c.dk, pool_n * 2, cudaMemcpyDeviceToDevice));
+      CK (cudaMemcpy (dv_src, c.dv, pool_n * 2, cudaMemcpyDeviceToDevice));
+      drows = dev_upload (rows);
+    }
+  auto late_rows = [&] (void) {
+    if (!late_kv)
+      return;
+    for (size_t r : rows)
+      {
+        CK (cudaMemset (c.dk + r, 0xff, (size_t) hd * 2));
+        CK (cudaMemset (c.dv + r, 0xff, (size_t) hd * 2));
+      }
+    late_rows_kernel<<<1, 128>>> (c.dk, c.dv, dk_src, dv_src, drows, (int) rows.size (), hd, 20000);
+    CK (cudaGetLastError ());
+  };
   /* twice: the split counters must be back at zero after a run */
   late ();
+  late_rows ();
   CK (hone_k_attn_decode (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d0, 0));
   CK (cudaGetLastError ());
   CK (cudaDeviceSynchronize ());
   CK (cudaMemset (d0, 0xff, (size_t) n * 4));
   late ();
+  late_rows ();
   CK (hone_k_attn_decode (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d0, 0));
   CK (hone_k_quantize (d0, n_tok, nq * hd, &q0, NULL, 0, 0));
   CK (hone_k_pack_h16 (d0, NULL, n_tok, nq * hd, 0.f, &h0, 0));
@@ -258,6 +313,7 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
   pf.n[1] = 128 * 3;
   pf.how = 1;
   late ();
+  late_rows ();
   CK (hone_k_attn_decode_h16 (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d1, &q1, &h1, &pf, 0, 0));
   CK (cudaGetLastError ());
   CK (cudaDeviceSynchronize ());
@@ -278,14 +334,16 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
   const double e = rel_err (o0.data (), ref.data (), n, &fin);
   char what[200];
   const char vname[8] = { 'v', '3', shape ? shape : ' ', 0 };
-  snprintf (what, sizeof what, "%s hd=%d %d/%d ctx=%d tok=%d%s%s%s%s%s", old ? "old" : vname, hd, nq, nkv, ctx, n_tok,
-            scattered ? " scattered" : " identity", chunk ? " chunk=" : "", chunk ? std::to_string (chunk).c_str () : "",
-            stale ? " stale-pos=-" : "", stale ? std::to_string (stale).c_str () : "");
+  snprintf (what, sizeof what, "%s hd=%d %d/%d ctx=%d tok=%d%s%s%s%s%s%s", old ? "old" : vname, hd, nq, nkv, ctx,
+            n_tok, scattered ? " scattered" : " identity", chunk ? " chunk=" : "",
+            chunk ? std::to_string (chunk).c_str () : "", stale ? " stale-pos=-" : "",
+            stale ? std::to_string (stale).c_str () : "", late_kv ? " late-kv" : "");
   check (fin && e < 1e-4 && diff == 0, what, diff ? (double) diff : e, 1e-4);
   paged_free (c);
   cudaFree (dqkv); cudaFree (dpos); cudaFree (d0); cudaFree (d1); cudaFree (scratch);
   cudaFree (q0.q); cudaFree (q0.ds); cudaFree (q1.q); cudaFree (q1.ds);
   cudaFree (h0.h); cudaFree (h0.d); cudaFree (h1.h); cudaFree (h1.d);
+  cudaFree (dk_src); cudaFree (dv_src); cudaFree (drows);
 }
 
 /* version 4's switches (kernels/hone-k-attn-decode.cu): short contexts on
@@ -301,6 +359,8 @@ check_v4 (char sh, bool small)
       check_case (128, 32, 8, 700, 3, true, false, 0, sh, 100);
       check_case (64, 32, 4, 1500, 8, true, false, 0, sh, 600);
       check_case (128, 32, 8, 3001, 2, true, false, 64, sh);
+      check_case (128, 32, 8, 129, 1, true, false, 0, sh, 0, true);
+      check_case (64, 32, 4, 100, 8, true, false, 0, sh, 0, true);
       return;
     }
   for (int ctx : { 1, 2, 16, 17, 64, 65, 127, 128, 500, 1000, 1023, 1024, 1025, 1040, 2047, 4097, 32768 })
@@ -319,6 +379,16 @@ check_v4 (char sh, bool small)
   check_case (128, 32, 8, 4097, 1, true, false, 0, sh, 3000);
   check_case (64, 32, 4, 1500, 8, true, false, 0, sh, 600);
   check_case (128, 8, 2, 20000, 2, true, false, 16, sh, 7000);
+  /* this step's K/V rows written late (L, M copy the older rows before the wait) */
+  for (int ctx : { 1, 16, 17, 128, 129, 1000, 1024, 4097 })
+    check_case (128, 32, 8, ctx, 1, true, false, 0, sh, 0, true);
+  for (int nt : { 2, 5, 8 })
+    {
+      check_case (128, 32, 8, 37 + nt, nt, true, false, 0, sh, 0, true);
+      check_case (128, 32, 8, 1003 + nt, nt, true, false, 0, sh, 0, true);
+    }
+  check_case (64, 8, 8, 900, 3, true, false, 0, sh, 0, true);
+  check_case (64, 32, 4, 47, 8, true, false, 16, sh, 0, true);
 }
 
 static void
@@ -340,7 +410,7 @@ run_checks (bool small, bool with_default)
           check_case (128, 32, 8, 300, 2, true, true);
         }
       for (char sh : SHAPES)
-        if (strchr ("GHIJK", sh))
+        if (strchr ("GHIJKLM", sh))
           check_v4 (sh, true);
       return;
     }
@@ -381,6 +451,10 @@ run_checks (bool small, bool with_default)
   /* pos written late by a PDL predecessor (the default kernel reads it after the wait) */
   check_case (128, 32, 8, 4097, 1, true, false, 0, 0, 3000);
   check_case (64, 32, 4, 1500, 8, true, false, 0, 0, 600);
+  /* this step's K/V rows written late by a PDL predecessor, as q|k|v does */
+  check_case (128, 32, 8, 129, 1, true, false, 0, 0, 0, true);
+  check_case (128, 32, 8, 4097, 2, true, false, 0, 0, 0, true);
+  check_case (64, 32, 4, 648, 8, true, false, 0, 0, 0, true);
     }
   /* the block shapes (HONE_ATTN_V3) */
   for (char sh : SHAPES)
@@ -392,7 +466,7 @@ run_checks (bool small, bool with_default)
       check_case (64, 32, 4, 648, 8, true, false, 0, sh);
       check_case (64, 9, 3, 5000, 7, true, false, 32, sh);
       check_case (64, 4, 1, 131000, 2, true, false, 0, sh);
-      if (strchr ("GHIJK", sh) && shapes_named)
+      if (strchr ("GHIJKLM", sh) && shapes_named)
         check_v4 (sh, false);
     }
   if (with_default)
@@ -555,7 +629,7 @@ run_bench (void)
   for (char sh : SHAPES)
     {
       report ("  %s: %d/%d", shape_name (sh), hone_k_attn3_occupancy (128, sh), hone_k_attn3_occupancy (64, sh));
-      if (strchr ("HIJK", sh))
+      if (strchr ("HIJKL", sh))
         report (" (%d clusters)", -hone_k_attn3_occupancy_ex (128, sh, 1));
     }
   report ("\n");
@@ -619,7 +693,7 @@ run_bench (void)
   const int chunks[] = { 32, 64, 128, 256 };
   for (char sh : SHAPES)
     {
-      if (!strchr ("AGHIJK", sh))
+      if (!strchr ("AGHIJKLM", sh))
         continue;
       report ("%-14s", shape_name (sh));
       for (int ch : chunks) report (" %8d", ch);
