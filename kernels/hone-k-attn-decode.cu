@@ -523,7 +523,7 @@ attn3_kernel (AttnArgs a)
   TRACE_ENTRY (a.trace);
   const int kvh = blockIdx.x, split = blockIdx.y, z = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  if (a.trigger == 0 && EARLY < 2)
+  if (a.trigger == 0 || (a.trigger == 3 && EARLY < 2))
     pdl_trigger ();
   if (warp == 0)
     prefetch_slice (a.pf, (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x,
@@ -651,8 +651,8 @@ attn3_kernel (AttnArgs a)
           steps ();
           prologue (OLD);
         }
-      if (a.trigger == 0)
-        pdl_trigger ();
+      if (a.trigger == 3)
+        pdl_trigger ();                       /* HONE_ATTN_TRIGGER=copies: after them */
     }
 
   pdl_wait ();
@@ -1306,12 +1306,13 @@ hone_k_attn_decode_h16 (const float *qkv, int n_tok, int nq, int nkv, int hd, co
     return (int) cudaErrorInvalidValue;
   a.min_chunk = min_chunk;
   {
-    /* HONE_ATTN_TRIGGER=entry|main|end: where version 3 lets the next kernel launch (PDL; default entry) */
+    /* HONE_ATTN_TRIGGER=entry|main|end|copies: where version 3 lets the next kernel launch (PDL; default
+     * entry; copies: EARLY 2 shapes after their early copies are issued, others at entry) */
     static int trig = -1;
     if (trig < 0)
       {
         const char *t = getenv ("HONE_ATTN_TRIGGER");
-        trig = t && !strcmp (t, "main") ? 1 : t && !strcmp (t, "end") ? 2 : 0;
+        trig = t && !strcmp (t, "main") ? 1 : t && !strcmp (t, "end") ? 2 : t && !strcmp (t, "copies") ? 3 : 0;
       }
     a.trigger = trig;
   }
