@@ -22,7 +22,7 @@
  * (HoneKActH16) hone_k_pack_h16's. Both kernels are checked:
  * version 3 (default) and session 2's (HONE_ATTN_DECODE=old).
  *
- * Version 4's switches (shapes G–K: pos and pages read before the PDL wait,
+ * Version 4's switches (shapes G–M: pos and pages read before the PDL wait,
  * clusters combining in shared memory) get their own cases: every split and
  * page edge of the one-cluster path, the two-level combine, and pos written
  * late by a PDL predecessor (late_pos_kernel), which the early read must catch.
@@ -38,8 +38,8 @@
  * Usage: hone-attn-check [--check] [--small] [--bench] [--profile] [--shapes LETTERS] [--no-default]
  *   (default --check --bench)
  *   --small: a few small shapes only (for compute-sanitizer).
- *   --shapes: the block shapes to check and time (default all, A–K; the 40-case
- *             lists of G–K only for shapes named here).
+ *   --shapes: the block shapes to check and time (default all, A–M; the 40-case
+ *             lists of G–M only for shapes named here).
  *   --no-default: leave out the default kernel's and session 2's cases.
  *   --profile: two launches each of a few configurations, for ncu -k regex:attn3.
  * Session 4: built the same way into .carry-attn4/dev/, run by its run.sh (a copy in the session notes).
