@@ -26,8 +26,14 @@ its first and last blocks finished the main loop, and its last block exited,
 in us from the layer's q|k|v first wait (medians over the middle layers).
 --attention: decode attention's blocks that ran (its marks t4..t6), in us
 after the q|k|v GEMV's last exit: median / first / last block.
+--sm: per GEMV of a layer, whether its wave spread is the SMs' own: each
+SM's last main-loop end (us after the launch's first wait) averaged over the
+middle layers, the spread of those per-SM means, the typical layer-to-layer
+scatter of one SM, and the correlation of the per-SM means of the even and
+the odd layers (near 1: some SMs are slower every time, so a static split
+of the rows cannot balance them; near 0: the spread is noise).
 
-usage: trace-summary.py TRACE.csv [--type Q4_0|Q4_1|Q8_0|BF16|AWQ] [--launches] [--timeline] [--attention]
+usage: trace-summary.py TRACE.csv [--type Q4_0|Q4_1|Q8_0|BF16|AWQ] [--launches] [--timeline] [--attention] [--sm]
 The weight type is taken from the file name (trace-<type>[-bound].csv)
 unless given.
 """
@@ -48,6 +54,8 @@ SHAPES = {(6144, 4096): "qkv", (4096, 4096): "o", (28672, 4096): "gate|up", (409
 
 def load(path):
     launches, blocks = [], {}
+    global BLOCK_IDS
+    BLOCK_IDS = {}
     with open(path) as f:
         for line in f:
             if line.startswith("#") or not line.strip():
@@ -58,6 +66,7 @@ def load(path):
                                  "info0": int(p[4]), "info1": int(p[5])})
             elif p[0] == "B":
                 blocks.setdefault(int(p[1]), []).append(tuple(int(x) for x in p[3:]))
+                BLOCK_IDS.setdefault(int(p[1]), []).append(int(p[2]))
     return launches, blocks
 
 
@@ -107,6 +116,7 @@ def main():
     ap.add_argument("--launches", action="store_true", help="print every launch")
     ap.add_argument("--timeline", action="store_true", help="a layer's launches on one time axis")
     ap.add_argument("--attention", action="store_true", help="decode attention's marks")
+    ap.add_argument("--sm", action="store_true", help="per-SM main-loop ends of the GEMVs")
     a = ap.parse_args()
     wtype = a.type
     if not wtype:
@@ -161,6 +171,8 @@ def main():
         timeline(launches, blocks)
     if a.attention:
         attention(launches, blocks)
+    if a.sm:
+        per_sm(launches, blocks)
     if total_bytes:
         print("  step (traced span): %.1f MB of weights in %.3f ms = %.1f %% of the read ceiling"
               % (total_bytes / 1e6, span / 1e6, 100 * total_bytes / (span * 1e-9) / READ_CEIL))
@@ -217,6 +229,64 @@ def attention(launches, blocks):
     for m, _ in marks:
         if acc[m]:
             print("  %-11s %9.2f %9.2f %8.2f" % (m, *(statistics.median(x[j] for x in acc[m]) for j in range(3))))
+
+
+def corr(x, y):
+    n = len(x)
+    if n < 3:
+        return float("nan")
+    mx, my = sum(x) / n, sum(y) / n
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y))
+    sxx = sum((a - mx) ** 2 for a in x)
+    syy = sum((b - my) ** 2 for b in y)
+    return sxy / (sxx * syy) ** 0.5 if sxx > 0 and syy > 0 else float("nan")
+
+
+def per_sm(launches, blocks):
+    starts, per, names = middle_layers(launches)
+    if not starts:
+        return
+    print("\nper SM, each SM's last main-loop end in us after the launch's first wait (middle layers):")
+    print("  launch     blk/SM  SM mean: min  median    max  scatter  even/odd corr  launch max  blockIdx corr")
+    for k in range(per):
+        if launches[starts[0] + k]["tag"] != 1:
+            continue
+        by_sm = {}          # sm -> [per-layer last main end]
+        by_blk = {}         # blockIdx -> [per-layer main end]
+        nblk = {}
+        lmax = []
+        for j, base in enumerate(starts):
+            recs = blocks[base + k]
+            go = min(r[2] for r in recs if r[2] >= 0)
+            for b, r in zip(BLOCK_IDS.get(base + k, []), recs):
+                if r[3] >= 0:
+                    by_blk.setdefault(b, {})[j] = (r[3] - go) / 1e3
+            last = {}
+            for r in recs:
+                if r[3] >= 0:
+                    last[r[0]] = max(last.get(r[0], 0), r[3] - go)
+                    if j == 0:
+                        nblk[r[0]] = nblk.get(r[0], 0) + 1
+            for sm, v in last.items():
+                by_sm.setdefault(sm, {})[j] = v / 1e3
+            lmax.append(max(last.values()) / 1e3)
+        sms = [sm for sm, d in by_sm.items() if len(d) == len(starts)]
+        if len(sms) < 3:
+            continue
+        means = {sm: statistics.mean(by_sm[sm].values()) for sm in sms}
+        scatter = statistics.median(statistics.pstdev(by_sm[sm].values()) for sm in sms)
+        even = [statistics.mean(v for j, v in by_sm[sm].items() if j % 2 == 0) for sm in sms]
+        odd = [statistics.mean(v for j, v in by_sm[sm].items() if j % 2 == 1) for sm in sms]
+        mv = sorted(means.values())
+        counts = sorted(set(nblk.values()))
+        bl = [b for b, d in by_blk.items() if len(d) == len(starts)]
+        be = [statistics.mean(v for j, v in by_blk[b].items() if j % 2 == 0) for b in bl]
+        bo = [statistics.mean(v for j, v in by_blk[b].items() if j % 2 == 1) for b in bl]
+        print("  %-9s %7s %12.2f %7.2f %6.2f %8.2f %14.2f %11.2f %14.2f" % (
+            names[starts[0] + k], "/".join(str(c) for c in counts), mv[0], statistics.median(mv), mv[-1],
+            scatter, corr(even, odd), statistics.median(lmax), corr(be, bo)))
+        slow = sorted(sms, key=lambda sm: -means[sm])[:8]
+        print("            slowest SMs: " + " ".join("%d(%.1f,%dblk)" % (sm, means[sm], nblk.get(sm, 0)) for sm in slow))
 
 
 if __name__ == "__main__":
