@@ -415,7 +415,7 @@ swiglu16in (const void *gu, int n_tok, int ffn, void *y, int is_f16, cudaStream_
 #define ALIGN(x) (((x) + 255) & ~(size_t) 255)
 
 struct Layout {
-  size_t small, h, xn, qkv, attn, gu, logits, xq, xds, xh, xhd, x16, w16, attn_s, sync, claim, ws, total;
+  size_t small, h, xn, qkv, attn, gu, logits, xq, xds, xh, xhd, x16, w16, attn_s, sync, ws, total;
 };
 
 static Layout
@@ -440,10 +440,9 @@ layout (const HoneKModel *m, int max_tok, int logits_rows)
   L.attn_s = ALIGN (hone_k_attn_scratch_bytes (c->n_heads, c->n_kv_heads, c->head_dim, max_tok));
   /* streamed decode: a counter set a launch site (layer 0's q|k|v, then one after each attention) */
   L.sync = ALIGN ((size_t) (c->n_layers + 1) * HONE_K_STREAM_SYNC * sizeof (unsigned));
-  L.claim = ALIGN (HONE_K_CLAIM_SLOTS * sizeof (unsigned));
   L.ws = max_tok > HONE_K_MAX_DECODE ? ((size_t) 32 << 20) : 0;
   L.total = L.small + L.h + L.xn + L.qkv + L.attn + L.gu + L.logits + L.xq + L.xds + L.xh + L.xhd + L.x16 + L.w16 + L.attn_s + L.sync
-            + L.claim + L.ws;
+            + L.ws;
   return L;
 }
 
@@ -463,8 +462,8 @@ hone_k_state_alloc (HoneKState *st, const HoneKModel *m, int max_tok, int logits
   char *p = NULL;
   HONE_K_CHECK (cudaMalloc ((void **) &p, L.total));
   cudaError_t e = cudaMemset (p, 0, L.small);
-  if (e == cudaSuccess)   /* attention's split counters, the streamed launches' and the claiming GEMV's counters start at 0 */
-    e = cudaMemset (p + L.total - L.ws - L.claim - L.sync - L.attn_s, 0, L.attn_s + L.sync + L.claim);
+  if (e == cudaSuccess)   /* attention's split counters and the streamed launches' counters start at 0 */
+    e = cudaMemset (p + L.total - L.ws - L.sync - L.attn_s, 0, L.attn_s + L.sync);
   if (e != cudaSuccess)
     {
       cudaFree (p);
@@ -493,7 +492,6 @@ hone_k_state_alloc (HoneKState *st, const HoneKModel *m, int max_tok, int logits
   st->w16 = L.w16 ? (void *) p : NULL; p += L.w16;
   st->attn_scratch = p; p += L.attn_s;
   st->stream_sync = (unsigned *) p; p += L.sync;
-  st->gemv_claim = (unsigned *) p; p += L.claim;
   st->cublas_ws = L.ws ? (void *) p : NULL;
   if (L.ws)
     {
@@ -632,7 +630,6 @@ gemv_normed (HoneKState *st, const HoneKMatrix *w, const float *x, const float *
   op.x = x;
   op.norm_g = g;
   op.xh = &st->xh;
-  op.claim = st->gemv_claim;
   if (!takes_f32 (w) && !hone_k_gemv_staged_takes (&op))
     {
       op.x = NULL;
@@ -652,7 +649,6 @@ gemv_plain (HoneKState *st, const HoneKMatrix *w, const float *x, int n_tok, con
 {
   HoneKGemvOp op = gemv_op (w, n_tok, res, y, epi);
   op.xh = &st->xh;
-  op.claim = st->gemv_claim;
   if (takes_f32 (w))
     {
       op.x = x;

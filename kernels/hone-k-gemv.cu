@@ -119,6 +119,12 @@ gemv_epiq_out (const GemvArgs &a, int row0, int lane, const float (&acc)[R][MAXT
 #endif
 }
 
+/* Where a GEMV triggers its dependent launch (PDL): GemvArgs.late_trigger is
+ * TRIG_ENTRY, TRIG_LATE or TRIG_WAIT; the QKV / OTHER modes give TRIG_WAIT to
+ * the q|k|v GEMVs (RoPE + KV epilogue, before attention) or to the others and
+ * TRIG_LATE to the rest; AUTO picks per weight type (trigger_of). */
+enum { TRIG_ENTRY = 0, TRIG_LATE = 1, TRIG_WAIT = 2, TRIG_QKV, TRIG_OTHER, TRIG_AUTO };
+
 /* NORM (f32 input, BF16/F16 weights): 0 none; 1 every block first computes
  * the rows' RMS scale in a prologue and scales x on load; 2 the dot runs on
  * x·g and the scale, from the Σx² of the very x chunks the lanes load
@@ -500,6 +506,7 @@ static int forced_config = -1;
 /* Which GEMVs issue their first weight loads before the PDL wait: a mask of
  * GEMV roles (gemv_role); -1: read HONE_GEMV_EARLY — 0 none, 1 or unset all,
  * or a comma list of qkv, o, gu, down, head. */
+enum { ROLE_QKV = 1, ROLE_O = 2, ROLE_GU = 4, ROLE_DOWN = 8, ROLE_HEAD = 16, ROLE_ALL = 31 };
 static int early_loads = -1;
 static int late_trigger = -1;  /* -1: read HONE_PDL_TRIGGER (entry, late, wait, qkv, other; unset: auto) */
 static int pick_rule = -1;     /* -1: read HONE_GEMV_PICK ("3" / "9": session 2's call-3 / call-9 choice; default the session-9 one) */
@@ -536,11 +543,14 @@ role_of_name (const char *p, size_t len)
   return 0;
 }
 
-int
-hone_k_gemv_roles_of_list (const char *list)
+static int
+early_from_env (void)
 {
+  const char *env = getenv ("HONE_GEMV_EARLY");
+  if (!env || !*env || !strcmp (env, "1"))
+    return ROLE_ALL;
   int m = 0;
-  for (const char *p = list; *p;)
+  for (const char *p = env; *p;)
     {
       const size_t len = strcspn (p, ",");
       m |= role_of_name (p, len);
@@ -549,15 +559,6 @@ hone_k_gemv_roles_of_list (const char *list)
         p++;
     }
   return m;
-}
-
-static int
-early_from_env (void)
-{
-  const char *env = getenv ("HONE_GEMV_EARLY");
-  if (!env || !*env || !strcmp (env, "1"))
-    return ROLE_ALL;
-  return hone_k_gemv_roles_of_list (env);
 }
 
 extern "C" void
@@ -853,12 +854,6 @@ hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t str
    * also takes a quantized GEMV's f32 input and quantizes it itself */
   if (hone_k_gemv_staged_takes (op))
     return hone_k_gemv_staged (op, stream);
-  /* rows claimed from a counter (hone-k-gemv-claim.cu; off unless HONE_GEMV_CLAIM names the role) */
-  if (op->claim && !(w->cols % 32) && hone_k_gemv_claim_takes (a, w->type))
-    {
-      a.nchunk = w->type == HONE_K_Q8_0 ? w->cols / 16 : w->cols / 32;
-      return hone_k_gemv_claim (a, w->type, op->claim, stream);
-    }
   const bool f = (w->type == HONE_K_BF16 || w->type == HONE_K_F16);
   if (a.norm_g && (!f || (w->cols & 3)))
     return (int) cudaErrorInvalidValue;

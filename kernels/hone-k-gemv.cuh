@@ -14,18 +14,6 @@
 
 #include "hone-k-common.cuh"
 
-/* Where a GEMV triggers its dependent launch (PDL): GemvArgs.late_trigger is
- * TRIG_ENTRY, TRIG_LATE or TRIG_WAIT; the QKV / OTHER modes give TRIG_WAIT to
- * the q|k|v GEMVs (RoPE + KV epilogue, before attention) or to the others and
- * TRIG_LATE to the rest; AUTO picks per weight type (trigger_of, hone-k-gemv.cu). */
-enum { TRIG_ENTRY = 0, TRIG_LATE = 1, TRIG_WAIT = 2, TRIG_QKV, TRIG_OTHER, TRIG_AUTO };
-
-/* A decode GEMV's place in a layer (GemvArgs.role, a bit each; gemv_role). */
-enum { ROLE_QKV = 1, ROLE_O = 2, ROLE_GU = 4, ROLE_DOWN = 8, ROLE_HEAD = 16, ROLE_ALL = 31 };
-
-/* The roles a comma list names (qkv, o, gu, down, head), as a mask. */
-int hone_k_gemv_roles_of_list (const char *list);
-
 struct GemvArgs {
   const int4 *q;
   const void *s;
@@ -313,12 +301,3 @@ void hone_k_gemv_set_stage_kb (int kb);
  * 2 cp.async 16-byte copies by every thread; -1 the default
  * (HONE_GEMV_STAGED_LOADER). */
 void hone_k_gemv_set_stage_loader (int loader);
-
-/* ---- the claiming GEMV (hone-k-gemv-claim.cu) ------------------------------ */
-
-/* Whether the one-token GEMV a (Q4_0/Q4_1/Q8_0 weights of type wtype,
- * STORE/ADD epilogue, int8 input) runs with rows claimed from a counter:
- * its role is switched on (HONE_GEMV_CLAIM, hone_k_gemv_set_claim). */
-bool hone_k_gemv_claim_takes (const GemvArgs &a, int wtype);
-/* Launch it; slots: the state's HONE_K_CLAIM_SLOTS counters (zeroed at allocation, left at 0). */
-int hone_k_gemv_claim (GemvArgs a, int wtype, unsigned *slots, cudaStream_t stream);

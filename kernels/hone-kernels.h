@@ -65,7 +65,6 @@ extern "C" {
 #define HONE_K_MAX_DECODE 8      /* tokens per step taken by the GEMV path */
 #define HONE_K_ATTN_MAX_SPLITS 64
 #define HONE_K_STREAM_SYNC 16    /* counter words a streamed decode launch site needs */
-#define HONE_K_CLAIM_SLOTS 8     /* row counters of the claiming GEMV (hone_k_gemv_set_claim) */
 
 /* Numbers are GGUF's ggml_type, like HoneDType. */
 typedef enum {
@@ -211,8 +210,6 @@ typedef struct {
    * first; NULL: the kernel that stages x in every block (variant 2) */
   HoneKActH16 *xh;
   int xh_ready;   /* xh already holds the packed input (decode attention wrote it): no pack launch */
-  unsigned *claim;   /* one token, a role switched on by hone_k_gemv_set_claim: the state's
-                      * HONE_K_CLAIM_SLOTS row counters (HoneKState.gemv_claim); NULL: static rows */
 } HoneKGemvOp;
 int hone_k_gemv_ex (const HoneKGemvOp *op, cudaStream_t stream);
 /* Q4_K / Q6_K weights (hone_k_gemv_pf dispatches to it). */
@@ -346,14 +343,6 @@ void hone_k_gemv_set_pick (int rule);
 /* Tuning hook: 1 (default) issues a GEMV's first weight loads before it waits
  * for the previous kernel under PDL, 0 after (HONE_GEMV_EARLY=0 likewise). */
 void hone_k_gemv_set_early (int on);
-/* Experiment (off by default): one-token Q4_0/Q4_1/Q8_0 GEMVs of the roles
- * in mask @roles (1 q|k|v, 2 o, 4 gate|up, 8 down, 16 lm_head; STORE/ADD
- * epilogues only) run with one row a warp at a time, rows past the first
- * wave's claimed from a counter in the state (hone-k-gemv-claim.cu), on
- * @bps blocks an SM with @u chunk loads a lane (4 or 8); -1 / 0: from
- * HONE_GEMV_CLAIM (1 = down, or a comma list of qkv, o, gu, down, head),
- * HONE_GEMV_CLAIM_BPS (2), HONE_GEMV_CLAIM_U (8). */
-void hone_k_gemv_set_claim (int roles, int bps, int u);
 /* One-token Q8_0/Q4_0/Q4_1 decode steps: quantization in the GEMV epilogues
  * (no RMSNorm/quantize launches; kernels/hone-k-forward.cu) 1 on, 0 off (the
  * default: measured slower), -1 from HONE_DECODE_EPIQ. */
@@ -457,7 +446,6 @@ typedef struct {
   void *cublas;          /* GEMM context (cuBLASLt handle + plan cache, cuBLAS handle) */
   void *cublas_ws;
   unsigned *stream_sync; /* streamed decode: HONE_K_STREAM_SYNC words a launch site, zeroed */
-  unsigned *gemv_claim;  /* HONE_K_CLAIM_SLOTS row counters of the claiming GEMV, zeroed (one a GEMV role) */
   size_t bytes;          /* device bytes held */
 } HoneKState;
 

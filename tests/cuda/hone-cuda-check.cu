@@ -2740,8 +2740,7 @@ bench_decode_epiq (int type)
 {
   /* bound: the step captured with HoneKState.ctx_bound (short-context attention), run at contexts within it */
   /* pdl: -1 automatic, 0/1 forced; pick: the launch-shape rule (hone_k_gemv_set_pick), -1 the default */
-  /* claim: a mask of GEMV roles whose rows are claimed (hone_k_gemv_set_claim), -1 HONE_GEMV_CLAIM */
-  struct Var { const char *name; int epiq, cfg, pcfg, bound; int pdl = -1; int pick = -1; int claim = -1; };
+  struct Var { const char *name; int epiq, cfg, pcfg, bound; int pdl = -1; int pick = -1; };
   const bool q = type != HONE_K_BF16;
   std::vector<Var> vars = { { q ? "default (epiq off)" : "default", -1, -1, -1, 0 } };
   /* the second variant measures how much another summation order alone moves
@@ -2749,9 +2748,6 @@ bench_decode_epiq (int type)
    * random Q8_0 model moves by 1.5-4e-2, the others by < 1e-4 */
   if (q)
     vars.push_back ({ "default, launch shape 0", -1, 0, -1, 0 });
-  /* down's rows claimed from a counter (hone-k-gemv-claim.cu) against the static default */
-  if (q)
-    vars.push_back ({ "down rows claimed", -1, -1, -1, 0, -1, -1, 8 });
   if (q && !getenv ("HONE_DECODE_DEFAULT_ONLY"))
     {
       vars.push_back ({ "old (norm/quantize launches)", 0, -1, -1, 0 });
@@ -2791,7 +2787,6 @@ bench_decode_epiq (int type)
       if (v.pdl >= 0)   /* (else HONE_PDL or automatic, as before) */
         hone_k_set_pdl (v.pdl);
       hone_k_gemv_set_pick (v.pick);
-      hone_k_gemv_set_claim (v.claim, 0, 0);
       const unsigned r0 = hone_k_gemv_epiq_runs ();
       size_t nodes;
       cudaGraphExec_t ge = capture_decode_step (b, kv, st, s, &nodes);
@@ -2835,7 +2830,7 @@ bench_decode_epiq (int type)
             continue;
           if (!v.bound && vi > 3 && ctx != 128)   /* default, old, epiq all: every context */
             continue;
-          if ((v.cfg >= 0 || v.claim >= 0) && ctx != 128)
+          if (v.cfg >= 0 && ctx != 128)
             continue;
           const double ms = decode_graph_ms (ge, st, s, ctx);
           const double kvbytes = 2.0 * 32 * (ctx + 25) * 8 * 128 * 2;
@@ -2851,7 +2846,6 @@ bench_decode_epiq (int type)
   if (getenv ("HONE_DECODE_PDL_AB"))
     hone_k_set_pdl (-1);
   hone_k_gemv_set_pick (-1);
-  hone_k_gemv_set_claim (-1, 0, 0);
   step_rig_close (rig);
 }
 
