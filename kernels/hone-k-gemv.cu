@@ -211,6 +211,9 @@ gemv_kernel (GemvArgs a)
     pdl_trigger ();
   if (!a.early)
     load (c0);
+  if constexpr (WT == HONE_K_BF16 || WT == HONE_K_F16)   /* see epi_prefetch: kept for the codegen */
+    if (ks == 0 && lane == 0 && a.epi_pf)
+      epi_prefetch<R> (a, row0);
   /* EQ consumer: this lane's share of the producer's Σx² partials, loaded
    * while the first weights are in flight (fixed order: lane-strided, then
    * the butterfly at the end; every warp gets the same bits) */
@@ -509,6 +512,7 @@ static int forced_config = -1;
 enum { ROLE_QKV = 1, ROLE_O = 2, ROLE_GU = 4, ROLE_DOWN = 8, ROLE_HEAD = 16, ROLE_ALL = 31 };
 static int early_loads = -1;
 static int late_trigger = -1;  /* -1: read HONE_PDL_TRIGGER (entry, late, wait, qkv, other; unset: auto) */
+static int epi_pf = -1;        /* -1: read HONE_GEMV_EPI_PF (1: on; unset or 0: off, the default) */
 static int pick_rule = -1;     /* -1: read HONE_GEMV_PICK ("3" / "9": session 2's call-3 / call-9 choice; default the session-9 one) */
 
 extern "C" void
@@ -828,6 +832,12 @@ args_from_op (const HoneKGemvOp *op, const HoneKPrefetch *pf, GemvArgs &a)
   a.role = gemv_role (w, a.epi);
   a.early = (early_loads & a.role) != 0;
   a.late_trigger = trigger_of (w->type, a.epi);
+  if (epi_pf < 0)
+    {
+      const char *env = getenv ("HONE_GEMV_EPI_PF");
+      epi_pf = env && env[0] == '1';
+    }
+  a.epi_pf = epi_pf;
   if ((a.epi == HONE_K_EPI_SWIGLU || a.epi == HONE_K_EPI_ROPE_KV) && (w->rows & 1))
     return (int) cudaErrorInvalidValue;
   if (a.epi == HONE_K_EPI_ROPE_KV

@@ -37,6 +37,7 @@ struct GemvArgs {
   int late_trigger;   /* PDL: let the next kernel launch at entry (0), after the main loop (1), or right after the PDL wait (2) */
   int pf_first;       /* blocks from this one on prefetch a slice of pf after their main loop */
   int role;           /* hone-k-gemv.cu: the GEMV's place in a decode layer (gemv_role), 0 unknown */
+  int epi_pf;         /* BF16/F16: prefetch the epilogue's inputs into L1 after the PDL wait (epi_prefetch) */
   HoneKPrefetch pf;
   /* Quantization in the epilogue (hone_k_gemv_epiq; hone-k-gemv.cu only, NULL elsewhere).
    * Consumer: xq holds the int8 quantization of x·g (not normalized) and
@@ -197,6 +198,47 @@ dot_chunk_w4 (int4 q, uint32_t s, uint32_t z, const uint4 (&xv)[4], float2 xd, f
   /* |Σ q·v|, |z·Σv| ≤ 32·15·32767 < 2^24: exact in int32; the f32 of their difference rounds only past 2^24 (6e-8) */
   const int sum = hi * 256 + (int) lo - (int) z * __float_as_int (xd.y);
   return fmaf (f16_bits_to_f32 ((uint16_t) s) * xd.x, (float) sum, acc);
+}
+
+/* The epilogue's global inputs of a warp's rows row0..row0+R-1 (the
+ * residual, the bias, RoPE's position and frequencies) into L1 after the PDL
+ * wait (GemvArgs.epi_pf, HONE_GEMV_EPI_PF=1; off by default). Session 16
+ * measured it slower at run time for every type (the loads it saves are not
+ * what the tail waits for), but the BF16/F16 kernels keep the branch: with it
+ * ptxas allocates their registers differently (o/down 99 -> 64, gate|up
+ * 64 -> 48, no spills) and the BF16 step runs 1.9 % faster with the branch
+ * off (tests/bench/RESULTS-cuda.md, "Decode, session 16"); launch bounds
+ * forcing the same counts spill and run 2.4 % slower. */
+static __device__ __forceinline__ void
+prefetch_l1 (const void *p)
+{
+  asm volatile ("prefetch.global.L1 [%0];" :: "l"(p));
+}
+
+template <int R>
+static __device__ __forceinline__ void
+epi_prefetch (const GemvArgs &a, int row0)
+{
+  if (row0 >= a.rows)
+    return;
+  const int last = row0 + R - 1 < a.rows ? row0 + R - 1 : a.rows - 1;
+  if (a.epi == HONE_K_EPI_ADD)
+    for (int t = 0; t < a.n_tok; t++)
+      {
+        prefetch_l1 (a.res + (size_t) t * a.rows + row0);
+        prefetch_l1 (a.res + (size_t) t * a.rows + last);
+      }
+  if (a.bias)
+    {
+      prefetch_l1 (a.bias + row0);
+      prefetch_l1 (a.bias + last);
+    }
+  if (a.epi == HONE_K_EPI_ROPE_KV)
+    {
+      prefetch_l1 (a.pos);
+      prefetch_l1 (a.inv_freq + ((row0 % a.hd) >> 1));
+      prefetch_l1 (a.inv_freq + ((last % a.hd) >> 1));
+    }
 }
 
 /* STORE / ADD epilogue of one finished row sum v (row < rows). */

@@ -341,7 +341,9 @@ void hone_k_gemv_set_config (int config);
  * the default), -1 HONE_GEMV_PICK or the default. */
 void hone_k_gemv_set_pick (int rule);
 /* Tuning hook: 1 (default) issues a GEMV's first weight loads before it waits
- * for the previous kernel under PDL, 0 after (HONE_GEMV_EARLY=0 likewise). */
+ * for the previous kernel under PDL, 0 after (HONE_GEMV_EARLY=0 likewise).
+ * (HONE_GEMV_EPI_PF=1: BF16/F16 GEMVs also prefetch their epilogue's inputs
+ * into L1 after that wait; off by default, measured slower: hone-k-gemv.cuh.) */
 void hone_k_gemv_set_early (int on);
 /* One-token Q8_0/Q4_0/Q4_1 decode steps: quantization in the GEMV epilogues
  * (no RMSNorm/quantize launches; kernels/hone-k-forward.cu) 1 on, 0 off (the
