@@ -31,7 +31,8 @@ SM's last main-loop end (us after the launch's first wait) averaged over the
 middle layers, the spread of those per-SM means, the typical layer-to-layer
 scatter of one SM, and the correlation of the per-SM means of the even and
 the odd layers (near 1: some SMs are slower every time, so a static split
-of the rows cannot balance them; near 0: the spread is noise).
+of the rows cannot balance them; near 0: the spread is noise); the same
+correlation per blockIdx (the rows a block owns) in the last column.
 
 usage: trace-summary.py TRACE.csv [--type Q4_0|Q4_1|Q8_0|BF16|AWQ] [--launches] [--timeline] [--attention] [--sm]
 The weight type is taken from the file name (trace-<type>[-bound].csv)
@@ -53,9 +54,8 @@ SHAPES = {(6144, 4096): "qkv", (4096, 4096): "o", (28672, 4096): "gate|up", (409
 
 
 def load(path):
-    launches, blocks = [], {}
-    global BLOCK_IDS
-    BLOCK_IDS = {}
+    """launches; per launch its blocks' (sm, t0..t6) records; per launch their blockIdx, in the same order"""
+    launches, blocks, block_ids = [], {}, {}
     with open(path) as f:
         for line in f:
             if line.startswith("#") or not line.strip():
@@ -66,8 +66,8 @@ def load(path):
                                  "info0": int(p[4]), "info1": int(p[5])})
             elif p[0] == "B":
                 blocks.setdefault(int(p[1]), []).append(tuple(int(x) for x in p[3:]))
-                BLOCK_IDS.setdefault(int(p[1]), []).append(int(p[2]))
-    return launches, blocks
+                block_ids.setdefault(int(p[1]), []).append(int(p[2]))
+    return launches, blocks, block_ids
 
 
 def name_of(L):
@@ -122,7 +122,7 @@ def main():
     if not wtype:
         m = re.match(r"trace-([A-Za-z0-9_]+?)(-bound)?\.csv$", os.path.basename(a.trace))
         wtype = m.group(1) if m else "?"
-    launches, blocks = load(a.trace)
+    launches, blocks, block_ids = load(a.trace)
     rows = summarize(launches, blocks, wtype)
     if not rows:
         sys.exit("no traced launches in " + a.trace)
@@ -172,7 +172,7 @@ def main():
     if a.attention:
         attention(launches, blocks)
     if a.sm:
-        per_sm(launches, blocks)
+        per_sm(launches, blocks, block_ids)
     if total_bytes:
         print("  step (traced span): %.1f MB of weights in %.3f ms = %.1f %% of the read ceiling"
               % (total_bytes / 1e6, span / 1e6, 100 * total_bytes / (span * 1e-9) / READ_CEIL))
@@ -242,7 +242,7 @@ def corr(x, y):
     return sxy / (sxx * syy) ** 0.5 if sxx > 0 and syy > 0 else float("nan")
 
 
-def per_sm(launches, blocks):
+def per_sm(launches, blocks, block_ids):
     starts, per, names = middle_layers(launches)
     if not starts:
         return
@@ -258,7 +258,7 @@ def per_sm(launches, blocks):
         for j, base in enumerate(starts):
             recs = blocks[base + k]
             go = min(r[2] for r in recs if r[2] >= 0)
-            for b, r in zip(BLOCK_IDS.get(base + k, []), recs):
+            for b, r in zip(block_ids.get(base + k, []), recs):
                 if r[3] >= 0:
                     by_blk.setdefault(b, {})[j] = (r[3] - go) / 1e3
             last = {}
