@@ -677,7 +677,9 @@ pick_config (const GemvArgs &a)
       /* session-9 sweep, one token (the extra shapes need the norm at the end):
        * the f32 input is 2x the weights' bytes, so 8 rows a warp on o/down
        * (R8 U1 KS4: 11.1 -> 10.1 / 30.0 -> 28.5 us), R4 U1 KS2 on gate|up
-       * (54.7 -> 53.5), R2 U2 KS8 on q|k|v (14.7 -> 14.2); the lm_head keeps 3 */
+       * (54.7 -> 53.5); the lm_head keeps 3. Session 17, whole step under
+       * session 16's codegen (RESULTS-cuda.md "Decode, session 17"): q|k|v
+       * on R4 U1 KS2 (was R2 U2 KS8), o/down on R8 U1 KS8 (was KS4). */
       if (pick_rule == 10 && extra_shape_ok<WT> (a))
         {
           if (a.rows >= 65536)
@@ -685,8 +687,8 @@ pick_config (const GemvArgs &a)
           if (a.rows >= 16384)
             return 10;
           if (a.cols < 8192 && a.rows >= 5000)
-            return 8;
-          return 13;
+            return 10;
+          return 17;
         }
       if (a.rows >= 16384)
         return 3;

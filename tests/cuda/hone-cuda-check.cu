@@ -624,18 +624,30 @@ cache_free (Cache &c)
 }
 
 static void
-check_rope_kv (int pairing, bool qk_norm, bool fused_gemv, int n_tok = 3, int pos = 101, int staged = -1)
+check_rope_kv (int pairing, bool qk_norm, bool fused_gemv, int n_tok = 3, int pos = 101, int staged = -1,
+               bool gemv_norm = false)
 {
   const int nq = 8, nkv = 2, hd = 128;
   bool ran_staged = false;
   const int W = (nq + 2 * nkv) * hd;
-  std::vector<float> qkv ((size_t) n_tok * W), qn (hd), kn (hd);
+  std::vector<float> qkv ((size_t) n_tok * W), qn (hd), kn (hd), g (W);
   for (auto &v : qkv) v = rng_normal ();
   for (auto &v : qn) v = 1 + 0.2f * rng_normal ();
   for (auto &v : kn) v = 1 + 0.2f * rng_normal ();
+  for (auto &v : g) v = 1 + 0.3f * rng_normal ();
+  /* gemv_norm: the GEMV's input is RMS-normalized by weights g first (op.norm_g, as decode_step's q|k|v) */
+  std::vector<double> nsc (n_tok, 1.0);
+  if (gemv_norm)
+    for (int t = 0; t < n_tok; t++)
+      {
+        double ss = 0;
+        for (int i = 0; i < W; i++) ss += (double) qkv[(size_t) t * W + i] * qkv[(size_t) t * W + i];
+        nsc[t] = 1 / sqrt (ss / W + 1e-5);
+      }
   const std::vector<float> inv = make_inv_freq (hd, 500000.0);
   Cache c = cache_make (nkv, hd, 256, false);
   float *dqkv = dev_upload (qkv), *dinv = dev_upload (inv), *dqn = dev_upload (qn), *dkn = dev_upload (kn);
+  float *dg = dev_upload (g);
   std::vector<int32_t> posv = { pos };
   int32_t *dpos = dev_upload (posv);
   std::vector<float> got_q;
@@ -659,6 +671,11 @@ check_rope_kv (int pairing, bool qk_norm, bool fused_gemv, int n_tok = 3, int po
       op.w = &m; op.x = dqkv; op.n_tok = n_tok; op.y = dy; op.epilogue = HONE_K_EPI_ROPE_KV;
       op.nq = nq; op.nkv = nkv; op.hd = hd; op.pos = dpos; op.inv_freq = dinv;
       op.k_pool = c.dk; op.v_pool = c.dv; op.block_table = c.dtable;
+      if (gemv_norm)
+        {
+          op.norm_g = dg;
+          op.eps = 1e-5f;
+        }
       if (staged >= 0)
         hone_k_gemv_set_staged (staged);
       const unsigned runs0 = hone_k_gemv_staged_runs ();
@@ -676,7 +693,8 @@ check_rope_kv (int pairing, bool qk_norm, bool fused_gemv, int n_tok = 3, int po
     for (int h = 0; h < nq + 2 * nkv; h++)
       {
         double v[256];
-        for (int d = 0; d < hd; d++) v[d] = qkv[(size_t) t * W + h * hd + d];
+        for (int d = 0; d < hd; d++)
+          v[d] = qkv[(size_t) t * W + h * hd + d] * (gemv_norm ? g[h * hd + d] * nsc[t] : 1.0);
         if (h < nq + nkv)
           {
             if (qk_norm)
@@ -709,15 +727,15 @@ check_rope_kv (int pairing, bool qk_norm, bool fused_gemv, int n_tok = 3, int po
   const double e2 = rel_err (gkv.data (), rkv.data (), gkv.size (), &f2);
   char what[128];
   const bool path_ok = staged != 1 || ran_staged;
-  snprintf (what, sizeof what, "%s pairing=%s%s tok=%d pos=%d%s: q", fused_gemv ? "gemv ROPE_KV epilogue" : "rope_kv",
-            pairing ? "half" : "adjacent", qk_norm ? " qk-norm" : "", n_tok, pos, ran_staged ? staged_tag : "");
+  const char *fused = !fused_gemv ? "rope_kv" : gemv_norm ? "gemv ROPE_KV epilogue, normed input" : "gemv ROPE_KV epilogue";
+  snprintf (what, sizeof what, "%s pairing=%s%s tok=%d pos=%d%s: q", fused, pairing ? "half" : "adjacent",
+            qk_norm ? " qk-norm" : "", n_tok, pos, ran_staged ? staged_tag : "");
   check (f1 && e1 < 1e-5 && path_ok, what, e1, 1e-5);
-  snprintf (what, sizeof what, "%s pairing=%s%s tok=%d pos=%d%s: k,v pages (f16)",
-            fused_gemv ? "gemv ROPE_KV epilogue" : "rope_kv", pairing ? "half" : "adjacent", qk_norm ? " qk-norm" : "",
-            n_tok, pos, ran_staged ? staged_tag : "");
+  snprintf (what, sizeof what, "%s pairing=%s%s tok=%d pos=%d%s: k,v pages (f16)", fused,
+            pairing ? "half" : "adjacent", qk_norm ? " qk-norm" : "", n_tok, pos, ran_staged ? staged_tag : "");
   check (f2 && e2 < 1e-3 && path_ok, what, e2, 1e-3);
   cache_free (c);
-  cudaFree (dqkv); cudaFree (dinv); cudaFree (dqn); cudaFree (dkn); cudaFree (dpos);
+  cudaFree (dqkv); cudaFree (dinv); cudaFree (dqn); cudaFree (dkn); cudaFree (dpos); cudaFree (dg);
 }
 
 /* f64 attention of token t (absolute position pos+t) over keys 0..pos+t. q in f32 (scaled). */
@@ -3196,6 +3214,11 @@ main (int argc, char **argv)
             check_gemv (type, 2 * 350, 1024, 1, HONE_K_EPI_SWIGLU, true, false, 0);
             check_gemv (type, 300, 8192, 1, HONE_K_EPI_ADD, false, false, 0);
             check_gemv (type, 257, 14336, 1, HONE_K_EPI_ADD, false, false, 0);
+            /* the q|k|v GEMV's RoPE + KV epilogue (its matrix is BF16), plain and normed; adjacent pairs
+             * only, as the epilogue rotates them (loaders reorder half-pairing models' q/k rows) */
+            if (type == HONE_K_BF16)
+              for (bool normed : { false, true })
+                check_rope_kv (0, false, true, 1, 63, 0, normed);
             hone_k_gemv_set_config (-1);
           }
       /* one bulk copy a part (the default), bulk copies of 4 KB, cp.async (not yet run in its plain form) */
@@ -3221,6 +3244,7 @@ main (int argc, char **argv)
           check_rope_kv (pairing, qkn, false);
       check_rope_kv (0, false, true);
       check_rope_kv (0, false, true, 1, 63, 0);   /* one token, last slot of a page: register-streamed */
+      check_rope_kv (0, false, true, 1, 63, 0, true);   /* the same with the normed input of decode_step's q|k|v */
       check_norm_misc ();
       check_attn (false, 128, 32, 8, 1000, 1);
       check_attn (false, 128, 32, 8, 37, 4);
