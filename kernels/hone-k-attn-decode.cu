@@ -1135,8 +1135,8 @@ launch_attn (const AttnArgs &a, size_t smem, cudaStream_t stream)
         return (int) e;
       raised = 1;
     }
-  return hone_k_launch (attn_decode_kernel<HD, QMAX>, dim3 (a.nkv, HONE_K_ATTN_MAX_SPLITS), dim3 (NT), smem,
-                        stream, a);
+  return hone_k_launch_role (HONE_K_PDL_ATTN, attn_decode_kernel<HD, QMAX>, dim3 (a.nkv, HONE_K_ATTN_MAX_SPLITS),
+                             dim3 (NT), smem, stream, a);
 }
 
 extern "C" int
@@ -1196,7 +1196,7 @@ launch_attn3 (AttnArgs a, cudaStream_t stream)
   const dim3 grid (a.nkv, HONE_K_ATTN_MAX_SPLITS, (a.QN + V3_QG - 1) / V3_QG);
   HONE_K_TRACE_SET (a, HONE_K_TR_ATTN, grid, CL, a.n_tok);
   if (CL == 1)
-    return hone_k_launch (kernel, grid, dim3 (NW * 32), smem, stream, a);
+    return hone_k_launch_role (HONE_K_PDL_ATTN, kernel, grid, dim3 (NW * 32), smem, stream, a);
   /* clusters of CL splits (grid y = 64 is a multiple), with PDL as hone_k_launch sets it */
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[2];
@@ -1209,7 +1209,7 @@ launch_attn3 (AttnArgs a, cudaStream_t stream)
   attr[0].val.clusterDim.y = CL;
   attr[0].val.clusterDim.z = 1;
   int n = 1;
-  if (hone_k_pdl_enabled ())
+  if (hone_k_pdl_for (HONE_K_PDL_ATTN))
     {
       attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attr[1].val.programmaticStreamSerializationAllowed = 1;
@@ -1350,8 +1350,8 @@ hone_k_attn_decode_h16 (const float *qkv, int n_tok, int nq, int nkv, int hd, co
       const char *sh = getenv ("HONE_ATTN_V3");
       const int lim = hone_k_attn_short_ctx ();
       const char shape = sh && *sh                                   ? sh[0]
-                         : n_tok == 1 && max_ctx > 0 && max_ctx <= lim ? (hone_k_pdl_enabled () ? 'I' : 'H')
-                         : hone_k_pdl_enabled () && n_tok <= 2          ? 'G'
+                         : n_tok == 1 && max_ctx > 0 && max_ctx <= lim ? (hone_k_pdl_for (HONE_K_PDL_ATTN) ? 'I' : 'H')
+                         : hone_k_pdl_for (HONE_K_PDL_ATTN) && n_tok <= 2 ? 'G'
                                                                         : v3_shape;
       return hd == 128 ? launch_attn3_shape<128> (a, shape, stream) : launch_attn3_shape<64> (a, shape, stream);
     }

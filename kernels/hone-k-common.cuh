@@ -296,11 +296,21 @@ hone_k_sm_count (void)
 int hone_k_pdl_enabled (void);
 /* hone_k_forward: whether PDL pays for this step's weights (automatic mode). */
 void hone_k_pdl_hint (int on);
+/* Which launches get the PDL attribute when PDL is on (a launch with it may
+ * start while the one before it drains): decode GEMVs by their place in the
+ * layer, decode attention, everything else. HONE_PDL_ROLES = a comma list of
+ * qkv, o, gu, down, head, attn, other (unset: all) — for A/B runs. */
+enum {
+  HONE_K_PDL_QKV = 1, HONE_K_PDL_O = 2, HONE_K_PDL_GU = 4, HONE_K_PDL_DOWN = 8, HONE_K_PDL_HEAD = 16,
+  HONE_K_PDL_ATTN = 32, HONE_K_PDL_OTHER = 64, HONE_K_PDL_ALL = 127
+};
+/* hone_k_pdl_enabled () and @role (one HONE_K_PDL_* bit) in HONE_PDL_ROLES. */
+int hone_k_pdl_for (int role);
 
 template <typename... KArgs, typename... Args>
 static inline int
-hone_k_launch (void (*kernel) (KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-               Args... args)
+hone_k_launch_role (int role, void (*kernel) (KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                    Args... args)
 {
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
@@ -308,7 +318,7 @@ hone_k_launch (void (*kernel) (KArgs...), dim3 grid, dim3 block, size_t smem, cu
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  if (hone_k_pdl_enabled ())
+  if (hone_k_pdl_for (role))
     {
       attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -317,4 +327,13 @@ hone_k_launch (void (*kernel) (KArgs...), dim3 grid, dim3 block, size_t smem, cu
     }
   cudaError_t e = cudaLaunchKernelEx (&cfg, kernel, ((KArgs) args)...);
   return (int) e;
+}
+
+/* A launch of role HONE_K_PDL_OTHER (norms, quantize, embed, sampling, …). */
+template <typename... KArgs, typename... Args>
+static inline int
+hone_k_launch (void (*kernel) (KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+               Args... args)
+{
+  return hone_k_launch_role (HONE_K_PDL_OTHER, kernel, grid, block, smem, stream, args...);
 }

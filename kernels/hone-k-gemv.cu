@@ -496,7 +496,7 @@ launch_t (GemvArgs a, cudaStream_t stream)
       a.pf_first = (int) grid.x > w ? (int) grid.x - w : 0;
     }
   HONE_K_TRACE_SET (a, HONE_K_TR_GEMV, grid, a.rows, a.cols);
-  return hone_k_launch (k, grid, block, smem, stream, a);
+  return hone_k_launch_role (a.role ? a.role : (int) HONE_K_PDL_OTHER, k, grid, block, smem, stream, a);
 }
 
 /* Launch shapes (rows a warp R, chunk loads in flight a lane U, warps
@@ -509,7 +509,8 @@ static int forced_config = -1;
 /* Which GEMVs issue their first weight loads before the PDL wait: a mask of
  * GEMV roles (gemv_role); -1: read HONE_GEMV_EARLY — 0 none, 1 or unset all,
  * or a comma list of qkv, o, gu, down, head. */
-enum { ROLE_QKV = 1, ROLE_O = 2, ROLE_GU = 4, ROLE_DOWN = 8, ROLE_HEAD = 16, ROLE_ALL = 31 };
+enum { ROLE_QKV = HONE_K_PDL_QKV, ROLE_O = HONE_K_PDL_O, ROLE_GU = HONE_K_PDL_GU, ROLE_DOWN = HONE_K_PDL_DOWN,
+       ROLE_HEAD = HONE_K_PDL_HEAD, ROLE_ALL = 31 };
 static int early_loads = -1;
 static int late_trigger = -1;  /* -1: read HONE_PDL_TRIGGER (entry, late, wait, qkv, other; unset: auto) */
 static int epi_pf = -1;        /* -1: read HONE_GEMV_EPI_PF (1: on; unset or 0: off, the default) */
@@ -938,7 +939,7 @@ launch_eq_t (GemvArgs a, int cluster, cudaStream_t stream)
   cfg.blockDim = dim3 (256);
   cfg.dynamicSmemBytes = 0;
   cfg.stream = stream;
-  if (hone_k_pdl_enabled ())
+  if (hone_k_pdl_for (a.role ? a.role : (int) HONE_K_PDL_OTHER))
     {
       attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attr[n].val.programmaticStreamSerializationAllowed = 1;
@@ -1093,6 +1094,33 @@ hone_k_pdl_enabled (void)
   if (major < 9)
     return 0;
   return pdl_state >= 0 ? pdl_state : pdl_hint;
+}
+
+static int pdl_roles = -1;   /* -1: HONE_PDL_ROLES not read yet */
+
+int
+hone_k_pdl_for (int role)
+{
+  if (pdl_roles < 0)
+    {
+      static const struct { const char *name; int bit; } names[] = {
+        { "qkv", HONE_K_PDL_QKV }, { "o", HONE_K_PDL_O }, { "gu", HONE_K_PDL_GU }, { "down", HONE_K_PDL_DOWN },
+        { "head", HONE_K_PDL_HEAD }, { "attn", HONE_K_PDL_ATTN }, { "other", HONE_K_PDL_OTHER } };
+      const char *env = getenv ("HONE_PDL_ROLES");
+      int m = env && *env ? 0 : HONE_K_PDL_ALL;
+      for (const char *p = env && *env ? env : ""; *p;)
+        {
+          const size_t len = strcspn (p, ",");
+          for (const auto &n : names)
+            if (strlen (n.name) == len && !strncmp (p, n.name, len))
+              m |= n.bit;
+          p += len;
+          if (*p)
+            p++;
+        }
+      pdl_roles = m;
+    }
+  return (pdl_roles & role) && hone_k_pdl_enabled ();
 }
 
 /* W4A16 (Q4Z) one token on this file's register-streamed kernel, called by
