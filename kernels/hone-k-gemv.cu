@@ -1103,17 +1103,17 @@ hone_k_pdl_for (int role)
 {
   if (pdl_roles < 0)
     {
-      static const struct { const char *name; int bit; } names[] = {
-        { "qkv", HONE_K_PDL_QKV }, { "o", HONE_K_PDL_O }, { "gu", HONE_K_PDL_GU }, { "down", HONE_K_PDL_DOWN },
-        { "head", HONE_K_PDL_HEAD }, { "attn", HONE_K_PDL_ATTN }, { "other", HONE_K_PDL_OTHER } };
       const char *env = getenv ("HONE_PDL_ROLES");
       int m = env && *env ? 0 : HONE_K_PDL_ALL;
       for (const char *p = env && *env ? env : ""; *p;)
         {
           const size_t len = strcspn (p, ",");
-          for (const auto &n : names)
-            if (strlen (n.name) == len && !strncmp (p, n.name, len))
-              m |= n.bit;
+          /* the GEMV roles by role_of_name (their ROLE_* are the HONE_K_PDL_* bits), then the two others */
+          m |= role_of_name (p, len);
+          if (len == 4 && !strncmp (p, "attn", 4))
+            m |= HONE_K_PDL_ATTN;
+          if (len == 5 && !strncmp (p, "other", 5))
+            m |= HONE_K_PDL_OTHER;
           p += len;
           if (*p)
             p++;
