@@ -294,17 +294,21 @@ hone_k_sm_count (void)
 
 /* Host: launch with the PDL attribute where the device supports it. */
 int hone_k_pdl_enabled (void);
-/* hone_k_forward: whether PDL pays for this step's weights (automatic mode). */
-void hone_k_pdl_hint (int on);
+/* hone_k_forward: whether PDL pays for this step's weights (automatic mode),
+ * and for which launches (@roles, HONE_K_PDL_* bits below). */
+void hone_k_pdl_hint (int on, int roles);
 /* Which launches get the PDL attribute when PDL is on (a launch with it may
  * start while the one before it drains): decode GEMVs by their place in the
  * layer, decode attention, everything else. HONE_PDL_ROLES = a comma list of
- * qkv, o, gu, down, head, attn, other (unset: all) — for A/B runs. */
+ * qkv, o, gu, down, head, attn, other (unset: as hone_k_forward hints) — for
+ * A/B runs. */
 enum {
   HONE_K_PDL_QKV = 1, HONE_K_PDL_O = 2, HONE_K_PDL_GU = 4, HONE_K_PDL_DOWN = 8, HONE_K_PDL_HEAD = 16,
   HONE_K_PDL_ATTN = 32, HONE_K_PDL_OTHER = 64, HONE_K_PDL_ALL = 127
 };
-/* hone_k_pdl_enabled () and @role (one HONE_K_PDL_* bit) in HONE_PDL_ROLES. */
+/* hone_k_pdl_enabled () and @role (one HONE_K_PDL_* bit) among the launches
+ * that take PDL: HONE_PDL_ROLES when set, else all when PDL is forced, else
+ * the roles of hone_k_pdl_hint. */
 int hone_k_pdl_for (int role);
 
 template <typename... KArgs, typename... Args>

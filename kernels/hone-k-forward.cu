@@ -1290,9 +1290,13 @@ hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_to
       || (m->cfg.hidden % 32) || (m->cfg.head_dim != 64 && m->cfg.head_dim != 128))
     return (int) cudaErrorInvalidValue;
   /* PDL: on for quantized steps, and for one-token steps whose GEMVs are
-   * staged (they issue their weight copies before waiting); off otherwise
-   * for BF16/F16, where it measured slower (RESULTS-cuda.md, session 2) */
+   * staged (they issue their weight copies before waiting); otherwise for
+   * BF16/F16 only on the launches of q|k|v, gate|up and down: on every launch
+   * it measured 10 % slower (RESULTS-cuda.md, sessions 2 and 17: the big
+   * GEMVs' blocks land unevenly, attention waits behind o's early loads), on
+   * those three 1.1 % faster at 128 keys (session 18), on none in between */
   bool pdl = m->cfg.n_layers > 0 && !is_f (&m->layers[0].wgu);
+  int pdl_roles = HONE_K_PDL_ALL;
   if (!pdl && m->cfg.n_layers > 0 && n_tok == 1)
     {
       HoneKGemvOp probe;
@@ -1304,12 +1308,20 @@ hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_to
       probe.y = st->gu;
       probe.epilogue = HONE_K_EPI_SWIGLU;
       pdl = hone_k_gemv_staged_takes (&probe);
+      if (!pdl)
+        {
+          pdl = true;
+          pdl_roles = HONE_K_PDL_QKV | HONE_K_PDL_GU | HONE_K_PDL_DOWN;
+        }
     }
   /* streamed steps: the weight stream of each launch starts during attention (PDL) */
   const bool streamed = n_tok <= HONE_K_MAX_DECODE && stream_fits (m, kv, st, n_tok, n_logits);
   if (streamed)
-    pdl = true;
-  hone_k_pdl_hint (pdl);
+    {
+      pdl = true;
+      pdl_roles = HONE_K_PDL_ALL;
+    }
+  hone_k_pdl_hint (pdl, pdl_roles);
   const int r = streamed                      ? decode_step_stream (m, kv, st, stream)
                 : n_tok <= HONE_K_MAX_DECODE ? decode_step (m, kv, st, n_tok, n_logits, stream)
                                              : prefill_step (m, kv, st, n_tok, pos_host, n_logits, stream);

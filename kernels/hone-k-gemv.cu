@@ -1063,6 +1063,7 @@ hone_k_gemv (const HoneKMatrix *w, const float *x, const HoneKActQ8 *xq, int n_t
 /* PDL: -1 automatic (per step, see hone_k_pdl_hint), else forced. */
 static int pdl_state = -2;   /* -2: environment not read yet */
 static int pdl_hint = 1;
+static int pdl_hint_roles = HONE_K_PDL_ALL;   /* automatic mode: the launches that take it */
 
 extern "C" void
 hone_k_set_pdl (int on)
@@ -1071,9 +1072,10 @@ hone_k_set_pdl (int on)
 }
 
 void
-hone_k_pdl_hint (int on)
+hone_k_pdl_hint (int on, int roles)
 {
   pdl_hint = on;
+  pdl_hint_roles = roles;
 }
 
 int
@@ -1096,15 +1098,15 @@ hone_k_pdl_enabled (void)
   return pdl_state >= 0 ? pdl_state : pdl_hint;
 }
 
-static int pdl_roles = -1;   /* -1: HONE_PDL_ROLES not read yet */
+static int pdl_roles = -2;   /* -2: HONE_PDL_ROLES not read yet; -1: unset */
 
 int
 hone_k_pdl_for (int role)
 {
-  if (pdl_roles < 0)
+  if (pdl_roles == -2)
     {
       const char *env = getenv ("HONE_PDL_ROLES");
-      int m = env && *env ? 0 : HONE_K_PDL_ALL;
+      int m = env && *env ? 0 : -1;
       for (const char *p = env && *env ? env : ""; *p;)
         {
           const size_t len = strcspn (p, ",");
@@ -1120,7 +1122,11 @@ hone_k_pdl_for (int role)
         }
       pdl_roles = m;
     }
-  return (pdl_roles & role) && hone_k_pdl_enabled ();
+  if (!hone_k_pdl_enabled ())
+    return 0;
+  /* HONE_PDL_ROLES, else all when PDL is forced (HONE_PDL, hone_k_set_pdl), else the step's hint */
+  const int m = pdl_roles >= 0 ? pdl_roles : pdl_state >= 0 ? (int) HONE_K_PDL_ALL : pdl_hint_roles;
+  return (m & role) != 0;
 }
 
 /* W4A16 (Q4Z) one token on this file's register-streamed kernel, called by
