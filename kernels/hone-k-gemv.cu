@@ -680,16 +680,16 @@ pick_config (const GemvArgs &a)
        * (R8 U1 KS4: 11.1 -> 10.1 / 30.0 -> 28.5 us), R4 U1 KS2 on gate|up
        * (54.7 -> 53.5); the lm_head keeps 3. Session 17, whole step under
        * session 16's codegen (RESULTS-cuda.md "Decode, session 17"): q|k|v
-       * on R4 U1 KS2 (was R2 U2 KS8), o/down on R8 U1 KS8 (was KS4). */
+       * on R4 U1 KS2 (was R2 U2 KS8), o/down on R8 U1 KS8 (was KS4).
+       * Session 18, with PDL on q|k|v, gate|up and down: o on R4 U1 KS4 and
+       * the lm_head on R4 U1 KS2 (was 3), step -0.2 % at every context. */
       if (pick_rule == 10 && extra_shape_ok<WT> (a))
         {
-          if (a.rows >= 65536)
-            return 3;
           if (a.rows >= 16384)
             return 10;
           if (a.cols < 8192 && a.rows >= 5000)
             return 10;
-          return 17;
+          return a.role == ROLE_O ? 14 : 17;
         }
       if (a.rows >= 16384)
         return 3;

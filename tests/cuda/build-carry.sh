@@ -11,14 +11,14 @@
 #      so bundle + model stay under the tool's 64 MiB carry limit:
 #      CARRY/model/smollm2-4l.gguf.xz (run-release.sh and the run scripts unpack it).
 #   usage: tests/cuda/build-carry.sh        env: BUILD, CARRY (default .carry-release),
-#          HARNESSES (default "hone-cuda-check hone-w4-check hone-attn-check"), NO_MODEL=1,
+#          HARNESSES (default: the five harnesses run-release.sh runs), NO_MODEL=1,
 #          TRACE=1 (a measurement build: -Dkernel_trace=true, the harnesses with
 #          -DHONE_K_TRACE; HONE_TRACE_STEP then writes kernel timelines — use its own BUILD)
 set -eu
 cd "$(dirname "$0")/../.."
 B=${BUILD:-build-dev}
 C=${CARRY:-.carry-release}
-H=${HARNESSES:-hone-cuda-check hone-w4-check hone-attn-check}
+H=${HARNESSES:-hone-cuda-check hone-w4-check hone-attn-check hone-kquant-check hone-prefill-check}
 T=false; [ -n "${TRACE:-}" ] && T=true && export NVCC_DEFS=-DHONE_K_TRACE
 [ -d "$B" ] || meson setup "$B" -Dcuda=enabled -Dgpu_archs=${HONE_CUDA_ARCH:-90} -Dgui=disabled -Dbuildtype=release \
                  -Dkernel_trace=$T
