@@ -1294,7 +1294,8 @@ hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_to
    * BF16/F16 only on the launches of q|k|v, gate|up and down: on every launch
    * it measured 10 % slower (RESULTS-cuda.md, sessions 2 and 17: the big
    * GEMVs' blocks land unevenly, attention waits behind o's early loads), on
-   * those three 1.1 % faster at 128 keys (session 18), on none in between */
+   * those three 0.7-1.1 % faster than on none at every context (session 18;
+   * adding o, attention or both cost more than they saved) */
   bool pdl = m->cfg.n_layers > 0 && !is_f (&m->layers[0].wgu);
   int pdl_roles = HONE_K_PDL_ALL;
   if (!pdl && m->cfg.n_layers > 0 && n_tok == 1)
