@@ -548,22 +548,34 @@ role_of_name (const char *p, size_t len)
   return 0;
 }
 
+/* The HONE_K_PDL_* bits of a comma list of role names: the GEMV roles of
+ * role_of_name, attn and other. */
+static int
+roles_of_list (const char *list)
+{
+  int m = 0;
+  for (const char *p = list; *p;)
+    {
+      const size_t len = strcspn (p, ",");
+      m |= role_of_name (p, len);
+      if (len == 4 && !strncmp (p, "attn", 4))
+        m |= HONE_K_PDL_ATTN;
+      if (len == 5 && !strncmp (p, "other", 5))
+        m |= HONE_K_PDL_OTHER;
+      p += len;
+      if (*p)
+        p++;
+    }
+  return m;
+}
+
 static int
 early_from_env (void)
 {
   const char *env = getenv ("HONE_GEMV_EARLY");
   if (!env || !*env || !strcmp (env, "1"))
     return ROLE_ALL;
-  int m = 0;
-  for (const char *p = env; *p;)
-    {
-      const size_t len = strcspn (p, ",");
-      m |= role_of_name (p, len);
-      p += len;
-      if (*p)
-        p++;
-    }
-  return m;
+  return roles_of_list (env) & ROLE_ALL;
 }
 
 extern "C" void
@@ -1106,21 +1118,7 @@ hone_k_pdl_for (int role)
   if (pdl_roles == -2)
     {
       const char *env = getenv ("HONE_PDL_ROLES");
-      int m = env && *env ? 0 : -1;
-      for (const char *p = env && *env ? env : ""; *p;)
-        {
-          const size_t len = strcspn (p, ",");
-          /* the GEMV roles by role_of_name (their ROLE_* are the HONE_K_PDL_* bits), then the two others */
-          m |= role_of_name (p, len);
-          if (len == 4 && !strncmp (p, "attn", 4))
-            m |= HONE_K_PDL_ATTN;
-          if (len == 5 && !strncmp (p, "other", 5))
-            m |= HONE_K_PDL_OTHER;
-          p += len;
-          if (*p)
-            p++;
-        }
-      pdl_roles = m;
+      pdl_roles = env && *env ? roles_of_list (env) : -1;
     }
   if (!hone_k_pdl_enabled ())
     return 0;
