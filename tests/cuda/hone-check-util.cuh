@@ -304,3 +304,79 @@ act_q8_roundtrip (const std::vector<double> &x)
     }
   return y;
 }
+
+/* ---- Q4Z host rows (the contract's byte layout) and their f64 values ------------- */
+
+struct HostQ4Z {
+  int rows, cols, group;
+  std::vector<uint8_t> bytes;   /* rows × cols/32 blocks of 20 bytes */
+  std::vector<double> w;        /* s·(q − z) */
+};
+
+static HostQ4Z
+q4z_make (int rows, int cols, int group, float scale)
+{
+  HostQ4Z h;
+  h.rows = rows;
+  h.cols = cols;
+  h.group = group;
+  const int nb = cols / 32, bpg = group / 32;
+  h.bytes.resize ((size_t) rows * nb * 20);
+  h.w.resize ((size_t) rows * cols);
+  for (int r = 0; r < rows; r++)
+    for (int gi = 0; gi < cols / group; gi++)
+      {
+        /* AWQ-like: positive scale, zero point anywhere in 0..15 */
+        const uint16_t s = f2h (scale * (float) (0.25 + rng_uniform ()));
+        const uint8_t z = (uint8_t) (rng_u64 () % 16);
+        for (int b = 0; b < bpg; b++)
+          {
+            const int j = gi * bpg + b;
+            uint8_t *blk = &h.bytes[((size_t) r * nb + j) * 20];
+            blk[0] = (uint8_t) (s & 0xff);
+            blk[1] = (uint8_t) (s >> 8);
+            blk[2] = z;
+            blk[3] = (uint8_t) rng_u64 ();   /* pad: must be ignored */
+            uint8_t q[32];
+            for (int i = 0; i < 32; i++)
+              q[i] = (uint8_t) (rng_u64 () % 16);
+            for (int i = 0; i < 16; i++)
+              blk[4 + i] = (uint8_t) (q[i] | (q[i + 16] << 4));
+            for (int i = 0; i < 32; i++)
+              h.w[(size_t) r * cols + j * 32 + i] = (double) h2f (s) * ((int) q[i] - (int) z);
+          }
+      }
+  return h;
+}
+
+static HoneKMatrix
+q4z_alloc (int rows, int cols, int group)
+{
+  HoneKMatrix m;
+  memset (&m, 0, sizeof m);
+  m.type = HONE_K_Q4Z;
+  m.rows = rows;
+  m.cols = cols;
+  m.group = group;
+  size_t qb, sb;
+  if (!hone_k_matrix_bytes_g (HONE_K_Q4Z, rows, cols, group, &qb, &sb))
+    {
+      fprintf (stderr, "bad Q4Z shape\n");
+      exit (2);
+    }
+  CK (cudaMalloc (&m.q, qb + 16));
+  CK (cudaMalloc (&m.s, sb + 16));
+  CK (cudaMemset (m.q, 0xff, qb + 16));
+  CK (cudaMemset (m.s, 0xff, sb + 16));
+  return m;
+}
+
+/* Upload host rows into rows row0 + r·step of m (the backend's gate/up interleave). */
+static void
+q4z_upload (HoneKMatrix &m, const HostQ4Z &h, int row0, int step)
+{
+  uint8_t *src = dev_upload (h.bytes);
+  CK (hone_k_repack (HONE_K_Q4Z, src, h.rows, h.cols, &m, row0, step, 0));
+  CK (cudaDeviceSynchronize ());
+  cudaFree (src);
+}
