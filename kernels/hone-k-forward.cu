@@ -723,7 +723,7 @@ epiq_consumer (const HoneKMatrix *w, int epi)
  * producer writes the int8 vector its own input is not (st->xq or eb->x1). */
 static int
 decode_step_ffn (const HoneKModel *m, HoneKState *st, int l, int n, const EpiqBufs *eb, int mask, bool attn_q,
-                 bool o_done, const HoneKActQ8 **ready, const HoneKPrefetch *pf_o, const HoneKPrefetch *pf_gu,
+                 const HoneKActQ8 **ready, const HoneKPrefetch *pf_o, const HoneKPrefetch *pf_gu,
                  const HoneKPrefetch *pf_down, cudaStream_t s)
 {
   const HoneKConfig *c = &m->cfg;
@@ -734,10 +734,8 @@ decode_step_ffn (const HoneKModel *m, HoneKState *st, int l, int n, const EpiqBu
   HoneKGemvOp op = gemv_op (&L->wo, 1, st->h, st->h, HONE_K_EPI_ADD);
   op.xq = &st->xq;
   const HoneKActQ8 *gu_in = NULL;
-  if (o_done)   /* attention fused with o (hone_k_attn_o) added it to h already */
-    ;
-  else if (eb && (mask & EPIQ_O) && attn_q && hone_k_gemv_epiq_takes (&op, true)
-           && epiq_consumer (&L->wgu, HONE_K_EPI_SWIGLU))
+  if (eb && (mask & EPIQ_O) && attn_q && hone_k_gemv_epiq_takes (&op, true)
+      && epiq_consumer (&L->wgu, HONE_K_EPI_SWIGLU))
     {
       HoneKEpiQ eq;
       memset (&eq, 0, sizeof eq);
@@ -1009,22 +1007,15 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
         HONE_K_CHECK ((cudaError_t) hone_k_rope_kv (st->qkv, n, nq, nkv, hd, st->pos, c->rope_inv_freq, 0,
                                                     L->q_norm, L->k_norm, c->rms_eps, kv->k_pool[l],
                                                     kv->v_pool[l], kv->block_table, s));
-      /* st->ctx_bound: the contexts this step will see (a captured graph's bound), for the launch shape;
-       * within hone_k_attn_o_ctx () keys, attention and o as one launch (hone-k-attn-o.cu) */
-      const int ao = hone_k_attn_o_ctx ();
-      const bool attn_o = n == 1 && ao > 0 && st->ctx_bound > 0 && st->ctx_bound <= ao
-                          && hone_k_attn_o_takes (&L->wo, nq, nkv, hd);
-      if (attn_o)
-        HONE_K_CHECK ((cudaError_t) hone_k_attn_o (st->qkv, nq, nkv, hd, st->pos, kv->k_pool[l], kv->v_pool[l],
-                                                   kv->block_table, &L->wo, st->h, s));
-      else if (!(n == 1 && (hone_k_step_probe () & 2)))   /* measurement only: see hone_k_step_probe */
+      /* st->ctx_bound: the contexts this step will see (a captured graph's bound), for the launch shape */
+      if (!(n == 1 && (hone_k_step_probe () & 2)))   /* measurement only: see hone_k_step_probe */
         HONE_K_CHECK ((cudaError_t) hone_k_attn_decode_h16 (st->qkv, n, nq, nkv, hd, st->pos, kv->k_pool[l],
                                                             kv->v_pool[l], kv->block_table, st->attn_scratch, st->attn,
                                                             attn_q ? &st->xq : NULL, attn_h ? &st->xh : NULL, &pf_attn,
                                                             st->ctx_bound, s));
       /* o, gate|up, down with EpiQ where the types allow (decode_step_ffn) */
-      HONE_K_CHECK ((cudaError_t) decode_step_ffn (m, st, l, n, epiq ? &eb : NULL, epiq_mode, attn_q || attn_h, attn_o,
-                                                   &ready, &pf_o, &pf_gu, &pf_down, s));
+      HONE_K_CHECK ((cudaError_t) decode_step_ffn (m, st, l, n, epiq ? &eb : NULL, epiq_mode, attn_q || attn_h, &ready,
+                                                   &pf_o, &pf_gu, &pf_down, s));
     }
   const float *hl = st->h + (size_t) (n - n_logits) * c->hidden;
   if (ready)

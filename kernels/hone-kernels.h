@@ -55,7 +55,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdbool.h>
 #include <cuda_runtime_api.h>
 
 #ifdef __cplusplus
@@ -268,26 +267,6 @@ int hone_k_attn_short_ctx (void);
 int hone_k_attn_decode (const float *qkv, int n_tok, int nq, int nkv, int hd, const int32_t *pos,
                         const void *k_pool, const void *v_pool, const int32_t *block_table,
                         void *scratch, float *out, cudaStream_t stream);
-/* One-token decode attention fused with the o projection and its residual
- * (kernels/hone-k-attn-o.cu): h += Wo · attention(q of qkv, keys 0..*pos).
- * Each block computes the attention of one KV head's query heads itself and
- * streams its share of Wo into shared memory before waiting on q|k|v — made
- * for short contexts, correct at any. Wo: BF16, F16, Q8_0, Q4_0, Q4_1 or Q4Z;
- * hd 64/128; nq/nkv ≤ 8; nkv ≤ 8; sm_90. _takes says whether a shape runs here
- * (and the path is on). A one-token step whose HoneKState.ctx_bound is in
- * 1..hone_k_attn_o_ctx () uses it (decode_step), so a caller replaying a
- * captured step re-captures it when the context passes that bound. */
-int hone_k_attn_o (const float *qkv, int nq, int nkv, int hd, const int32_t *pos, const void *k_pool,
-                   const void *v_pool, const int32_t *block_table, const HoneKMatrix *wo, float *h,
-                   cudaStream_t stream);
-bool hone_k_attn_o_takes (const HoneKMatrix *wo, int nq, int nkv, int hd);
-/* Keys up to which captured one-token steps use it: HONE_ATTN_O_CTX (default
- * 256), 0 off (HONE_ATTN_O=0, or a device before sm_90). */
-int hone_k_attn_o_ctx (void);
-/* Set that bound (0 off; -1: read the environment again). */
-void hone_k_attn_o_set_ctx (int keys);
-/* How many hone_k_attn_o launches were enqueued so far (checks: which path ran). */
-unsigned hone_k_attn_o_runs (void);
 /* Causal flash attention (tensor cores, f16) for n_tok new tokens at *pos
  * (host copy pos_host needed for the grid), keys from the cache. hd 64 or 128. */
 int hone_k_attn_prefill (const float *qkv, int n_tok, int nq, int nkv, int hd, int pos_host,

@@ -12,8 +12,6 @@
  * a 2,048-token prefill. Exit status 1 if any check fails.
  *
  * Usage: hone-cuda-check [--check] [--bench] [--quick]   (default both)
- *        hone-cuda-check --check-attn-o | --bench-attn-o   (attention fused with o: small checks for
- *                                                       compute-sanitizer / alone against attention + o GEMV)
  *        hone-cuda-check --prefill | --check-prefill   (prefill benchmarks / checks only)
  *        hone-cuda-check --decode | --check-epiq       (decode session 4: GEMVs and steps with the quantization
  *                                                       in the epilogues vs old / its checks, small, for
@@ -962,176 +960,6 @@ check_attn_decode_q (int hd, int nq, int nkv, int pos, int n_tok)
   cudaFree (q0.q); cudaFree (q0.ds); cudaFree (q1.q); cudaFree (q1.ds);
 }
 
-/* The 16-bit fixed point of HoneKActH16 (d = absmax/32767, v = rint(x/d)), as f64 values. */
-static std::vector<double>
-act_h16_roundtrip (const std::vector<double> &x)
-{
-  std::vector<double> y (x.size ());
-  for (size_t b = 0; b < x.size (); b += 32)
-    {
-      float amax = 0;
-      for (int i = 0; i < 32; i++) amax = fmaxf (amax, fabsf ((float) x[b + i]));
-      const float inv = amax > 0 ? 32767.f / amax : 0.f;
-      for (int i = 0; i < 32; i++)
-        {
-          const float v = std::min (32767.f, std::max (-32767.f, rintf ((float) x[b + i] * inv)));
-          y[b + i] = amax > 0 ? (double) v * (amax / 32767.f) : 0.0;
-        }
-    }
-  return y;
-}
-
-/* hone_k_attn_o (attention fused with o, one token) against float64: random
- * q, a paged f16 cache scattered through its pool, Wo of @type (Q4Z: AWQ rows
- * of @group), a random residual h. y − h_in is compared with Wo·a for the
- * exact attention a, put through the activation rounding of the type (int8 /
- * 16-bit fixed point; f32 for BF16/F16), and with the unrounded product; the
- * bytes past h must stay poisoned. Shapes the kernel declines fail the check
- * unless @declined says so (then it must decline). */
-static void
-check_attn_o (int type, int nq, int nkv, int hd, int rows, int pos, int group = 128, bool declined = false)
-{
-  const int G = nq / nkv, cols = nq * hd, ctx = pos + 1;
-  char what[200];
-  snprintf (what, sizeof what, "attn+o %s%s %d/%d×%d, %d rows, ctx %d%s", type == HONE_K_Q4Z ? "Q4Z" : type_name (type),
-            type == HONE_K_Q4Z ? (group == 32 ? " g32" : group == 64 ? " g64" : " g128") : "", nq, nkv, hd, rows, ctx,
-            declined ? ": declined" : "");
-  /* Wo and its f64 values */
-  HoneKMatrix wo;
-  std::vector<double> wd;
-  if (type == HONE_K_Q4Z)
-    {
-      HostQ4Z hq = q4z_make (rows, cols, group, 0.004f);
-      wo = q4z_alloc (rows, cols, group);
-      q4z_upload (wo, hq, 0, 1);
-      wd = hq.w;
-    }
-  else
-    {
-      std::vector<float> w ((size_t) rows * cols);
-      for (auto &x : w) x = rng_normal () * 0.05f;
-      const std::vector<uint8_t> b = gguf_quantize (type, w, rows, cols, wd);
-      wo = matrix_from_gguf (type, b, rows, cols);
-    }
-  if (declined)
-    {
-      check (!hone_k_attn_o_takes (&wo, nq, nkv, hd), what, 0, 0);
-      matrix_free (&wo);
-      return;
-    }
-  /* q (already rotated and scaled, as q|k|v stores it), K/V pages */
-  std::vector<float> qkv ((size_t) (nq + 2 * nkv) * hd);
-  for (auto &x : qkv) x = rng_normal () * 0.35f;
-  Cache c = cache_make (nkv, hd, ctx, true);
-  int32_t *dpos = dev_upload (std::vector<int32_t> { pos });
-  float *dq = dev_upload (qkv);
-  std::vector<float> h (rows);
-  for (auto &x : h) x = rng_normal ();
-  float *dh = (float *) dev_poisoned ((size_t) rows * 4);
-  CK (cudaMemcpy (dh, h.data (), (size_t) rows * 4, cudaMemcpyHostToDevice));
-  const bool takes = hone_k_attn_o_takes (&wo, nq, nkv, hd);
-  const int e = takes ? hone_k_attn_o (dq, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, &wo, dh, 0) : -1;
-  const cudaError_t le = cudaDeviceSynchronize ();
-  std::vector<float> got = dev_download<float> (dh, rows);
-  bool guard = true;
-  {
-    std::vector<uint8_t> gb (HONE_CHECK_GUARD);
-    CK (cudaMemcpy (gb.data (), (const uint8_t *) dh + (size_t) rows * 4, gb.size (), cudaMemcpyDeviceToHost));
-    for (uint8_t x : gb) guard &= x == 0xff;
-  }
-  /* the exact attention of every query head */
-  std::vector<double> a ((size_t) cols);
-  for (int qh = 0; qh < nq; qh++)
-    {
-      const int kvh = qh / G;
-      std::vector<double> sc (ctx);
-      double mx = -1e300, sum = 0;
-      for (int j = 0; j < ctx; j++)
-        {
-          double d = 0;
-          for (int i = 0; i < hd; i++) d += (double) qkv[(size_t) qh * hd + i] * h2f (c.k[cache_index (c, j, kvh, i)]);
-          sc[j] = d;
-          mx = std::max (mx, d);
-        }
-      for (int j = 0; j < ctx; j++) { sc[j] = exp (sc[j] - mx); sum += sc[j]; }
-      for (int i = 0; i < hd; i++)
-        {
-          double acc = 0;
-          for (int j = 0; j < ctx; j++) acc += sc[j] * h2f (c.v[cache_index (c, j, kvh, i)]);
-          a[(size_t) qh * hd + i] = acc / sum;
-        }
-    }
-  const bool quant8 = type == HONE_K_Q8_0 || type == HONE_K_Q4_0 || type == HONE_K_Q4_1;
-  const std::vector<double> ar = quant8 ? act_q8_roundtrip (a) : type == HONE_K_Q4Z ? act_h16_roundtrip (a) : a;
-  std::vector<double> ref (rows), ref_exact (rows), diff (rows);
-  for (int r = 0; r < rows; r++)
-    {
-      double s1 = 0, s2 = 0;
-      for (int k = 0; k < cols; k++)
-        {
-          s1 += wd[(size_t) r * cols + k] * ar[k];
-          s2 += wd[(size_t) r * cols + k] * a[k];
-        }
-      ref[r] = s1;
-      ref_exact[r] = s2;
-    }
-  std::vector<float> o (rows);
-  for (int r = 0; r < rows; r++) o[r] = got[r] - h[r];   /* exact: |o| and |h| within a few units */
-  bool fin;
-  const double err = rel_err (o.data (), ref.data (), rows, &fin);
-  bool fin2;
-  const double err2 = rel_err (o.data (), ref_exact.data (), rows, &fin2);
-  /* f32 inputs: the sums' rounding (~1e-6); int8 / 16-bit inputs: an element
-   * whose f32 attention rounds across a quantization step from f64's */
-  const double bound = quant8 ? 2e-3 : type == HONE_K_Q4Z ? 1e-4 : 2e-5;
-  const double bound2 = quant8 ? 2e-2 : 1e-3;
-  const bool ok = takes && e == 0 && le == cudaSuccess && fin && guard && err < bound && err2 < bound2;
-  if (!takes)
-    report ("      the kernel declined this shape\n");
-  else if (e || le)
-    report ("      launch: %s / %s\n", cudaGetErrorString ((cudaError_t) e), cudaGetErrorString (le));
-  if (!guard)
-    report ("      bytes past h were written\n");
-  check (ok, what, err, bound);
-  snprintf (what, sizeof what, "  the same against the unrounded input");
-  check (ok, what, err2, bound2);
-  cudaFree (dq); cudaFree (dpos); cudaFree (dh);
-  cache_free (c);
-  matrix_free (&wo);
-}
-
-/* Every type the fused kernel takes on the shapes of the three reference
- * models and odd ones: contexts on and across pages (64 keys) and key tiles
- * (128 keys at hd 128, 256 at hd 64), one KV head to eight, rows that do not
- * divide among the blocks, the BF16 tile that goes through two slots. */
-static void
-check_attn_o_all (bool small)
-{
-  const int types[] = { HONE_K_BF16, HONE_K_F16, HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1, HONE_K_Q4Z };
-  for (int type : types)
-    {
-      const int grp = 128;
-      check_attn_o (type, 32, 8, 128, 4096, 127, grp);               /* Llama-3-8B, one tile */
-      check_attn_o (type, 9, 3, 64, 576, 70, 64);                    /* SmolLM2 (Q4Z g64: odd groups a row) */
-      if (small)
-        continue;
-      for (int pos : { 0, 63, 64, 128, 300 })
-        check_attn_o (type, 32, 8, 128, 4096, pos, grp);
-      check_attn_o (type, 16, 8, 128, 1024, 200, grp);               /* Qwen3-0.6B */
-      check_attn_o (type, 9, 3, 64, 576, 255, 32);                   /* a full 256-key tile at hd 64 */
-      check_attn_o (type, 9, 3, 64, 576, 600, 32);
-      check_attn_o (type, 8, 1, 64, 520, 33, 64);                    /* G = 8, one KV head, 520 rows */
-      if (type != HONE_K_BF16 && type != HONE_K_F16 && type != HONE_K_Q8_0)
-        check_attn_o (type, 28, 4, 128, 3584, 150, grp);             /* Qwen2.5-7B: G = 7 */
-    }
-  /* shapes it must decline: 16 KV heads (no cluster of 16), BF16 / Q8_0 at G = 7 (112 / 56 chunks a
-   * row: more than a warp's lanes hold), hd 96 */
-  check_attn_o (HONE_K_Q4_0, 32, 16, 128, 1024, 5, 128, true);
-  check_attn_o (HONE_K_BF16, 28, 4, 128, 3584, 5, 128, true);
-  check_attn_o (HONE_K_Q8_0, 28, 4, 128, 3584, 5, 128, true);
-  check_attn_o (HONE_K_Q4_0, 12, 4, 96, 1152, 5, 128, true);
-}
-
 /* The staged GEMV forced on (the check fails if the shape fell back): one
  * token, every type, odd rows, short and 14336-column rows, bias, every
  * epilogue, the norm, quantized weights given the int8 input (copied into
@@ -1458,10 +1286,8 @@ tiny_ref (const TinyModel &t, const std::vector<int> &tok)
  * forced off when the staged kernel is forced on (it takes those GEMVs). */
 /* stream: streamed one-token steps (hone-k-decode-stream.cu) -1 default, 0 off, 1 on
  * (then every one-token step must run streamed: L + 1 launches each) */
-/* bound: HoneKState.ctx_bound of the steps (the engine's captured short-context steps; 0 none):
- * within hone_k_attn_o_ctx () every one-token step must run attention fused with o */
 static void
-check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1, int stream = 0, int bound = 0)
+check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1, int stream = 0)
 {
   if (staged == 1)
     epiq = 0;
@@ -1499,11 +1325,9 @@ check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1, int s
        * KV page), then 1 and 2 tokens. */
       HoneKState st;
       CK (hone_k_state_alloc (&st, &t.m, n, n));
-      st.ctx_bound = bound;
       std::vector<int32_t> tk (tok.begin (), tok.end ());
       std::vector<float> got ((size_t) n * t.V, NAN);
       const unsigned runs0 = hone_k_gemv_staged_runs (), eq0 = hone_k_gemv_epiq_runs (), sr0 = hone_k_stream_runs ();
-      const unsigned ao0 = hone_k_attn_o_runs ();
       int one_token_steps = 0;
       int p = 0;
       while (p < n)
@@ -1553,12 +1377,12 @@ check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1, int s
         }
       /* bound: BF16 prefill rounds activations to bf16 for the GEMMs (~4e-3 per
        * matrix); quantized decode quantizes activations to int8 (~1e-2). */
-      const double lim = (type == HONE_K_BF16 || type == HONE_K_F16) ? 2e-2 : 5e-2;
+      const double bound = (type == HONE_K_BF16 || type == HONE_K_F16) ? 2e-2 : 5e-2;
       const unsigned runs = hone_k_gemv_staged_runs () - runs0, eqr = hone_k_gemv_epiq_runs () - eq0;
-      const unsigned srr = hone_k_stream_runs () - sr0, aor = hone_k_attn_o_runs () - ao0;
-      snprintf (what, sizeof what, "tiny llama %s %s: logits of %d positions vs f64 (%u staged, %u epiq GEMVs, %u streamed, %u attn+o)",
+      const unsigned srr = hone_k_stream_runs () - sr0;
+      snprintf (what, sizeof what, "tiny llama %s %s: logits of %d positions vs f64 (%u staged, %u epiq GEMVs, %u streamed)",
                 type_name (type), mode == 0 ? "prefill+decode" : mode == 2 ? "prefill 20+47+decode" : "decode x1", n,
-                runs, eqr, srr, aor);
+                runs, eqr, srr);
       /* forced on, every one-token GEMV is staged (the tiny shapes qualify); forced off, none */
       bool path_ok = staged < 0 || (staged == 1 ? (mode != 1 || runs >= (unsigned) (n * (4 * t.L + 1)))
                                                : runs == 0);
@@ -1575,14 +1399,7 @@ check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1, int s
           report ("      streamed launches %u, expected %u; the last step declined because: %s\n", srr,
                   stream == 1 ? (unsigned) (one_token_steps * (t.L + 1)) : 0u, why ? why : "(it did not)");
         }
-      /* bounded within the fused path's keys: every one-token step's layers ran it; else none did */
-      const bool fused = bound > 0 && bound <= hone_k_attn_o_ctx () && stream != 1;
-      if (aor != (fused ? (unsigned) (one_token_steps * t.L) : 0u))
-        {
-          path_ok = false;
-          report ("      attn+o launches %u, expected %u\n", aor, fused ? (unsigned) (one_token_steps * t.L) : 0u);
-        }
-      check (fin && e < lim && pos_after == n && path_ok, what, e, lim);
+      check (fin && e < bound && pos_after == n && path_ok, what, e, bound);
       snprintf (what, sizeof what, "  top-1 agreement %d/%d where the margin exceeds 6x the position's error (of %d)", top1,
                 decided, n);
       check (top1 == decided && decided >= n / 3, what, decided - top1, 0);   /* n / 3: not vacuous */
@@ -1611,184 +1428,6 @@ fill_matrix (HoneKMatrix &m, uint64_t seed)
         fill_random<<<1024, 256>>> ((uint8_t *) m.s, sb, seed + 1, 2);
     }
   CK (cudaGetLastError ());
-}
-
-/* An almost empty kernel: PDL trigger and wait, one store a block. */
-__global__ void
-empty_pdl_kernel (float *p)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile ("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile ("griddepcontrol.wait;" ::: "memory");
-#endif
-  if (threadIdx.x == 0)
-    p[blockIdx.y * gridDim.x + blockIdx.x] += 1.f;
-}
-
-/* What a chain of 32 such launches costs a launch (graph, PDL) by launch shape:
- * 128 blocks of 256 threads, clusters of 8 or none, 0 or 200 KB of shared memory. */
-static void
-bench_launch_chain (void)
-{
-  cudaStream_t s;
-  CK (cudaStreamCreateWithFlags (&s, cudaStreamNonBlocking));
-  float *p;
-  CK (cudaMalloc (&p, 4096 * 4));
-  CK (cudaFuncSetAttribute (empty_pdl_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-  for (int cl : { 1, 8 })
-    for (int kb : { 0, 100, 200 })
-      for (int pdl : { 0, 1 })
-        {
-          cudaGraph_t g;
-          cudaGraphExec_t ge;
-          CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
-          for (int l = 0; l < 32; l++)
-            {
-              cudaLaunchConfig_t cfg = {};
-              cudaLaunchAttribute attr[2];
-              cfg.gridDim = dim3 (8, 16, 1);
-              cfg.blockDim = dim3 (256);
-              cfg.dynamicSmemBytes = (size_t) kb * 1024;
-              cfg.stream = s;
-              int n = 0;
-              if (cl > 1)
-                {
-                  attr[n].id = cudaLaunchAttributeClusterDimension;
-                  attr[n].val.clusterDim.x = cl;
-                  attr[n].val.clusterDim.y = 1;
-                  attr[n].val.clusterDim.z = 1;
-                  n++;
-                }
-              if (pdl)
-                {
-                  attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-                  attr[n].val.programmaticStreamSerializationAllowed = 1;
-                  n++;
-                }
-              cfg.attrs = attr;
-              cfg.numAttrs = n;
-              CK (cudaLaunchKernelEx (&cfg, empty_pdl_kernel, p));
-            }
-          CK (cudaStreamEndCapture (s, &g));
-          CK (cudaGraphInstantiate (&ge, g, 0));
-          cudaEvent_t e0, e1;
-          CK (cudaEventCreate (&e0));
-          CK (cudaEventCreate (&e1));
-          std::vector<float> ts;
-          for (int it = 0; it < 7; it++)
-            {
-              CK (cudaGraphLaunch (ge, s));
-              CK (cudaEventRecord (e0, s));
-              for (int i = 0; i < 20; i++)
-                CK (cudaGraphLaunch (ge, s));
-              CK (cudaEventRecord (e1, s));
-              CK (cudaEventSynchronize (e1));
-              float ms;
-              CK (cudaEventElapsedTime (&ms, e0, e1));
-              ts.push_back (ms * 1e3f / 20 / 32);
-            }
-          std::sort (ts.begin (), ts.end ());
-          report ("launch chain: clusters of %d, %3d KB shared, PDL %s: %5.2f us a launch\n", cl, kb, pdl ? "on " : "off",
-                  ts[3]);
-          cudaEventDestroy (e0);
-          cudaEventDestroy (e1);
-          CK (cudaGraphExecDestroy (ge));
-          CK (cudaGraphDestroy (g));
-        }
-  cudaFree (p);
-  cudaStreamDestroy (s);
-}
-
-/* Attention fused with o alone at the Llama-3-8B shape (32/8 heads × 128,
- * o 4096 × 4096), against decode attention + the o GEMV as decode_step runs
- * them at short context: 32 launches ("layers") a graph, each with its own Wo
- * (weights from memory, not L2), ctx 128 and 256; µs a layer and the o
- * weights' GB/s. HONE_ATTN_O_PROBE (read once) leaves stages out. */
-static void
-bench_attn_o (void)
-{
-  const int nq = 32, nkv = 8, hd = 128, rows = 4096, cols = nq * hd, NL = 32;
-  const int types[] = { HONE_K_Q4_0, HONE_K_BF16, HONE_K_Q8_0 };
-  cudaStream_t s;
-  CK (cudaStreamCreateWithFlags (&s, cudaStreamNonBlocking));
-  for (int type : types)
-    {
-      std::vector<HoneKMatrix> wo (NL);
-      for (int l = 0; l < NL; l++)
-        {
-          wo[l] = matrix_alloc (type, rows, cols);
-          fill_matrix (wo[l], 1000 + l);
-        }
-      size_t qb, sb;
-      hone_k_matrix_bytes (wo[0].type, rows, cols, &qb, &sb);
-      Cache c = cache_make (nkv, hd, 300, true);
-      std::vector<float> qkv ((size_t) (nq + 2 * nkv) * hd), h (rows);
-      for (auto &x : qkv) x = rng_normal () * 0.3f;
-      for (auto &x : h) x = rng_normal ();
-      float *dq = dev_upload (qkv), *dh = dev_upload (h), *attn;
-      CK (cudaMalloc (&attn, (size_t) cols * 4));
-      HoneKActQ8 xq;
-      CK (cudaMalloc (&xq.q, cols));
-      CK (cudaMalloc (&xq.ds, cols / 32 * 8));
-      void *scratch;
-      CK (cudaMalloc (&scratch, hone_k_attn_scratch_bytes (nq, nkv, hd, 1)));
-      int32_t *dpos;
-      CK (cudaMalloc (&dpos, 4));
-      const bool quant = type != HONE_K_BF16;
-      for (int fused : { 0, 1 })
-        {
-          if (fused && !hone_k_attn_o_takes (&wo[0], nq, nkv, hd))
-            continue;
-          cudaGraph_t g;
-          cudaGraphExec_t ge;
-          CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeThreadLocal));
-          for (int l = 0; l < NL; l++)
-            if (fused)
-              CK (hone_k_attn_o (dq, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, &wo[l], dh, s));
-            else
-              {
-                CK (hone_k_attn_decode_ctx (dq, 1, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, attn,
-                                            quant ? &xq : NULL, NULL, 2048, s));
-                CK (hone_k_gemv (&wo[l], quant ? NULL : attn, quant ? &xq : NULL, 1, NULL, dh, dh, HONE_K_EPI_ADD, s));
-              }
-          CK (cudaStreamEndCapture (s, &g));
-          CK (cudaGraphInstantiate (&ge, g, 0));
-          for (int ctx : { 128, 256 })
-            {
-              const int32_t p = ctx - 1;
-              CK (cudaMemcpy (dpos, &p, 4, cudaMemcpyHostToDevice));
-              cudaEvent_t e0, e1;
-              CK (cudaEventCreate (&e0));
-              CK (cudaEventCreate (&e1));
-              std::vector<float> ts;
-              for (int it = 0; it < 7; it++)
-                {
-                  CK (cudaGraphLaunch (ge, s));
-                  CK (cudaEventRecord (e0, s));
-                  for (int i = 0; i < 10; i++)
-                    CK (cudaGraphLaunch (ge, s));
-                  CK (cudaEventRecord (e1, s));
-                  CK (cudaEventSynchronize (e1));
-                  float ms;
-                  CK (cudaEventElapsedTime (&ms, e0, e1));
-                  ts.push_back (ms * 1e3f / 10 / NL);
-                }
-              std::sort (ts.begin (), ts.end ());
-              report ("attn+o bench %-5s %-28s ctx %4d: %7.2f us a layer (o %.1f MB: %6.0f GB/s, %5.1f%% of 4.52 TB/s)\n",
-                      type_name (type), fused ? "fused" : "attention + o GEMV", ctx, ts[3], (qb + sb) / 1e6,
-                      (qb + sb) / (ts[3] * 1e-6) / 1e9, 100 * (qb + sb) / (ts[3] * 1e-6) / READ_CEIL);
-              cudaEventDestroy (e0);
-              cudaEventDestroy (e1);
-            }
-          CK (cudaGraphExecDestroy (ge));
-          CK (cudaGraphDestroy (g));
-        }
-      for (auto &m : wo) matrix_free (&m);
-      cache_free (c);
-      cudaFree (dq); cudaFree (dh); cudaFree (attn); cudaFree (xq.q); cudaFree (xq.ds); cudaFree (scratch);
-      cudaFree (dpos);
-    }
-  cudaStreamDestroy (s);
 }
 
 struct GemvBench {
@@ -3142,9 +2781,6 @@ bench_decode_epiq (int type)
    * while the context is within hone_k_attn_short_ctx () (0: not on this device) */
   if (hone_k_attn_short_ctx () > 0)
     vars.push_back ({ "default, short-ctx attention", -1, -1, -1, hone_k_attn_short_ctx () });
-  /* within hone_k_attn_o_ctx () keys: attention fused with o (hone-k-attn-o.cu) */
-  if (hone_k_attn_o_ctx () > 0)
-    vars.push_back ({ "default, fused attn+o", -1, -1, -1, hone_k_attn_o_ctx () });
   /* HONE_DECODE_PDL_AB: the default with PDL the other way (automatic: off for BF16, on for quantized) */
   if (getenv ("HONE_DECODE_PDL_AB"))
     vars.push_back ({ q ? "default, PDL forced off" : "default, PDL forced on", -1, -1, -1, 0, q ? 0 : 1 });
@@ -3180,9 +2816,8 @@ bench_decode_epiq (int type)
         }
       if (v.bound)
         {
-          const char *tag = v.bound == hone_k_attn_o_ctx () ? ":fused" : ":bound";
-          profile_step_maybe ((std::string (type_name (type)) + tag).c_str (), ge, st.pos, s, 128);
-          trace_step_maybe ((std::string (type_name (type)) + tag).c_str (), ge, st.pos, s, 128);
+          profile_step_maybe ((std::string (type_name (type)) + ":bound").c_str (), ge, st.pos, s, 128);
+          trace_step_maybe ((std::string (type_name (type)) + ":bound").c_str (), ge, st.pos, s, 128);
         }
       const unsigned eq = hone_k_gemv_epiq_runs () - r0;
       const std::vector<float> lg = decode_step_logits (ge, st, s, 128256);
@@ -3520,7 +3155,7 @@ main (int argc, char **argv)
 {
   bool do_check = true, do_bench = true, quick = false, prefill_only = false, check_prefill = false;
   bool decode_only = false, check_staged = false, decode2 = false, check_epiq_only = false;
-  bool decode_stream = false, check_stream = false, gemv_sweep = false, check_ao = false, bench_ao = false;
+  bool decode_stream = false, check_stream = false, gemv_sweep = false;
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp (argv[i], "--check")) do_bench = false;
@@ -3535,8 +3170,6 @@ main (int argc, char **argv)
       else if (!strcmp (argv[i], "--decode-stream")) { do_check = false; do_bench = false; decode_stream = true; }
       else if (!strcmp (argv[i], "--check-stream")) { do_check = false; do_bench = false; check_stream = true; }
       else if (!strcmp (argv[i], "--gemv-sweep")) { do_check = false; do_bench = false; gemv_sweep = true; }   /* every launch shape */
-      else if (!strcmp (argv[i], "--check-attn-o")) { do_check = false; do_bench = false; check_ao = true; }   /* small: sanitizers */
-      else if (!strcmp (argv[i], "--bench-attn-o")) { do_check = false; do_bench = false; bench_ao = true; }
     }
   const char *out = getenv ("OUT");
   if (out && *out)
@@ -3602,7 +3235,6 @@ main (int argc, char **argv)
       check_gemv (HONE_K_BF16, 2 * 700, 1024, 8, HONE_K_EPI_SWIGLU, true);
       check_gemv (HONE_K_F16, 13000, 512, 1, HONE_K_EPI_STORE, true);
       hone_k_gemv_set_norm_end (1);
-      check_attn_o_all (quick);
       check_attn_decode_q (128, 32, 8, 1000, 1);
       check_attn_decode_q (128, 32, 8, 37, 4);
       check_attn_decode_q (64, 9, 3, 5000, 8);
@@ -3648,9 +3280,6 @@ main (int argc, char **argv)
       check_tiny_model (HONE_K_BF16, 0);
       check_tiny_model (HONE_K_Q8_0, 0);
       check_tiny_model (HONE_K_Q4_1, 0);
-      /* steps captured for short contexts: attention fused with o (hone-k-attn-o.cu) */
-      for (int type : { HONE_K_BF16, HONE_K_F16, HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1 })
-        check_tiny_model (type, 0, 7, -1, 0, hone_k_attn_o_ctx ());
       /* quantization in the epilogues (decode_step) on and off, every quantized type */
       for (int type : { HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1 })
         {
@@ -3671,18 +3300,6 @@ main (int argc, char **argv)
             rng_state = HONE_CHECK_SEED + 77 * (uint64_t) type;
             check_tiny_model (type, -1, 7, -1, on);
           }
-      report ("checks: %d passed, %d failed\n", n_pass, n_fail);
-    }
-  if (bench_ao)
-    {
-      bench_launch_chain ();
-      bench_attn_o ();
-    }
-  if (check_ao)
-    {
-      /* attention fused with o alone, small shapes (compute-sanitizer memcheck / racecheck) */
-      report ("== attention + o checks ==\n");
-      check_attn_o_all (true);
       report ("checks: %d passed, %d failed\n", n_pass, n_fail);
     }
   if (check_stream)

@@ -77,6 +77,82 @@ guard_intact (const void *p, size_t bytes)
   return true;
 }
 
+/* ---- Q4Z host rows (the contract's byte layout) and their f64 values ------------- */
+
+struct HostQ4Z {
+  int rows, cols, group;
+  std::vector<uint8_t> bytes;   /* rows × cols/32 blocks of 20 bytes */
+  std::vector<double> w;        /* s·(q − z) */
+};
+
+static HostQ4Z
+q4z_make (int rows, int cols, int group, float scale)
+{
+  HostQ4Z h;
+  h.rows = rows;
+  h.cols = cols;
+  h.group = group;
+  const int nb = cols / 32, bpg = group / 32;
+  h.bytes.resize ((size_t) rows * nb * 20);
+  h.w.resize ((size_t) rows * cols);
+  for (int r = 0; r < rows; r++)
+    for (int gi = 0; gi < cols / group; gi++)
+      {
+        /* AWQ-like: positive scale, zero point anywhere in 0..15 */
+        const uint16_t s = f2h (scale * (float) (0.25 + rng_uniform ()));
+        const uint8_t z = (uint8_t) (rng_u64 () % 16);
+        for (int b = 0; b < bpg; b++)
+          {
+            const int j = gi * bpg + b;
+            uint8_t *blk = &h.bytes[((size_t) r * nb + j) * 20];
+            blk[0] = (uint8_t) (s & 0xff);
+            blk[1] = (uint8_t) (s >> 8);
+            blk[2] = z;
+            blk[3] = (uint8_t) rng_u64 ();   /* pad: must be ignored */
+            uint8_t q[32];
+            for (int i = 0; i < 32; i++)
+              q[i] = (uint8_t) (rng_u64 () % 16);
+            for (int i = 0; i < 16; i++)
+              blk[4 + i] = (uint8_t) (q[i] | (q[i + 16] << 4));
+            for (int i = 0; i < 32; i++)
+              h.w[(size_t) r * cols + j * 32 + i] = (double) h2f (s) * ((int) q[i] - (int) z);
+          }
+      }
+  return h;
+}
+
+static HoneKMatrix
+q4z_alloc (int rows, int cols, int group)
+{
+  HoneKMatrix m;
+  memset (&m, 0, sizeof m);
+  m.type = HONE_K_Q4Z;
+  m.rows = rows;
+  m.cols = cols;
+  m.group = group;
+  size_t qb, sb;
+  if (!hone_k_matrix_bytes_g (HONE_K_Q4Z, rows, cols, group, &qb, &sb))
+    {
+      fprintf (stderr, "bad Q4Z shape\n");
+      exit (2);
+    }
+  CK (cudaMalloc (&m.q, qb + 16));
+  CK (cudaMalloc (&m.s, sb + 16));
+  CK (cudaMemset (m.q, 0xff, qb + 16));
+  CK (cudaMemset (m.s, 0xff, sb + 16));
+  return m;
+}
+
+/* Upload host rows into rows row0 + r·step of m (the backend's gate/up interleave). */
+static void
+q4z_upload (HoneKMatrix &m, const HostQ4Z &h, int row0, int step)
+{
+  uint8_t *src = dev_upload (h.bytes);
+  CK (hone_k_repack (HONE_K_Q4Z, src, h.rows, h.cols, &m, row0, step, 0));
+  CK (cudaDeviceSynchronize ());
+  cudaFree (src);
+}
+
 /* ---- checks ------------------------------------------------------------------------ */
 
 /* The GEMV bound: f16 activations (2^-11 relative) and f16 partial sums of 16
@@ -844,11 +920,10 @@ bench_model (int type, std::vector<double> &prefill_ms)
    * off, then 8 tokens a step: automatic, mma, v2 and mma-sub (the last two: the summaries below rely on
    * that order) */
   /* bound 1: the step captured as the engine does at short contexts (HoneKState.ctx_bound =
-   * hone_k_attn_short_ctx (): the clustered attention kernel), timed at 128, 512 and 1k keys;
-   * bound 2: within hone_k_attn_o_ctx () keys (attention fused with o), timed at 128 */
+   * hone_k_attn_short_ctx (): the clustered attention kernel), timed at 128, 512 and 1k keys */
   static const struct { int cfg, pdl, n_tok; const char *name; int pick; int bound; } vars[] = {
     { 1, -1, 1, " v1" }, { 2, -1, 1, " v2" }, { 13, -1, 1, " rs" }, { 13, -1, 1, " rs s2-shapes", 9 },
-    { 13, -1, 1, " rs short-ctx", 0, 1 }, { 13, -1, 1, " rs fused", 0, 2 },
+    { 13, -1, 1, " rs short-ctx", 0, 1 },
     { 8, -1, 1, " mma" }, { 9, -1, 1, " mma-sub" },
     { 10, -1, 1, " mma-scaled" }, { 11, -1, 1, " mma old-plan" }, { 12, -1, 1, " mma unpaired" },
     { 8, 0, 1, " mma pdl-off" }, { 2, 0, 1, " v2 pdl-off" }, { 0, -1, 8, " auto (mma-sub)" },
@@ -866,8 +941,7 @@ bench_model (int type, std::vector<double> &prefill_ms)
       hone_k_set_pdl (vars[variant].pdl);
       hone_k_gemv_set_pick (vars[variant].pick ? vars[variant].pick : -1);   /* 9: session 2's launch shapes */
       const char *vname = type != HONE_K_Q4Z ? "" : vars[variant].name;
-      /* bound 2: the step captured within hone_k_attn_o_ctx () keys (attention fused with o) */
-      const int bound = vars[variant].bound == 2 ? hone_k_attn_o_ctx () : vars[variant].bound ? hone_k_attn_short_ctx () : 0;
+      const int bound = vars[variant].bound ? hone_k_attn_short_ctx () : 0;
       if (vars[variant].bound && bound <= 0)
         continue;
       cudaGraph_t g;
@@ -887,8 +961,8 @@ bench_model (int type, std::vector<double> &prefill_ms)
         }
       if (vars[variant].bound)
         {
-          profile_step_maybe (vars[variant].bound == 2 ? "AWQ:fused" : "AWQ:bound", ge, st.pos, s, 128);
-          trace_step_maybe (vars[variant].bound == 2 ? "AWQ:fused" : "AWQ:bound", ge, st.pos, s, 128);
+          profile_step_maybe ("AWQ:bound", ge, st.pos, s, 128);
+          trace_step_maybe ("AWQ:bound", ge, st.pos, s, 128);
         }
       for (int ctx : { 128, 512, 1024, 4096 })
         {

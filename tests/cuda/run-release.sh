@@ -75,10 +75,6 @@ for s in $steps; do
       note "memcheck attn: $(tail -1 "$OUT/san-attn-mem.txt")"
       OUT= timeout ${HONE_RACE_TIMEOUT:-60} compute-sanitizer --tool racecheck --print-limit 10 $B/hone-attn-check --small > "$OUT/san-attn-race.txt" 2>&1
       note "racecheck attn: $(tail -1 "$OUT/san-attn-race.txt")"
-      for t in memcheck racecheck; do
-        OUT= timeout 90 compute-sanitizer --tool $t --print-limit 10 $B/hone-cuda-check --check-attn-o > "$OUT/san-attn-o-$t.txt" 2>&1
-        note "$t attn+o: $(grep -E 'checks:' "$OUT/san-attn-o-$t.txt" | tail -1); $(tail -1 "$OUT/san-attn-o-$t.txt")"
-      done
       OUT= HONE_CHECK_NO_TINY=1 timeout 90 compute-sanitizer --tool memcheck --print-limit 10 $B/hone-cuda-check --check-prefill > "$OUT/san-prefill-mem.txt" 2>&1
       note "memcheck prefill kernels: $(tail -1 "$OUT/san-prefill-mem.txt")"
       for h in "hone-cuda-check --check-epiq" "hone-w4-check --mma" "hone-kquant-check --small"; do

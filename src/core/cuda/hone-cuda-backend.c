@@ -943,12 +943,10 @@ run_chunk (HoneCudaBackend *b, Seq *s, const gint32 *tokens, int n, int pos, int
   if (n == 1 && n_logits == 1)
     {
       /* A graph replays at growing contexts: captured while the context fits
-       * a short-context bound it uses that bound's launches (attention fused
-       * with o up to hone_k_attn_o_ctx () keys, then the short-context
-       * attention shape), and is captured again once the context passes it. */
-      const int ao = hone_k_attn_o_ctx ();
+       * the short-context attention bound it uses that launch shape, and is
+       * captured again (without the bound) once the context passes it. */
       const int lim = hone_k_attn_short_ctx ();
-      const int bound = ao > 0 && pos + 1 <= ao ? ao : lim > 0 && pos + 1 <= lim ? lim : 0;
+      const int bound = lim > 0 && pos + 1 <= lim ? lim : 0;
       if (s->graph && s->graph_bound != bound)
         drop_graph (b, s);
       if (!s->graph)
