@@ -1217,6 +1217,7 @@ launch_attn3 (AttnArgs a, cudaStream_t stream)
     }
   cfg.attrs = attr;
   cfg.numAttrs = n;
+  hone_k_carveout_apply ((const void *) kernel, HONE_K_PDL_ATTN, -1);
   return (int) cudaLaunchKernelEx (&cfg, kernel, a);
 }
 

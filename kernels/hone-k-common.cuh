@@ -311,11 +311,25 @@ enum {
  * the roles of hone_k_pdl_hint. */
 int hone_k_pdl_for (int role);
 
+/* The L1 / shared-memory carveout a decode kernel asks for (once a kernel,
+ * before its first launch). An SM holds blocks of two kernels at once only
+ * when both fit one carveout; decode attention takes most of the shared
+ * memory, so a GEMV whose carveout the driver picks for its own few bytes
+ * can make an SM reconfigure between the two, costing the PDL overlap at
+ * that edge. @preferred is the kernel's own choice (hone-k-gemv.cu: the
+ * one-token dp4a GEMVs ask for all of it, cudaSharedmemCarveoutMaxShared;
+ * -1: none, the driver's). HONE_CARVEOUT (read once, for A/B runs):
+ * "driver" sets none anywhere, 0..100 sets that percentage on the launches
+ * of HONE_CARVEOUT_ROLES (the role names of HONE_PDL_ROLES; unset: all)
+ * instead of the kernels' own choices. @role is one HONE_K_PDL_* bit. */
+void hone_k_carveout_apply (const void *kernel, int role, int preferred);
+
 template <typename... KArgs, typename... Args>
 static inline int
 hone_k_launch_role (int role, void (*kernel) (KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                     Args... args)
 {
+  hone_k_carveout_apply ((const void *) kernel, role, -1);
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   cfg.gridDim = grid;
