@@ -23,6 +23,13 @@ T=false; [ -n "${TRACE:-}" ] && T=true && export NVCC_DEFS=-DHONE_K_TRACE
 [ -d "$B" ] || meson setup "$B" -Dcuda=enabled -Dgpu_archs=${HONE_CUDA_ARCH:-90} -Dgui=disabled -Dbuildtype=release \
                  -Dkernel_trace=$T
 meson configure "$B" -Dkernel_trace=$T
+# ninja does not see the kernels' headers: meson 1.0 gives nvcc no depfile
+# flags (nvcc -MD would name it X.cu.d, the rule reads X.cu.o.d), so a changed
+# .cuh/.h leaves stale objects behind. Rebuild every kernel when one is newer.
+lib="$B/kernels/libhone-kernels.a"
+if [ -e "$lib" ] && [ -n "$(find kernels \( -name '*.cuh' -o -name '*.h' \) -newer "$lib" | head -1)" ]; then
+  touch kernels/*.cu
+fi
 ninja -C "$B" src/cli/hone tests/test-cuda-backend tests/test-cuda-awq
 mkdir -p "$C"
 srcs=""; for h in $H; do srcs="$srcs tests/cuda/$h.cu"; done
