@@ -499,8 +499,8 @@ launch_t (GemvArgs a, cudaStream_t stream)
   /* The one-token dp4a GEMVs ask for all of the shared memory (they use a few
    * bytes of it, and their int8 input is small in L1): decode attention's
    * carveout, so that no SM reconfigures between them. Bounded steps at 128
-   * keys, same binary: Q4_0 1.657 -> 1.611 ms, Q4_1 1.739 -> 1.692, Q8_0
-   * 2.510 -> 2.428 (RESULTS-cuda.md "Decode, session 19"). BF16/F16 and
+   * keys, same binary: Q4_0 1.660 -> 1.616 ms, Q4_1 1.741 -> 1.702, Q8_0
+   * 2.529 -> 2.445 (RESULTS-cuda.md "Decode, session 19"). BF16/F16 and
    * W4A16 re-read their wider inputs through L1: all shared measured 13 % and
    * 4.6 % slower there, so they keep the driver's choice. */
   constexpr bool DP4A = WT == HONE_K_Q8_0 || WT == HONE_K_Q4_0 || WT == HONE_K_Q4_1;
@@ -1126,7 +1126,7 @@ hone_k_carveout_apply (const void *kernel, int role, int preferred)
 {
   static int mode = -3;   /* -3: not read yet; -2: the driver's everywhere; -1: the kernels' own; 0..100 forced */
   static int roles = HONE_K_PDL_ALL;
-  static const void *done[512];
+  static struct { const void *kernel; int dev; } done[512];   /* the attribute is set once a kernel and device */
   static int n_done;
   if (mode == -3)
     {
@@ -1136,14 +1136,18 @@ hone_k_carveout_apply (const void *kernel, int role, int preferred)
       if (r && *r)
         roles = roles_of_list (r);
     }
-  for (int i = 0; i < n_done; i++)
-    if (done[i] == kernel)
-      return;
   const int pct = mode >= 0 ? ((roles & role) ? mode : -1) : mode == -1 ? preferred : -1;
-  if (pct >= 0 && cudaFuncSetAttribute (kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pct) != cudaSuccess)
+  if (pct < 0)   /* the driver's choice: nothing to set (most launches) */
+    return;
+  int dev = 0;
+  cudaGetDevice (&dev);
+  for (int i = 0; i < n_done; i++)
+    if (done[i].kernel == kernel && done[i].dev == dev)
+      return;
+  if (cudaFuncSetAttribute (kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pct) != cudaSuccess)
     cudaGetLastError ();
   if (n_done < 512)
-    done[n_done++] = kernel;
+    done[n_done++] = { kernel, dev };
 }
 
 static int pdl_roles = -2;   /* -2: HONE_PDL_ROLES not read yet; -1: unset */
