@@ -29,6 +29,7 @@
  */
 #include "hone-k-common.cuh"
 #include "hone-k-stage.cuh"   /* hone_k_stage_supported: sm_90 (clusters) */
+#include "hone-k-attn-tiny.h"  /* one token over a short context: one block a query head */
 #include <string.h>
 #include <stdlib.h>
 #include <cooperative_groups.h>
@@ -1275,6 +1276,13 @@ hone_k_attn_short_ctx (void)
 }
 
 extern "C" int
+hone_k_attn_ctx_bound (int keys)
+{
+  const int tiny = hone_k_attn_tiny_ctx (), lim = hone_k_attn_short_ctx ();
+  return tiny > 0 && keys <= tiny ? tiny : lim > 0 && keys <= lim ? lim : 0;
+}
+
+extern "C" int
 hone_k_attn_decode_pf (const float *qkv, int n_tok, int nq, int nkv, int hd, const int32_t *pos,
                        const void *k_pool, const void *v_pool, const int32_t *block_table,
                        void *scratch, float *out, HoneKActQ8 *out_q, const HoneKPrefetch *pf,
@@ -1349,8 +1357,15 @@ hone_k_attn_decode_h16 (const float *qkv, int n_tok, int nq, int nkv, int hd, co
       const char *ch = getenv ("HONE_ATTN_CHUNK");
       a.min_chunk = ch && atoi (ch) >= 16 ? atoi (ch) : 0;
       const char *sh = getenv ("HONE_ATTN_V3");
+      char forced = sh && *sh ? sh[0] : 0;
+      /* one token over a context bounded to the tiny kernel's (or HONE_ATTN_V3=T): hone-k-attn-tiny.cu */
+      if (n_tok == 1 && (forced == 'T' || (!forced && max_ctx > 0 && max_ctx <= hone_k_attn_tiny_ctx ())))
+        return hone_k_attn_tiny (qkv, nq, nkv, hd, pos, k_pool, v_pool, block_table, out, a.out_q, a.out_ds, a.out_h,
+                                 a.out_hd, max_ctx, stream);
+      if (forced == 'T')                      /* several tokens: the default shapes */
+        forced = 0;
       const int lim = hone_k_attn_short_ctx ();
-      const char shape = sh && *sh                                   ? sh[0]
+      const char shape = forced                                      ? forced
                          : n_tok == 1 && max_ctx > 0 && max_ctx <= lim ? (hone_k_pdl_for (HONE_K_PDL_ATTN) ? 'I' : 'H')
                          : hone_k_pdl_for (HONE_K_PDL_ATTN) && n_tok <= 2 ? 'G'
                                                                         : v3_shape;

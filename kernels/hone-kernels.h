@@ -261,6 +261,15 @@ size_t hone_k_attn_scratch_bytes (int nq, int nkv, int hd, int max_tok);
  * re-captures it when the context passes the bound. 0 = never
  * (HONE_ATTN_SHORT_CTX overrides the default). */
 int hone_k_attn_short_ctx (void);
+/* The bound a one-token step captured for a context of @keys keys takes
+ * (HoneKState.ctx_bound): the tiny kernel's (hone-k-attn-tiny.cu: one block
+ * a query head, ≤ 256 keys, HONE_ATTN_TINY) when the context fits it, else
+ * hone_k_attn_short_ctx ()'s when it fits that, else 0 (unbounded). A
+ * replayed step is captured again when this changes. */
+int hone_k_attn_ctx_bound (int keys);
+/* The tiny kernel's tier: the most keys (default 256; HONE_ATTN_TINY, 0 =
+ * never) for which a bounded one-token step takes it; 0 below sm_90. */
+int hone_k_attn_tiny_ctx (void);
 /* Decode attention for 1..HONE_K_MAX_DECODE new tokens (already in the cache):
  * token t attends keys 0..*pos+t. q from qkv (row stride (nq+2nkv)·hd); out
  * f32 [n_tok][nq·hd]. Split over the KV length, combined by the last block. */

@@ -28,7 +28,9 @@
  * late by a PDL predecessor (late_pos_kernel), which the early read must catch.
  * Shapes L, M also copy the older keys before the wait: this step's K/V rows
  * written late by a predecessor (late_rows_kernel, NaN until then) check that
- * those rows, and only those, are read after it.
+ * those rows, and only those, are read after it. Shape T is the tiny kernel
+ * (kernels/hone-k-attn-tiny.cu: one token, one block a query head), with the
+ * same late-pos and late-row cases (check_tiny).
  *
  * Benchmarks: session 2's kernel vs every version-3 block shape (HONE_ATTN_V3) at
  * 128..32k keys (KV of 8 layers in rotation, so HBM not L2), the launch floor
@@ -150,10 +152,11 @@ extern "C" int hone_k_attn3_occupancy_ex (int hd, char shape, int clusters);
 /* version 3's block shapes (kernels/hone-k-attn-decode.cu, V3_SHAPES): warps × ring a warp, copy pattern;
  * G–K add version 4's switches: early pos/page read (G), clusters of 8 (H), both (I, J), K: I with
  * session 3's global combine over 1024 keys; L, M: I, G with the older keys' copies before the PDL wait */
-static const char ALL_SHAPES[] = "ABCDEFGHIJKLM";
+static const char ALL_SHAPES[] = "ABCDEFGHIJKLMT";
 static const char *ALL_SHAPE_NAMES[] = { "A 4w 12K own", "B 4w 12K", "C 2w 24K", "D 4w 20K", "E 8w 12K", "F 4w 16K",
                                          "G A+early", "H A+cluster8", "I A+early+cl8", "J E+early+cl8",
-                                         "K I,long:global", "L I+old KV early", "M G+old KV early" };
+                                         "K I,long:global", "L I+old KV early", "M G+old KV early",
+                                         "T tiny 1 blk/head" };
 /* the shapes this run checks and times (--shapes); the long case lists of
  * version 4's shapes (check_v4) only for shapes named there, so that a plain
  * --check stays within tests/cuda/run-release.sh's time */
@@ -391,6 +394,44 @@ check_v4 (char sh, bool small)
   check_case (64, 32, 4, 47, 8, true, false, 16, sh, 0, true);
 }
 
+/* the tiny kernel (kernels/hone-k-attn-tiny.cu, shape T; one token only —
+ * several take the default shapes): every page and score-step edge up to its
+ * 256 keys a pass, several passes past it, head dims 64/128, G 1..8, pos
+ * written late (the guess must be caught and redone) and this step's K/V rows
+ * written late (they, and only they, are copied after the wait) */
+static void
+check_tiny (bool small)
+{
+  if (small)
+    {
+      check_case (128, 32, 8, 129, 1, true, false, 0, 'T');
+      check_case (64, 9, 3, 300, 1, true, false, 0, 'T');
+      check_case (128, 32, 8, 200, 1, true, false, 0, 'T', 100);
+      check_case (128, 32, 8, 129, 1, true, false, 0, 'T', 0, true);
+      return;
+    }
+  for (int ctx : { 1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 130, 200, 255, 256, 257, 300, 513, 1000 })
+    check_case (128, 32, 8, ctx, 1, true, false, 0, 'T');
+  check_case (128, 32, 8, 129, 1, false, false, 0, 'T');
+  for (int ctx : { 1, 33, 129, 256, 700 })
+    {
+      check_case (64, 9, 3, ctx, 1, true, false, 0, 'T');      /* SmolLM2's 9/3 heads, hd 64 */
+      check_case (64, 8, 8, ctx, 1, true, false, 0, 'T');      /* G 1 */
+      check_case (128, 64, 8, ctx, 1, true, false, 0, 'T');    /* G 8 */
+      check_case (128, 16, 2, ctx, 1, true, false, 0, 'T');    /* Qwen-like 16/2 */
+    }
+  /* pos written late: the early guess is stale by 1, by a page, by more than a pass */
+  check_case (128, 32, 8, 129, 1, true, false, 0, 'T', 1);
+  check_case (128, 32, 8, 200, 1, true, false, 0, 'T', 100);
+  check_case (64, 32, 4, 600, 1, true, false, 0, 'T', 500);
+  /* this step's K/V rows written late */
+  for (int ctx : { 1, 16, 17, 64, 65, 128, 129, 256, 257, 1000 })
+    check_case (128, 32, 8, ctx, 1, true, false, 0, 'T', 0, true);
+  check_case (64, 9, 3, 130, 1, true, false, 0, 'T', 0, true);
+  /* several tokens with T forced: the default shapes serve them */
+  check_case (128, 32, 8, 100, 4, true, false, 0, 'T');
+}
+
 static void
 run_checks (bool small, bool with_default)
 {
@@ -412,6 +453,8 @@ run_checks (bool small, bool with_default)
       for (char sh : SHAPES)
         if (strchr ("GHIJKLM", sh))
           check_v4 (sh, true);
+        else if (sh == 'T')
+          check_tiny (true);
       return;
     }
   if (with_default)
@@ -468,6 +511,8 @@ run_checks (bool small, bool with_default)
       check_case (64, 4, 1, 131000, 2, true, false, 0, sh);
       if (strchr ("GHIJKLM", sh) && shapes_named)
         check_v4 (sh, false);
+      if (sh == 'T')
+        check_tiny (false);
     }
   if (with_default)
     {

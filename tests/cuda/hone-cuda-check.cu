@@ -2781,6 +2781,9 @@ bench_decode_epiq (int type)
    * while the context is within hone_k_attn_short_ctx () (0: not on this device) */
   if (hone_k_attn_short_ctx () > 0)
     vars.push_back ({ "default, short-ctx attention", -1, -1, -1, hone_k_attn_short_ctx () });
+  /* and up to 256 keys (hone_k_attn_tiny_ctx (): the tiny attention kernel), timed at 128 */
+  if (hone_k_attn_tiny_ctx () > 0)
+    vars.push_back ({ "default, tiny-ctx attention", -1, -1, -1, hone_k_attn_tiny_ctx () });
   /* HONE_DECODE_PDL_AB: the default with PDL the other way (automatic: off for BF16, on for quantized) */
   if (getenv ("HONE_DECODE_PDL_AB"))
     vars.push_back ({ q ? "default, PDL forced off" : "default, PDL forced on", -1, -1, -1, 0, q ? 0 : 1 });
@@ -2814,10 +2817,11 @@ bench_decode_epiq (int type)
           profile_step_maybe (type_name (type), ge, st.pos, s, 128);
           trace_step_maybe (type_name (type), ge, st.pos, s, 128);
         }
-      if (v.bound)
+      if (v.bound)   /* ":bound" the 2k tier's graph, ":tiny" the 256-key one's */
         {
-          profile_step_maybe ((std::string (type_name (type)) + ":bound").c_str (), ge, st.pos, s, 128);
-          trace_step_maybe ((std::string (type_name (type)) + ":bound").c_str (), ge, st.pos, s, 128);
+          const std::string tag = std::string (type_name (type)) + (v.bound == hone_k_attn_tiny_ctx () ? ":tiny" : ":bound");
+          profile_step_maybe (tag.c_str (), ge, st.pos, s, 128);
+          trace_step_maybe (tag.c_str (), ge, st.pos, s, 128);
         }
       const unsigned eq = hone_k_gemv_epiq_runs () - r0;
       const std::vector<float> lg = decode_step_logits (ge, st, s, 128256);

@@ -920,10 +920,11 @@ bench_model (int type, std::vector<double> &prefill_ms)
    * off, then 8 tokens a step: automatic, mma, v2 and mma-sub (the last two: the summaries below rely on
    * that order) */
   /* bound 1: the step captured as the engine does at short contexts (HoneKState.ctx_bound =
-   * hone_k_attn_short_ctx (): the clustered attention kernel), timed at 128, 512 and 1k keys */
+   * hone_k_attn_short_ctx (): the clustered attention kernel), timed at 128, 512 and 1k keys;
+   * bound 2: as it does up to 256 keys (hone_k_attn_tiny_ctx (): the tiny kernel), timed at 128 */
   static const struct { int cfg, pdl, n_tok; const char *name; int pick; int bound; } vars[] = {
     { 1, -1, 1, " v1" }, { 2, -1, 1, " v2" }, { 13, -1, 1, " rs" }, { 13, -1, 1, " rs s2-shapes", 9 },
-    { 13, -1, 1, " rs short-ctx", 0, 1 },
+    { 13, -1, 1, " rs short-ctx", 0, 1 }, { 13, -1, 1, " rs tiny-ctx", 0, 2 },
     { 8, -1, 1, " mma" }, { 9, -1, 1, " mma-sub" },
     { 10, -1, 1, " mma-scaled" }, { 11, -1, 1, " mma old-plan" }, { 12, -1, 1, " mma unpaired" },
     { 8, 0, 1, " mma pdl-off" }, { 2, 0, 1, " v2 pdl-off" }, { 0, -1, 8, " auto (mma-sub)" },
@@ -941,7 +942,8 @@ bench_model (int type, std::vector<double> &prefill_ms)
       hone_k_set_pdl (vars[variant].pdl);
       hone_k_gemv_set_pick (vars[variant].pick ? vars[variant].pick : -1);   /* 9: session 2's launch shapes */
       const char *vname = type != HONE_K_Q4Z ? "" : vars[variant].name;
-      const int bound = vars[variant].bound ? hone_k_attn_short_ctx () : 0;
+      /* bound 2: the tier below, as the engine captures a step up to 256 keys (the tiny attention kernel) */
+      const int bound = vars[variant].bound == 2 ? hone_k_attn_tiny_ctx () : vars[variant].bound ? hone_k_attn_short_ctx () : 0;
       if (vars[variant].bound && bound <= 0)
         continue;
       cudaGraph_t g;
@@ -959,10 +961,11 @@ bench_model (int type, std::vector<double> &prefill_ms)
           profile_step_maybe (type == HONE_K_Q4Z ? "AWQ" : "BF16", ge, st.pos, s, 128);
           trace_step_maybe (type == HONE_K_Q4Z ? "AWQ" : "BF16", ge, st.pos, s, 128);
         }
-      if (vars[variant].bound)
+      if (vars[variant].bound)   /* ":bound" the 2k tier's graph, ":tiny" the 256-key one's */
         {
-          profile_step_maybe ("AWQ:bound", ge, st.pos, s, 128);
-          trace_step_maybe ("AWQ:bound", ge, st.pos, s, 128);
+          const char *tag = vars[variant].bound == 2 ? "AWQ:tiny" : "AWQ:bound";
+          profile_step_maybe (tag, ge, st.pos, s, 128);
+          trace_step_maybe (tag, ge, st.pos, s, 128);
         }
       for (int ctx : { 128, 512, 1024, 4096 })
         {

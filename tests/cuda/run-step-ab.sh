@@ -5,7 +5,8 @@
 # hone-cuda-check --decode with the default kernels; AWQ: hone-w4-check
 # --bench, its rs rows), variants alternating, ROUNDS rounds; then one table a
 # type: ms per variant and context (u = unbounded graph, b = bounded to short
-# contexts as the engine captures it), every round's figure.
+# contexts as the engine captures it up to 2k keys, t = bounded to the tiny
+# attention kernel's 256 keys as it captures it up to there), every round's figure.
 # Carry C (default .carry-release, from tests/cuda/build-carry.sh).
 #   usage: tests/cuda/run-step-ab.sh "Q4_0 AWQ" "X=1" "HONE_NORM_TRIGGER=late" …
 #   (a variant is one or more VAR=value separated by spaces, in one argument;
@@ -45,13 +46,14 @@ for line in open(sys.argv[1]):
         if cur not in order:
             order.append(cur)
         continue
-    m = re.search(r"(short-ctx attention|default \(epiq off\)|default)\s+ctx\s+(\d+):\s+([\d.]+) ms", line)
+    m = re.search(r"(short-ctx attention|tiny-ctx attention|default \(epiq off\)|default)\s+ctx\s+(\d+):\s+([\d.]+) ms", line)
     if m:
-        res[(cur, ("b" if "short" in m.group(1) else "u") + m.group(2))].append(float(m.group(3)))
+        res[(cur, ("b" if "short" in m.group(1) else "t" if "tiny" in m.group(1) else "u") + m.group(2))].append(float(m.group(3)))
         continue
-    m = re.search(r"ctx\s+(\d+) rs( short-ctx)?\s*:\s+([\d.]+) ms", line)
+    m = re.search(r"ctx\s+(\d+) rs( short-ctx| tiny-ctx)?\s*:\s+([\d.]+) ms", line)
     if m:
-        res[(cur, ("b" if m.group(2) else "u") + m.group(1))].append(float(m.group(3)))
+        g = m.group(2) or ""
+        res[(cur, ("b" if "short" in g else "t" if "tiny" in g else "u") + m.group(1))].append(float(m.group(3)))
 for t in dict.fromkeys(k[0] for k in order):
     keys = sorted({k[1] for k in res if k[0][0] == t}, key=lambda s: (s[0], int(s[1:])))
     print("%s: ms per step (every round)" % t)

@@ -9,11 +9,12 @@
 # $OUT gets summary.txt (every variant's step table and trace summary) and
 # traces.tar.xz (the CSVs and logs).
 #   usage (device tool, carry C): tests/cuda/run-trace.sh [variant…]
-#   variant: <harness type>[:bound][@<env>=<value>] — Q4_0, Q4_1, Q8_0, BF16
+#   variant: <harness type>[:bound|:tiny][@<env>=<value>] — Q4_0, Q4_1, Q8_0, BF16
 #   (hone-cuda-check --decode) or AWQ (hone-w4-check --bench); :bound the graph
-#   bounded to short contexts as the engine captures it; @HONE_PDL_TRIGGER=late
+#   bounded to 2k keys as the engine captures it there, :tiny bounded to 256 keys
+#   (the tiny attention kernel) as it captures it up to there; @HONE_PDL_TRIGGER=late
 #   (say) one environment setting for this variant.
-#   Default: Q4_0:bound AWQ:bound BF16:bound Q8_0:bound
+#   Default: Q4_0:tiny AWQ:tiny BF16:tiny Q8_0:tiny
 set -u
 cd "$(dirname "$0")/../.."
 R=${OUT:-/tmp/hone-trace-out}
@@ -25,7 +26,7 @@ case $C in /*) ;; *) C=$PWD/$C ;; esac
 [ -d "$C/bin" ] || tar xJf "$C/bundle.tar.xz" -C "$C" || exit 1
 export LD_LIBRARY_PATH=$C/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 S=$R/summary.txt
-variants=${*:-Q4_0:bound AWQ:bound BF16:bound Q8_0:bound}
+variants=${*:-Q4_0:tiny AWQ:tiny BF16:tiny Q8_0:tiny}
 n=0
 for v in $variants; do
   n=$((n + 1))

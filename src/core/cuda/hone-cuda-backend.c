@@ -12,10 +12,10 @@
  * that differs in type still goes up as F16 (their rows interleave).
  *
  * Steps of one token run as a CUDA graph per sequence, captured on first use
- * (the graph reads the token and the position from device memory; while the
- * context is within hone_k_attn_short_ctx () keys it is captured bounded to
- * that, for attention's short-context shape, and captured again once the
- * context passes the bound); longer
+ * (the graph reads the token and the position from device memory; it is
+ * captured bounded to the context tier hone_k_attn_ctx_bound () gives —
+ * 256 keys for the tiny attention kernel, 2,048 for the clustered shape,
+ * then unbounded — and captured again when the context passes a tier); longer
  * steps run the GEMM path in chunks. KV: f16 pages of HONE_K_KV_BLOCK tokens
  * from one pool sized for POOL_SEQS sequences of max_context tokens.
  */
@@ -942,11 +942,10 @@ run_chunk (HoneCudaBackend *b, Seq *s, const gint32 *tokens, int n, int pos, int
     return FALSE;
   if (n == 1 && n_logits == 1)
     {
-      /* A graph replays at growing contexts: captured while the context fits
-       * the short-context attention bound it uses that launch shape, and is
-       * captured again (without the bound) once the context passes it. */
-      const int lim = hone_k_attn_short_ctx ();
-      const int bound = lim > 0 && pos + 1 <= lim ? lim : 0;
+      /* A graph replays at growing contexts: captured for the attention
+       * launch shape of the context's tier (hone_k_attn_ctx_bound), and
+       * captured again when the context passes into the next tier. */
+      const int bound = hone_k_attn_ctx_bound (pos + 1);
       if (s->graph && s->graph_bound != bound)
         drop_graph (b, s);
       if (!s->graph)

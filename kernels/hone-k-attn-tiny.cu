@@ -1,0 +1,331 @@
+/* hone-k-attn-tiny.cu — decode attention of one token over a short context
+ * (≤ HONE_K_ATTN_TINY_MAX keys a pass), one block a query head.
+ *
+ * Why a kernel of its own: at short context the split kernel of
+ * hone-k-attn-decode.cu is a chain of latencies — at 128 keys its blocks
+ * finish their main loops 2.6–4.3 µs after the PDL wait and then spend
+ * another 3.5–4 µs merging warps, waiting at the cluster barrier for the
+ * cluster's slowest block and combining in distributed shared memory
+ * (RESULTS-cuda.md, "Decode, session 13": 7.8 µs from the wait to the last
+ * exit, ~15 % of a Q4_0 layer). Here nothing is combined across blocks: a
+ * block owns one query head and all of its keys.
+ *
+ *  - Before the PDL wait (the keys older than pos were written by earlier
+ *    steps, not by the kernels in front): read pos and the pages, and copy
+ *    the older keys' K and V rows into shared memory with cp.async. After
+ *    it: pos and the pages read again (if either changed, a predecessor did
+ *    write them: the copies are drained and redone from the fresh values,
+ *    so the result never depends on the guess), q, and this step's row
+ *    (written by the q|k|v epilogue just before) — one L2 round trip.
+ *  - Scores: 8 lanes a key, each a 16-byte piece (hd 64) or two (hd 128) of
+ *    the row (a quarter warp reads 128 contiguous bytes: no bank conflict),
+ *    three shuffles a key.
+ *  - Softmax without a block reduction: every warp reads all of the pass's
+ *    scores (≤ 8 a lane) and takes their max itself.
+ *  - P·V: warp w takes keys w, w + NW, …; lane l owns hd/32 adjacent dims.
+ *    The warps' partial sums meet once in shared memory at the end; the
+ *    passes of a longer context rescale them online (flash attention's rule).
+ *  - Output: f32, and where asked the int8 blocks of 32 for a quantized o
+ *    projection and the HoneKActH16 form for a W4A16 one, with the
+ *    arithmetic of hone_k_quantize / hone_k_pack_h16 (same bits, a warp = a
+ *    block of 32 values).
+ * Only one token: several tokens (speculative decoding) take the split kernel.
+ */
+#include "hone-k-common.cuh"
+#include "hone-k-attn-tiny.h"
+#include <stdlib.h>
+
+#define TINY_NW 8                     /* warps a block */
+#define TINY_NT (TINY_NW * 32)
+#define TINY_KPS (TINY_NW * 4)        /* keys a score step: 4 a warp (8 lanes a key) */
+
+struct TinyArgs {
+  const float *qkv;
+  int nq, nkv, G;
+  const int32_t *pos;
+  const __half *k_pool, *v_pool;
+  const int32_t *block_table;
+  float *out;
+  int8_t *out_q;
+  float2 *out_ds;
+  uint16_t *out_h;
+  float *out_hd;
+  int chunk;                          /* keys a pass (multiple of 16, ≤ HONE_K_ATTN_TINY_MAX) */
+  HONE_K_TRACE_FIELD
+};
+
+static __device__ __forceinline__ void
+tiny_cp16 (void *smem, const void *gmem)
+{
+  const unsigned s = (unsigned) __cvta_generic_to_shared (smem);
+  asm volatile ("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+
+static __device__ __forceinline__ void
+tiny_commit_wait_all (void)
+{
+  asm volatile ("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
+}
+
+template <int HD>
+__global__ void __launch_bounds__ (TINY_NT)
+attn_tiny_kernel (TinyArgs a)
+{
+  constexpr int PR = HD / 8;          /* 16-byte pieces a row */
+  constexpr int PL = HD / 64;         /* pieces a lane reads a key (8 lanes a key) */
+  constexpr int DL = HD / 32;         /* dims a lane owns in P·V */
+  extern __shared__ __align__ (16) unsigned char tiny_sm[];
+  __shared__ float sc[HONE_K_ATTN_TINY_MAX];
+  __shared__ float red[TINY_NW][HD];
+  __shared__ float redl[TINY_NW];
+  __half *const ks = (__half *) tiny_sm;
+  __half *const vs = ks + (size_t) a.chunk * HD;
+
+  TRACE_ENTRY (a.trace);
+  pdl_trigger ();                     /* the o projection may launch and load its weights meanwhile */
+  const int h = blockIdx.x, kvh = h / a.G;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+  /* keys [k0, k1) of the pass starting at c0, for the ones with key < klim
+   * (older keys) or key >= kfrom (this step's): K rows then V rows, 16-byte
+   * pieces, consecutive threads along a row. mypage: lane p holds the page of
+   * the pass's p-th 64-key block (a pass spans ≤ 4 pages + 1). */
+  auto copy = [&] (int c0, int k0, int k1, int mypage) {
+    const int n = k1 - k0;
+    for (int i0 = 0; i0 < 2 * n * PR; i0 += TINY_NT)
+      {
+        const int i = i0 + tid;
+        const bool isv = i >= n * PR;
+        const int j = isv ? i - n * PR : i, key = k0 + j / PR, pc = j - (j / PR) * PR;
+        const int page = __shfl_sync (0xffffffffu, mypage, ((key < k1 ? key : k0) >> 6) - (c0 >> 6));
+        if (i < 2 * n * PR)
+          {
+            const __half *pool = isv ? a.v_pool : a.k_pool;
+            const __half *src = pool + (((size_t) page * a.nkv + kvh) * HONE_K_KV_BLOCK + (key & 63)) * HD + pc * 8;
+            __half *dst = (isv ? vs : ks) + (size_t) (key - c0) * HD + pc * 8;
+            tiny_cp16 (dst, src);
+          }
+      }
+  };
+  auto pages_of = [&] (int c0, int k1) -> int {
+    const int p0 = c0 >> 6, np = k1 > c0 ? ((k1 - 1) >> 6) - p0 + 1 : 0;
+    return lane < np ? __ldcg (a.block_table + p0 + lane) : 0;
+  };
+
+  /* before the wait, from a guess of pos: the first pass's pages, and the
+   * copies of its older keys [0, e1) */
+  const int pos_e = __ldcg (a.pos);
+  const int n0_e = min (pos_e + 1, a.chunk), e1 = min (pos_e, n0_e);
+  const int page_e = pages_of (0, n0_e);
+  if (e1 > 0)
+    copy (0, 0, e1, page_e);
+  asm volatile ("cp.async.commit_group;" ::: "memory");
+
+  pdl_wait ();
+  TRACE_WAITED ();
+  /* after it, all in one round: this step's row (by the guess), pos and the
+   * pages again, q */
+  if (n0_e > e1)
+    copy (0, e1, n0_e, page_e);
+  const int pos = __ldcg (a.pos), ctx = pos + 1;
+  const int page_l = pages_of (0, n0_e);
+  /* q: this lane's dims of its score pieces (8·(lane%8) + 64·p + 0..7) */
+  float qv[PL][8];
+  {
+    const float *qp = a.qkv + (size_t) h * HD;
+#pragma unroll
+    for (int p = 0; p < PL; p++)
+      {
+        const float4 x = *(const float4 *) (qp + 8 * (lane & 7) + 64 * p);
+        const float4 y = *(const float4 *) (qp + 8 * (lane & 7) + 64 * p + 4);
+        qv[p][0] = x.x; qv[p][1] = x.y; qv[p][2] = x.z; qv[p][3] = x.w;
+        qv[p][4] = y.x; qv[p][5] = y.y; qv[p][6] = y.z; qv[p][7] = y.w;
+      }
+  }
+  if (__syncthreads_or (pos != pos_e || page_l != page_e))
+    {
+      /* the guess was stale (a predecessor wrote pos or the table): drain
+       * the guessed copies, redo the first pass from the fresh values */
+      tiny_commit_wait_all ();
+      __syncthreads ();
+      const int n0 = min (ctx, a.chunk);
+      copy (0, 0, n0, pages_of (0, n0));
+    }
+
+  float m = -INFINITY, l = 0.f;                 /* running max and sum (the same in every lane) */
+  float acc[DL];
+#pragma unroll
+  for (int d = 0; d < DL; d++)
+    acc[d] = 0.f;
+  const int g8 = lane >> 3, j8 = lane & 7;
+  for (int c0 = 0; c0 < ctx; c0 += a.chunk)
+    {
+      const int n = min (a.chunk, ctx - c0);
+      if (c0 > 0)
+        {
+          __syncthreads ();                     /* every warp is done with the last pass's rows */
+          copy (c0, c0, c0 + n, pages_of (c0, c0 + n));
+        }
+      tiny_commit_wait_all ();
+      __syncthreads ();
+      /* scores: key 4·warp + g8 + TINY_KPS·s; lane j8 takes pieces j8 + 8p */
+      for (int k = 4 * warp + g8; k - g8 < n; k += TINY_KPS)
+        {
+          float dot = 0.f;
+          if (k < n)
+            {
+              const __half *kr = ks + (size_t) k * HD;
+#pragma unroll
+              for (int p = 0; p < PL; p++)
+                {
+                  const int4 w = *(const int4 *) (kr + 8 * j8 + 64 * p);
+                  const __half2 *w2 = (const __half2 *) &w;
+#pragma unroll
+                  for (int e = 0; e < 4; e++)
+                    {
+                      const float2 f = __half22float2 (w2[e]);
+                      dot = fmaf (qv[p][2 * e], f.x, dot);
+                      dot = fmaf (qv[p][2 * e + 1], f.y, dot);
+                    }
+                }
+            }
+          dot += __shfl_xor_sync (0xffffffffu, dot, 1);
+          dot += __shfl_xor_sync (0xffffffffu, dot, 2);
+          dot += __shfl_xor_sync (0xffffffffu, dot, 4);
+          if (j8 == 0 && k < n)
+            sc[k] = dot;
+        }
+      __syncthreads ();
+      /* the pass's max, by every warp for itself */
+      float mx = -INFINITY;
+      for (int k = lane; k < n; k += 32)
+        mx = fmaxf (mx, sc[k]);
+      mx = warp_max (mx);
+      const float mn = fmaxf (m, mx);
+      const float f = m == -INFINITY ? 0.f : __expf (m - mn);
+      m = mn;
+      l *= f;
+#pragma unroll
+      for (int d = 0; d < DL; d++)
+        acc[d] *= f;
+      /* P·V over this warp's keys; lane owns dims DL·lane .. +DL */
+      for (int k = warp; k < n; k += TINY_NW)
+        {
+          const float p = __expf (sc[k] - m);
+          l += p;
+          const __half *vr = vs + (size_t) k * HD + DL * lane;
+          if constexpr (DL == 4)
+            {
+              const uint2 w = *(const uint2 *) vr;
+              const float2 v0 = __half22float2 (*(const __half2 *) &w.x), v1 = __half22float2 (*(const __half2 *) &w.y);
+              acc[0] = fmaf (p, v0.x, acc[0]);
+              acc[1] = fmaf (p, v0.y, acc[1]);
+              acc[2] = fmaf (p, v1.x, acc[2]);
+              acc[3] = fmaf (p, v1.y, acc[3]);
+            }
+          else
+            {
+              const float2 v0 = __half22float2 (*(const __half2 *) vr);
+              acc[0] = fmaf (p, v0.x, acc[0]);
+              acc[1] = fmaf (p, v0.y, acc[1]);
+            }
+        }
+    }
+  TRACE_MAIN ();
+  /* the warps' partial sums meet (every warp saw the same maxima: plain sums) */
+#pragma unroll
+  for (int d = 0; d < DL; d++)
+    red[warp][DL * lane + d] = acc[d];
+  if (lane == 0)
+    redl[warp] = l;
+  __syncthreads ();
+  if (tid < HD)
+    {
+      float o = 0.f, L = 0.f;
+#pragma unroll
+      for (int w = 0; w < TINY_NW; w++)
+        {
+          o += red[w][tid];
+          L += redl[w];
+        }
+      const float v = L > 0.f ? o / L : 0.f;
+      const size_t oi = (size_t) h * HD + tid;
+      a.out[oi] = v;
+      if (a.out_q)   /* a warp is one block of 32: quant32_store = hone_k_quantize's bits */
+        quant32_store (v, a.out_q + (oi - lane), a.out_ds + (oi >> 5), lane);
+      if (a.out_h)   /* and hone_k_pack_h16's */
+        {
+          const float amax = warp_max (fabsf (v));
+          const float inv = amax > 0.f ? 32767.f / amax : 0.f;
+          const int q = h16_fixed (v, inv);
+          const int sum = (int) warp_sum ((float) q);
+          const int cols = a.nq * HD;
+          h16_store (a.out_h, cols, 0, (int) oi, q);
+          if (lane == 0)
+            h16_store_ds (a.out_hd, cols, 0, (int) (oi >> 5), amax, sum);
+        }
+    }
+}
+
+template <int HD>
+static int
+launch_tiny (TinyArgs a, cudaStream_t stream)
+{
+  static int raised;
+  auto kernel = attn_tiny_kernel<HD>;
+  const size_t smem = (size_t) a.chunk * HD * 2 * 2;
+  if (!raised)
+    {
+      const cudaError_t e = cudaFuncSetAttribute (kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  HONE_K_ATTN_TINY_MAX * HD * 2 * 2);
+      if (e != cudaSuccess)
+        return (int) e;
+      raised = 1;
+    }
+  const dim3 grid (a.nq);
+  HONE_K_TRACE_SET (a, HONE_K_TR_ATTN, grid, 0, 1);
+  return hone_k_launch_role (HONE_K_PDL_ATTN, kernel, grid, dim3 (TINY_NT), smem, stream, a);
+}
+
+int
+hone_k_attn_tiny (const float *qkv, int nq, int nkv, int hd, const int32_t *pos, const void *k_pool,
+                  const void *v_pool, const int32_t *block_table, float *out, int8_t *out_q, float2 *out_ds,
+                  uint16_t *out_h, float *out_hd, int bound, cudaStream_t stream)
+{
+  if (nkv < 1 || nq % nkv || (hd != 64 && hd != 128) || (out_q && !out_ds) || (out_h && !out_hd))
+    return (int) cudaErrorInvalidValue;
+  TinyArgs a;
+  a.qkv = qkv;
+  a.nq = nq;
+  a.nkv = nkv;
+  a.G = nq / nkv;
+  a.pos = pos;
+  a.k_pool = (const __half *) k_pool;
+  a.v_pool = (const __half *) v_pool;
+  a.block_table = block_table;
+  a.out = out;
+  a.out_q = out_q;
+  a.out_ds = out_ds;
+  a.out_h = out_h;
+  a.out_hd = out_hd;
+  int c = bound > 0 && bound < HONE_K_ATTN_TINY_MAX ? bound : HONE_K_ATTN_TINY_MAX;
+  a.chunk = (c + 15) & ~15;
+  return hd == 128 ? launch_tiny<128> (a, stream) : launch_tiny<64> (a, stream);
+}
+
+static int tiny_ctx = -1;
+
+extern "C" int
+hone_k_attn_tiny_ctx (void)
+{
+  if (tiny_ctx < 0)
+    {
+      const char *e = getenv ("HONE_ATTN_TINY");
+      tiny_ctx = e && *e ? (atoi (e) > 0 ? atoi (e) : 0) : HONE_K_ATTN_TINY_MAX;
+      int dev = 0, major = 0;
+      if (cudaGetDevice (&dev) != cudaSuccess
+          || cudaDeviceGetAttribute (&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 8)
+        tiny_ctx = 0;
+    }
+  return tiny_ctx;
+}
