@@ -32,6 +32,7 @@
  * Only one token: several tokens (speculative decoding) take the split kernel.
  */
 #include "hone-k-common.cuh"
+#include "hone-k-stage.cuh"           /* mbarriers (version 4's bulk copies) */
 #include "hone-k-attn-tiny.h"
 #include <stdlib.h>
 
@@ -51,6 +52,7 @@ struct TinyArgs {
   uint16_t *out_h;
   float *out_hd;
   int chunk;                          /* keys a pass (multiple of 16, ≤ HONE_K_ATTN_TINY_MAX) */
+  int tpages;                         /* V4: block_table entries surely there (ceil(chunk / 64)), 0 = unknown */
   HONE_K_TRACE_FIELD
 };
 
@@ -59,6 +61,19 @@ tiny_cp16 (void *smem, const void *gmem)
 {
   const unsigned s = (unsigned) __cvta_generic_to_shared (smem);
   asm volatile ("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+
+/* Bulk copy (sm_90) of @bytes global → shared, completing on @bar; no L2
+ * hint (the KV rows are read again next step). */
+static __device__ __forceinline__ void
+tiny_bulk (void *dst, const void *src, uint32_t bytes, uint64_t *bar)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t d = (uint32_t) __cvta_generic_to_shared (dst);
+  const uint32_t b = (uint32_t) __cvta_generic_to_shared (bar);
+  asm volatile ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                :: "r"(d), "l"(src), "r"(bytes), "r"(b) : "memory");
+#endif
 }
 
 static __device__ __forceinline__ void
@@ -89,7 +104,7 @@ tiny_store (const TinyArgs &a, int oi, float v, int lane)
     }
 }
 
-template <int HD>
+template <int HD, bool V4>
 __global__ void __launch_bounds__ (TINY_NT)
 attn_tiny_kernel (TinyArgs a)
 {
@@ -100,6 +115,7 @@ attn_tiny_kernel (TinyArgs a)
   __shared__ float sc[HONE_K_ATTN_TINY_MAX];
   __shared__ float red[TINY_NW][HD];
   __shared__ float redl[TINY_NW];
+  __shared__ __align__ (8) uint64_t bar;      /* V4: the older rows' bulk copies */
   __half *const ks = (__half *) tiny_sm;
   __half *const vs = ks + (size_t) a.chunk * HD;
 
@@ -107,6 +123,15 @@ attn_tiny_kernel (TinyArgs a)
   pdl_trigger ();                     /* the o projection may launch and load its weights meanwhile */
   const int h = blockIdx.x, kvh = h / a.G;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if constexpr (V4)
+    {
+      if (tid == 0)
+        {
+          stage_bar_init (&bar);
+          stage_bar_fence_init ();
+        }
+      __syncthreads ();
+    }
 
   /* keys [k0, k1) of the pass starting at c0, for the ones with key < klim
    * (older keys) or key >= kfrom (this step's): K rows then V rows, 16-byte
@@ -135,22 +160,71 @@ attn_tiny_kernel (TinyArgs a)
   };
 
   /* before the wait, from a guess of pos: the first pass's pages, and the
-   * copies of its older keys [0, e1) */
+   * copies of its older keys [0, e1). V4: the pages the table surely holds
+   * (read beside pos, not after it) and one bulk copy of K and one of V a
+   * page, issued by one thread. */
   const int pos_e = __ldcg (a.pos);
   const int n0_e = min (pos_e + 1, a.chunk), e1 = min (pos_e, n0_e);
-  const int page_e = pages_of (0, n0_e);
-  if (e1 > 0)
-    copy (0, 0, e1, page_e);
-  asm volatile ("cp.async.commit_group;" ::: "memory");
+  int page_e;
+  if constexpr (V4)
+    {
+      page_e = warp == 0 && lane < a.tpages ? __ldcg (a.block_table + lane) : 0;
+      if (warp == 0)
+        {
+          int pg[HONE_K_ATTN_TINY_MAX / 64];
+#pragma unroll
+          for (int p = 0; p < HONE_K_ATTN_TINY_MAX / 64; p++)
+            pg[p] = __shfl_sync (0xffffffffu, page_e, p);
+          if (lane == 0)
+            {
+              stage_bar_expect (&bar, e1 > 0 ? (uint32_t) (2 * e1 * HD * 2) : 0u);
+#pragma unroll
+              for (int p = 0; p < HONE_K_ATTN_TINY_MAX / 64; p++)
+                {
+                  const int r0 = 64 * p, r1 = min (64 * p + 64, e1);
+                  if (r1 > r0)
+                    {
+                      const size_t off = ((size_t) pg[p] * a.nkv + kvh) * HONE_K_KV_BLOCK * HD;
+                      tiny_bulk (ks + (size_t) r0 * HD, a.k_pool + off, (uint32_t) ((r1 - r0) * HD * 2), &bar);
+                      tiny_bulk (vs + (size_t) r0 * HD, a.v_pool + off, (uint32_t) ((r1 - r0) * HD * 2), &bar);
+                    }
+                }
+            }
+        }
+    }
+  else
+    {
+      page_e = pages_of (0, n0_e);
+      if (e1 > 0)
+        copy (0, 0, e1, page_e);
+      asm volatile ("cp.async.commit_group;" ::: "memory");
+    }
 
   pdl_wait ();
   TRACE_WAITED ();
   /* after it, all in one round: this step's row (by the guess), pos and the
    * pages again, q */
-  if (n0_e > e1)
-    copy (0, e1, n0_e, page_e);
+  int page_l;
+  if constexpr (V4)
+    {
+      page_l = warp == 0 && lane < a.tpages ? __ldcg (a.block_table + lane) : 0;
+      const int page = __shfl_sync (0xffffffffu, page_e, (e1 >> 6) & 31);   /* (warp 0's) */
+      if (warp == 0 && n0_e > e1 && lane < 2 * PR)
+        {
+          /* the one new row (pos_e < chunk): lanes 0..PR-1 its K pieces, PR..2PR-1 its V pieces */
+          const bool isv = lane >= PR;
+          const int pc = isv ? lane - PR : lane;
+          const size_t off = (((size_t) page * a.nkv + kvh) * HONE_K_KV_BLOCK + (e1 & 63)) * HD + pc * 8;
+          tiny_cp16 ((isv ? vs : ks) + (size_t) e1 * HD + pc * 8, (isv ? a.v_pool : a.k_pool) + off);
+        }
+    }
+  else
+    {
+      if (n0_e > e1)
+        copy (0, e1, n0_e, page_e);
+      page_l = pages_of (0, n0_e);
+    }
   const int pos = __ldcg (a.pos), ctx = pos + 1;
-  const int page_l = pages_of (0, n0_e);
   /* q: this lane's dims of its score pieces (8·(lane%8) + 64·p + 0..7) */
   float qv[PL][8];
   {
@@ -164,15 +238,22 @@ attn_tiny_kernel (TinyArgs a)
         qv[p][4] = y.x; qv[p][5] = y.y; qv[p][6] = y.z; qv[p][7] = y.w;
       }
   }
+  if constexpr (V4)
+    if (warp == 0)
+      tiny_commit_wait_all ();        /* the new row, before the barrier below shows it to every warp */
   if (__syncthreads_or (pos != pos_e || page_l != page_e))
     {
       /* the guess was stale (a predecessor wrote pos or the table): drain
        * the guessed copies, redo the first pass from the fresh values */
+      if constexpr (V4)
+        stage_bar_wait (&bar, 0);
       tiny_commit_wait_all ();
       __syncthreads ();
       const int n0 = min (ctx, a.chunk);
       copy (0, 0, n0, pages_of (0, n0));
     }
+  else if constexpr (V4)
+    stage_bar_wait (&bar, 0);         /* the older rows landed */
 
   float m = -INFINITY, l = 0.f;                 /* running max and sum (the same in every lane) */
   float acc[DL];
@@ -193,6 +274,47 @@ attn_tiny_kernel (TinyArgs a)
       if (c0 == 0)
         TRACE_MARK (4);                       /* trace builds: the first pass's rows landed */
       /* scores: key 4·warp + g8 + TINY_KPS·s; lane j8 takes pieces j8 + 8p */
+      if constexpr (V4)
+        {
+          /* two steps an iteration, four accumulators, rows clamped to the
+           * pass (a clamped row's score is not stored): more loads in flight */
+          for (int k = 4 * warp + g8; k - g8 < n; k += 2 * TINY_KPS)
+            {
+              const int ka = min (k, n - 1), kb = min (k + TINY_KPS, n - 1);
+              float d[4] = { 0.f, 0.f, 0.f, 0.f };
+              int4 wa[PL], wb[PL];
+#pragma unroll
+              for (int p = 0; p < PL; p++)
+                {
+                  wa[p] = *(const int4 *) (ks + (size_t) ka * HD + 8 * j8 + 64 * p);
+                  wb[p] = *(const int4 *) (ks + (size_t) kb * HD + 8 * j8 + 64 * p);
+                }
+#pragma unroll
+              for (int p = 0; p < PL; p++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                  {
+                    const float2 fa = __half22float2 (((const __half2 *) &wa[p])[e]);
+                    const float2 fb = __half22float2 (((const __half2 *) &wb[p])[e]);
+                    d[0] = fmaf (qv[p][2 * e], fa.x, d[0]);
+                    d[1] = fmaf (qv[p][2 * e + 1], fa.y, d[1]);
+                    d[2] = fmaf (qv[p][2 * e], fb.x, d[2]);
+                    d[3] = fmaf (qv[p][2 * e + 1], fb.y, d[3]);
+                  }
+              float da = d[0] + d[1], db = d[2] + d[3];
+#pragma unroll
+              for (int o = 1; o < 8; o <<= 1)
+                {
+                  da += __shfl_xor_sync (0xffffffffu, da, o);
+                  db += __shfl_xor_sync (0xffffffffu, db, o);
+                }
+              if (j8 == 0 && k < n)
+                sc[k] = da;
+              if (j8 == 0 && k + TINY_KPS < n)
+                sc[k + TINY_KPS] = db;
+            }
+        }
+      else
       for (int k = 4 * warp + g8; k - g8 < n; k += TINY_KPS)
         {
           float dot = 0.f;
@@ -237,7 +359,48 @@ attn_tiny_kernel (TinyArgs a)
       if (c0 == 0)
         TRACE_MARK (6);                       /* and their max */
       /* P·V over this warp's keys; lane owns dims DL·lane .. +DL */
-      for (int k = warp; k < n; k += TINY_NW)
+      int k0 = warp;
+      if constexpr (V4)
+        {
+          /* four keys an iteration, two sets of sums: the loads and exps of
+           * the four in flight together */
+          float acc2[DL];
+#pragma unroll
+          for (int d = 0; d < DL; d++)
+            acc2[d] = 0.f;
+          for (; k0 + 3 * TINY_NW < n; k0 += 4 * TINY_NW)
+            {
+              float p[4];
+              float2 v[4][DL / 2];
+#pragma unroll
+              for (int u = 0; u < 4; u++)
+                {
+                  const int k = k0 + u * TINY_NW;
+                  p[u] = __expf (sc[k] - m);
+                  const __half2 *vr = (const __half2 *) (vs + (size_t) k * HD + DL * lane);
+#pragma unroll
+                  for (int e = 0; e < DL / 2; e++)
+                    v[u][e] = __half22float2 (vr[e]);
+                }
+              l += (p[0] + p[1]) + (p[2] + p[3]);
+#pragma unroll
+              for (int e = 0; e < DL / 2; e++)
+                {
+                  acc[2 * e] = fmaf (p[0], v[0][e].x, acc[2 * e]);
+                  acc[2 * e + 1] = fmaf (p[0], v[0][e].y, acc[2 * e + 1]);
+                  acc2[2 * e] = fmaf (p[1], v[1][e].x, acc2[2 * e]);
+                  acc2[2 * e + 1] = fmaf (p[1], v[1][e].y, acc2[2 * e + 1]);
+                  acc[2 * e] = fmaf (p[2], v[2][e].x, acc[2 * e]);
+                  acc[2 * e + 1] = fmaf (p[2], v[2][e].y, acc[2 * e + 1]);
+                  acc2[2 * e] = fmaf (p[3], v[3][e].x, acc2[2 * e]);
+                  acc2[2 * e + 1] = fmaf (p[3], v[3][e].y, acc2[2 * e + 1]);
+                }
+            }
+#pragma unroll
+          for (int d = 0; d < DL; d++)
+            acc[d] += acc2[d];
+        }
+      for (int k = k0; k < n; k += TINY_NW)
         {
           const float p = __expf (sc[k] - m);
           l += p;
@@ -280,292 +443,17 @@ attn_tiny_kernel (TinyArgs a)
     }
 }
 
-/* Version 2's work on one pass for a warp with NST steps of keys (32·s +
- * 4·warp + g, g = lane/8, pass-relative, < n): every shared-memory load is
- * issued first (rows past n read row n − 1, real values that p = 0 then
- * weighs), then the scores with their three shuffles a step, the warp's
- * max and sum, and P·V with p passed by shuffles: straight-line code, so
- * the latencies overlap instead of adding up step by step. Updates the
- * warp's running (m, l, acc) with flash attention's rescale. */
-template <int HD, int NST>
-struct TinyRegs {
-  int4 kw[NST][HD / 64];               /* K pieces of the lane's score steps */
-  uint32_t vw[NST][4][HD / 64];        /* V: the lane's dims of the warp's keys */
-  float pr[NST];                       /* p of the lane group's key a step */
-};
-
-template <int HD, int NST>
-static __device__ __forceinline__ void
-tiny_warp_scores (const __half *ks, const __half *vs, int n, int warp, int lane, const float (&qv)[HD / 64][8],
-                  float &m, float &l, float (&acc)[HD / 32], TinyRegs<HD, NST> &r)
-{
-  constexpr int PL = HD / 64, DL = HD / 32;
-  const int g8 = lane >> 3, j8 = lane & 7, last = n - 1;
-  auto &kw = r.kw;
-  auto &vw = r.vw;
-  auto &pr = r.pr;
-#pragma unroll
-  for (int st = 0; st < NST; st++)
-    {
-      const int k = min (32 * st + 4 * warp + g8, last);
-#pragma unroll
-      for (int p = 0; p < PL; p++)
-        kw[st][p] = *(const int4 *) (ks + (size_t) k * HD + 8 * j8 + 64 * p);
-    }
-#pragma unroll
-  for (int st = 0; st < NST; st++)
-#pragma unroll
-    for (int g = 0; g < 4; g++)
-      {
-        const int k = min (32 * st + 4 * warp + g, last);
-        const __half *vr = vs + (size_t) k * HD + DL * lane;
-        if constexpr (DL == 4)
-          {
-            const uint2 w = *(const uint2 *) vr;
-            vw[st][g][0] = w.x;
-            vw[st][g][DL / 2 - 1] = w.y;
-          }
-        else
-          vw[st][g][0] = *(const uint32_t *) vr;
-      }
-  float sc[NST];
-#pragma unroll
-  for (int st = 0; st < NST; st++)
-    {
-      float d0 = 0.f, d1 = 0.f;
-#pragma unroll
-      for (int p = 0; p < PL; p++)
-        {
-          const __half2 *w2 = (const __half2 *) &kw[st][p];
-#pragma unroll
-          for (int e = 0; e < 4; e++)
-            {
-              const float2 f = __half22float2 (w2[e]);
-              d0 = fmaf (qv[p][2 * e], f.x, d0);
-              d1 = fmaf (qv[p][2 * e + 1], f.y, d1);
-            }
-        }
-      sc[st] = d0 + d1;
-    }
-#pragma unroll
-  for (int o = 1; o < 8; o <<= 1)
-#pragma unroll
-    for (int st = 0; st < NST; st++)
-      sc[st] += __shfl_xor_sync (0xffffffffu, sc[st], o);
-  float mx = -INFINITY;
-#pragma unroll
-  for (int st = 0; st < NST; st++)
-    {
-      if (32 * st + 4 * warp + g8 >= n)
-        sc[st] = -INFINITY;
-      mx = fmaxf (mx, sc[st]);
-    }
-  mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, 8));
-  mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, 16));
-  const float mn = fmaxf (m, mx);     /* finite: the warp's first key is < n */
-  const float f = m == -INFINITY ? 0.f : __expf (m - mn);
-  m = mn;
-  float ls = 0.f;
-#pragma unroll
-  for (int st = 0; st < NST; st++)
-    {
-      pr[st] = sc[st] == -INFINITY ? 0.f : __expf (sc[st] - mn);
-      ls += pr[st];
-    }
-  ls += __shfl_xor_sync (0xffffffffu, ls, 8);   /* the 4 groups' keys (a group's 8 lanes hold the same) */
-  ls += __shfl_xor_sync (0xffffffffu, ls, 16);
-  l = l * f + ls;
-#pragma unroll
-  for (int d = 0; d < DL; d++)
-    acc[d] *= f;
-}
-
-template <int HD, int NST>
-static __device__ __forceinline__ void
-tiny_warp_pv (float (&acc)[HD / 32], const TinyRegs<HD, NST> &r)
-{
-  constexpr int DL = HD / 32;
-#pragma unroll
-  for (int st = 0; st < NST; st++)
-#pragma unroll
-    for (int g = 0; g < 4; g++)
-      {
-        const float p = __shfl_sync (0xffffffffu, r.pr[st], 8 * g);
-#pragma unroll
-        for (int e = 0; e < DL / 2; e++)
-          {
-            const float2 v = __half22float2 (*(const __half2 *) &r.vw[st][g][e]);
-            acc[2 * e] = fmaf (p, v.x, acc[2 * e]);
-            acc[2 * e + 1] = fmaf (p, v.y, acc[2 * e + 1]);
-          }
-      }
-}
-
-/* Version 2: every warp on its own keys, from its copies to its share of
- * P·V, so that only the final merge needs the block. Warp w owns the keys
- * 32·s + 4·w + g of a pass (step s, lane group g = lane/8; the score
- * mapping above): it copies their K and V rows itself (cp.async, its own
- * group: a __syncwarp orders them), then runs tiny_warp_scores and
- * tiny_warp_pv on them. The
- * warps' (m, l, O) merge once at the end with flash attention's rescale. */
-template <int HD>
-__global__ void __launch_bounds__ (TINY_NT)
-attn_tiny2_kernel (TinyArgs a)
-{
-  constexpr int PR = HD / 8;          /* 16-byte pieces a row */
-  constexpr int PL = HD / 64;         /* pieces a lane reads a key (8 lanes a key) */
-  constexpr int DL = HD / 32;         /* dims a lane owns in P·V */
-  constexpr int NS = HONE_K_ATTN_TINY_MAX / 32;   /* score steps a pass at most */
-  constexpr int CPL = 4 * PR / 32;    /* a step's 16-byte pieces of K (or V) a lane copies: 4 rows */
-  extern __shared__ __align__ (16) unsigned char tiny_sm[];
-  __shared__ float red[TINY_NW][HD];
-  __shared__ float redm[TINY_NW], redl[TINY_NW];
-  __half *const ks = (__half *) tiny_sm;
-  __half *const vs = ks + (size_t) a.chunk * HD;
-
-  TRACE_ENTRY (a.trace);
-  pdl_trigger ();                     /* the o projection may launch and load its weights meanwhile */
-  const int h = blockIdx.x, kvh = h / a.G;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j8 = lane & 7;
-
-  /* this warp's rows of the pass at c0 with lo <= key < hi (pass-relative
-   * keys 32·s + 4·warp + 0..3); mypage: lane p holds the page of the pass's
-   * p-th 64-key block */
-  auto copy = [&] (int c0, int lo, int hi, int mypage) {
-#pragma unroll
-    for (int st = 0; st < NS; st++)
-      {
-        const int kb = 32 * st + 4 * warp;
-        if (kb >= hi)
-          break;
-#pragma unroll
-        for (int i = 0; i < CPL; i++)
-          {
-            const int idx = lane + 32 * i, r = idx / PR, pc = idx - r * PR, key = kb + r, ak = c0 + key;
-            const int page = __shfl_sync (0xffffffffu, mypage, (ak >> 6) - (c0 >> 6));
-            if (key >= lo && key < hi)
-              {
-                const size_t off = (((size_t) page * a.nkv + kvh) * HONE_K_KV_BLOCK + (ak & 63)) * HD + pc * 8;
-                tiny_cp16 (ks + (size_t) key * HD + pc * 8, a.k_pool + off);
-                tiny_cp16 (vs + (size_t) key * HD + pc * 8, a.v_pool + off);
-              }
-          }
-      }
-  };
-  auto pages_of = [&] (int c0, int n) -> int {   /* the pages of keys c0 .. c0 + n - 1 */
-    const int p0 = c0 >> 6, np = n > 0 ? ((c0 + n - 1) >> 6) - p0 + 1 : 0;
-    return lane < np ? __ldcg (a.block_table + p0 + lane) : 0;
-  };
-
-  /* before the wait, from a guess of pos: the first pass's older keys */
-  const int pos_e = __ldcg (a.pos);
-  const int n0_e = min (pos_e + 1, a.chunk), e1 = min (pos_e, n0_e);
-  const int page_e = pages_of (0, n0_e);
-  copy (0, 0, e1, page_e);
-  asm volatile ("cp.async.commit_group;" ::: "memory");
-
-  pdl_wait ();
-  TRACE_WAITED ();
-  copy (0, e1, n0_e, page_e);         /* this step's row, if it is this warp's */
-  const int pos = __ldcg (a.pos), ctx = pos + 1;
-  const int page_l = pages_of (0, n0_e);
-  float qv[PL][8];
-  {
-    const float *qp = a.qkv + (size_t) h * HD;
-#pragma unroll
-    for (int p = 0; p < PL; p++)
-      {
-        const float4 x = *(const float4 *) (qp + 8 * j8 + 64 * p);
-        const float4 y = *(const float4 *) (qp + 8 * j8 + 64 * p + 4);
-        qv[p][0] = x.x; qv[p][1] = x.y; qv[p][2] = x.z; qv[p][3] = x.w;
-        qv[p][4] = y.x; qv[p][5] = y.y; qv[p][6] = y.z; qv[p][7] = y.w;
-      }
-  }
-  if (__any_sync (0xffffffffu, pos != pos_e || page_l != page_e))
-    {
-      /* a stale guess (a predecessor wrote pos or the table): drain this
-       * warp's guessed copies and redo them from the fresh values */
-      tiny_commit_wait_all ();
-      __syncwarp ();
-      const int n0 = min (ctx, a.chunk);
-      copy (0, 0, n0, pages_of (0, n0));
-    }
-
-  TRACE_MARK (6);                     /* trace builds: this step's row issued, the guess checked */
-  float m = -INFINITY, l = 0.f;       /* this warp's running max and sum */
-  float acc[DL];
-#pragma unroll
-  for (int d = 0; d < DL; d++)
-    acc[d] = 0.f;
-  for (int c0 = 0; c0 < ctx; c0 += a.chunk)
-    {
-      const int n = min (a.chunk, ctx - c0);
-      if (c0 > 0)
-        {
-          __syncwarp ();              /* this warp is done with the last pass's rows */
-          copy (c0, 0, n, pages_of (c0, n));
-        }
-      tiny_commit_wait_all ();
-      __syncwarp ();
-      if (c0 == 0)
-        TRACE_MARK (4);               /* trace builds: the first pass's rows landed */
-      const int nst = n > 4 * warp ? (n - 4 * warp + 31) / 32 : 0;   /* this warp's steps in the pass */
-      switch (nst)
-        {
-#define TINY_PASS(k) \
-  case k: \
-    { \
-      TinyRegs<HD, k> r; \
-      tiny_warp_scores<HD, k> (ks, vs, n, warp, lane, qv, m, l, acc, r); \
-      if (c0 == 0) \
-        TRACE_MARK (5); /* its scores, max and sum */ \
-      tiny_warp_pv<HD, k> (acc, r); \
-    } \
-    break;
-          TINY_PASS (1) TINY_PASS (2) TINY_PASS (3) TINY_PASS (4)
-          TINY_PASS (5) TINY_PASS (6) TINY_PASS (7) TINY_PASS (8)
-#undef TINY_PASS
-          default: break;
-        }
-    }
-  TRACE_MAIN ();
-#pragma unroll
-  for (int d = 0; d < DL; d++)
-    red[warp][DL * lane + d] = acc[d];
-  if (lane == 0)
-    {
-      redm[warp] = m;
-      redl[warp] = l;
-    }
-  __syncthreads ();
-  const int tid = threadIdx.x;
-  if (tid < HD)
-    {
-      float M = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < TINY_NW; w++)
-        M = fmaxf (M, redm[w]);
-      float o = 0.f, L = 0.f;
-#pragma unroll
-      for (int w = 0; w < TINY_NW; w++)
-        {
-          const float f = redm[w] == -INFINITY ? 0.f : __expf (redm[w] - M);
-          o = fmaf (f, red[w][tid], o);
-          L = fmaf (f, redl[w], L);
-        }
-      tiny_store (a, h * HD + tid, L > 0.f ? o / L : 0.f, lane);
-    }
-}
-
-/* HONE_ATTN_TINY_V=2: version 2 (a warp's own keys), else version 1 (block-wide passes) */
+/* HONE_ATTN_TINY_V=1: version 1 (every early copy by cp.async after pos and
+ * the pages; the scores and P·V one key group at a time) even where the
+ * bound allows version 4; for A/B runs */
 static int tiny_version = -1;
 
-template <int HD, int V>
+template <int HD, bool V4>
 static int
 launch_tiny (TinyArgs a, cudaStream_t stream)
 {
   static int raised;
-  auto kernel = V == 1 ? attn_tiny_kernel<HD> : attn_tiny2_kernel<HD>;
+  auto kernel = attn_tiny_kernel<HD, V4>;
   const size_t smem = (size_t) a.chunk * HD * 2 * 2;
   if (!raised)
     {
@@ -607,11 +495,13 @@ hone_k_attn_tiny (const float *qkv, int nq, int nkv, int hd, const int32_t *pos,
   if (tiny_version < 0)
     {
       const char *e = getenv ("HONE_ATTN_TINY_V");
-      tiny_version = e && atoi (e) == 2 ? 2 : 1;
+      tiny_version = e && atoi (e) == 1 ? 1 : 4;
     }
-  if (tiny_version == 1)
-    return hd == 128 ? launch_tiny<128, 1> (a, stream) : launch_tiny<64, 1> (a, stream);
-  return hd == 128 ? launch_tiny<128, 2> (a, stream) : launch_tiny<64, 2> (a, stream);
+  /* version 4 needs the bound (the table then holds the pass's pages: see hone-k-attn-tiny.h) */
+  a.tpages = bound > 0 ? (a.chunk + 63) / 64 : 0;
+  if (tiny_version == 4 && a.tpages > 0 && hone_k_stage_supported ())   /* bulk copies: sm_90 */
+    return hd == 128 ? launch_tiny<128, true> (a, stream) : launch_tiny<64, true> (a, stream);
+  return hd == 128 ? launch_tiny<128, false> (a, stream) : launch_tiny<64, false> (a, stream);
 }
 
 static int tiny_ctx = -1;
@@ -625,7 +515,7 @@ hone_k_attn_tiny_ctx (void)
       tiny_ctx = e && *e ? (atoi (e) > 0 ? atoi (e) : 0) : HONE_K_ATTN_TINY_MAX;
       int dev = 0, major = 0;
       if (cudaGetDevice (&dev) != cudaSuccess
-          || cudaDeviceGetAttribute (&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 8)
+          || cudaDeviceGetAttribute (&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9)
         tiny_ctx = 0;
     }
   return tiny_ctx;

@@ -13,7 +13,10 @@
  * [nq·hd]) and, where given, its int8 blocks of 32 (out_q, out_ds:
  * hone_k_quantize's bits of out) and its HoneKActH16 form (out_h, out_hd:
  * hone_k_pack_h16's bits). @bound: the most keys the caller will ask for
- * (sizes the shared memory; 0 = HONE_K_ATTN_TINY_MAX). hd 64 or 128. */
+ * (sizes the shared memory; 0 = HONE_K_ATTN_TINY_MAX, unknown); with a bound
+ * block_table must hold ceil(bound / HONE_K_KV_BLOCK) entries — version 4
+ * reads them beside pos, before it knows how many it needs. Longer contexts
+ * than the bound are still right (passes). hd 64 or 128. */
 int hone_k_attn_tiny (const float *qkv, int nq, int nkv, int hd, const int32_t *pos, const void *k_pool,
                       const void *v_pool, const int32_t *block_table, float *out, int8_t *out_q, float2 *out_ds,
                       uint16_t *out_h, float *out_hd, int bound, cudaStream_t stream);

@@ -253,7 +253,10 @@ extern "C" int hone_k_attn_decode_pf (const float *qkv, int n_tok, int nq, int n
 /* The same for a launch that only ever sees contexts of at most @max_ctx keys
  * (0: any — a CUDA graph replays one launch at growing contexts, so the
  * caller states the bound it captured for): one token within
- * hone_k_attn_short_ctx () keys takes the clustered shape (hone-k-attn-decode.cu). */
+ * hone_k_attn_tiny_ctx () keys takes the tiny kernel (hone-k-attn-tiny.cu),
+ * within hone_k_attn_short_ctx () the clustered shape (hone-k-attn-decode.cu).
+ * block_table must hold at least ceil(@max_ctx / HONE_K_KV_BLOCK) entries
+ * (the tiny kernel reads them before it knows pos). */
 extern "C" int hone_k_attn_decode_ctx (const float *qkv, int n_tok, int nq, int nkv, int hd, const int32_t *pos,
                                        const void *k_pool, const void *v_pool, const int32_t *block_table,
                                        void *scratch, float *out, HoneKActQ8 *out_q, const HoneKPrefetch *pf,

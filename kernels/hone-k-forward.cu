@@ -803,6 +803,17 @@ decode_step_ffn (const HoneKModel *m, HoneKState *st, int l, int n, const EpiqBu
   return gemv_plain (st, &L->wdown, st->gu, n, st->h, st->h, HONE_K_EPI_ADD, s, pf_down);
 }
 
+/* The context bound a decode attention launch is given: the captured
+ * graph's (HoneKState.ctx_bound), never past what the block table holds —
+ * the attention kernels may read that many table entries before they know
+ * pos (hone-k-attn-tiny.cu). 0: unbounded. */
+static int
+attn_bound (const HoneKKv *kv, const HoneKState *st)
+{
+  const int cap = kv->max_blocks * HONE_K_KV_BLOCK;
+  return st->ctx_bound > 0 && st->ctx_bound > cap ? cap : st->ctx_bound;
+}
+
 /* ---- streamed one-token steps (hone-k-decode-stream.cu) ---------------------
  * embed, layer 0's q|k|v as one launch, then per layer attention and one
  * launch of o (+ h), gate|up (+ SwiGLU), down (+ h) and the next layer's
@@ -895,7 +906,7 @@ decode_step_stream (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, cuda
       if (l >= 0)
         HONE_K_CHECK ((cudaError_t) hone_k_attn_decode_ctx (st->qkv, 1, c->n_heads, c->n_kv_heads, c->head_dim, st->pos,
                                                             kv->k_pool[l], kv->v_pool[l], kv->block_table,
-                                                            st->attn_scratch, st->attn, NULL, NULL, st->ctx_bound, s));
+                                                            st->attn_scratch, st->attn, NULL, NULL, attn_bound (kv, st), s));
       const int n_ops = stream_ops (m, kv, st, l, ops);
       unsigned *sync = st->stream_sync + (size_t) (l + 1) * HONE_K_STREAM_SYNC;
       HONE_K_CHECK ((cudaError_t) hone_k_stream_gemvs (ops, n_ops, sync, hone_k_stream_trace_for (l + 1), s));
@@ -1012,7 +1023,7 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
         HONE_K_CHECK ((cudaError_t) hone_k_attn_decode_h16 (st->qkv, n, nq, nkv, hd, st->pos, kv->k_pool[l],
                                                             kv->v_pool[l], kv->block_table, st->attn_scratch, st->attn,
                                                             attn_q ? &st->xq : NULL, attn_h ? &st->xh : NULL, &pf_attn,
-                                                            st->ctx_bound, s));
+                                                            attn_bound (kv, st), s));
       /* o, gate|up, down with EpiQ where the types allow (decode_step_ffn) */
       HONE_K_CHECK ((cudaError_t) decode_step_ffn (m, st, l, n, epiq ? &eb : NULL, epiq_mode, attn_q || attn_h, &ready,
                                                    &pf_o, &pf_gu, &pf_down, s));

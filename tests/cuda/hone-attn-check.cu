@@ -238,7 +238,7 @@ set_variant (bool old, int chunk, char shape = 0)
  * chunk: HONE_ATTN_CHUNK for version 3 (0: the default). */
 static void
 check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool old, int chunk = 0, char shape = 0,
-            int stale = 0, bool late_kv = false)
+            int stale = 0, bool late_kv = false, int bound = 0)
 {
   const int pos = ctx - n_tok, G = nq / nkv, W = (nq + 2 * nkv) * hd, n = n_tok * nq * hd;
   Paged c = paged_make (nkv, hd, ctx, scattered);
@@ -296,15 +296,26 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
     CK (cudaGetLastError ());
   };
   /* twice: the split counters must be back at zero after a run */
+  /* bound > 0: every launch states it (max_ctx), as a captured decode step does; the table holds
+   * ceil(bound / HONE_K_KV_BLOCK) entries (the caller's promise), so bound <= the pages' keys */
+  if ((size_t) bound > c.table.size () * HONE_K_KV_BLOCK)
+    bound = (int) c.table.size () * HONE_K_KV_BLOCK;
+  auto run0 = [&] (void) {
+    if (bound > 0)
+      CK (hone_k_attn_decode_h16 (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d0, NULL, NULL, NULL,
+                                  bound, 0));
+    else
+      CK (hone_k_attn_decode (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d0, 0));
+  };
   late ();
   late_rows ();
-  CK (hone_k_attn_decode (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d0, 0));
+  run0 ();
   CK (cudaGetLastError ());
   CK (cudaDeviceSynchronize ());
   CK (cudaMemset (d0, 0xff, (size_t) n * 4));
   late ();
   late_rows ();
-  CK (hone_k_attn_decode (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d0, 0));
+  run0 ();
   CK (hone_k_quantize (d0, n_tok, nq * hd, &q0, NULL, 0, 0));
   CK (hone_k_pack_h16 (d0, NULL, n_tok, nq * hd, 0.f, &h0, 0));
   /* decode_step's form: int8 output for the o projection, an L2 prefetch in flight */
@@ -317,7 +328,8 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
   pf.how = 1;
   late ();
   late_rows ();
-  CK (hone_k_attn_decode_h16 (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d1, &q1, &h1, &pf, 0, 0));
+  CK (hone_k_attn_decode_h16 (dqkv, n_tok, nq, nkv, hd, dpos, c.dk, c.dv, c.dtable, scratch, d1, &q1, &h1, &pf, bound,
+                              0));
   CK (cudaGetLastError ());
   CK (cudaDeviceSynchronize ());
   set_variant (false, 0);
@@ -337,10 +349,11 @@ check_case (int hd, int nq, int nkv, int ctx, int n_tok, bool scattered, bool ol
   const double e = rel_err (o0.data (), ref.data (), n, &fin);
   char what[200];
   const char vname[8] = { 'v', '3', shape ? shape : ' ', 0 };
-  snprintf (what, sizeof what, "%s hd=%d %d/%d ctx=%d tok=%d%s%s%s%s%s%s", old ? "old" : vname, hd, nq, nkv, ctx,
+  snprintf (what, sizeof what, "%s hd=%d %d/%d ctx=%d tok=%d%s%s%s%s%s%s%s%s", old ? "old" : vname, hd, nq, nkv, ctx,
             n_tok, scattered ? " scattered" : " identity", chunk ? " chunk=" : "",
             chunk ? std::to_string (chunk).c_str () : "", stale ? " stale-pos=-" : "",
-            stale ? std::to_string (stale).c_str () : "", late_kv ? " late-kv" : "");
+            stale ? std::to_string (stale).c_str () : "", late_kv ? " late-kv" : "", bound ? " bound=" : "",
+            bound ? std::to_string (bound).c_str () : "");
   check (fin && e < 1e-4 && diff == 0, what, diff ? (double) diff : e, 1e-4);
   paged_free (c);
   cudaFree (dqkv); cudaFree (dpos); cudaFree (d0); cudaFree (d1); cudaFree (scratch);
@@ -408,6 +421,10 @@ check_tiny (bool small)
       check_case (64, 9, 3, 300, 1, true, false, 0, 'T');
       check_case (128, 32, 8, 200, 1, true, false, 0, 'T', 100);
       check_case (128, 32, 8, 129, 1, true, false, 0, 'T', 0, true);
+      check_case (128, 32, 8, 129, 1, true, false, 0, 'T', 0, false, 256);
+      check_case (64, 9, 3, 300, 1, true, false, 0, 'T', 0, false, 256);
+      check_case (128, 32, 8, 200, 1, true, false, 0, 'T', 100, false, 256);
+      check_case (128, 32, 8, 129, 1, true, false, 0, 'T', 0, true, 256);
       return;
     }
   for (int ctx : { 1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 130, 200, 255, 256, 257, 300, 513, 1000 })
@@ -430,6 +447,22 @@ check_tiny (bool small)
   check_case (64, 9, 3, 130, 1, true, false, 0, 'T', 0, true);
   /* several tokens with T forced: the default shapes serve them */
   check_case (128, 32, 8, 100, 4, true, false, 0, 'T');
+  /* with a bound, as a captured step launches it (version 4: the pages read beside pos, bulk copies);
+   * the bound is cut to the table's pages; past the bound: passes */
+  for (int ctx : { 1, 2, 15, 63, 64, 65, 127, 128, 129, 130, 200, 255, 256, 257, 300, 1000 })
+    check_case (128, 32, 8, ctx, 1, true, false, 0, 'T', 0, false, 256);
+  for (int ctx : { 1, 65, 129, 256 })
+    {
+      check_case (64, 9, 3, ctx, 1, true, false, 0, 'T', 0, false, 256);
+      check_case (128, 64, 8, ctx, 1, true, false, 0, 'T', 0, false, 256);
+      check_case (128, 32, 8, ctx, 1, true, false, 0, 'T', 0, false, 160);
+    }
+  check_case (128, 32, 8, 129, 1, false, false, 0, 'T', 0, false, 256);
+  check_case (128, 32, 8, 129, 1, true, false, 0, 'T', 1, false, 256);      /* pos written late */
+  check_case (128, 32, 8, 200, 1, true, false, 0, 'T', 100, false, 256);
+  check_case (64, 9, 3, 250, 1, true, false, 0, 'T', 200, false, 256);
+  for (int ctx : { 1, 16, 64, 65, 128, 129, 256, 257 })                       /* this step's rows written late */
+    check_case (128, 32, 8, ctx, 1, true, false, 0, 'T', 0, true, 256);
 }
 
 static void
