@@ -10,13 +10,23 @@
  * exit, ~15 % of a Q4_0 layer). Here nothing is combined across blocks: a
  * block owns one query head and all of its keys.
  *
- *  - Before the PDL wait (the keys older than pos were written by earlier
- *    steps, not by the kernels in front): read pos and the pages, and copy
- *    the older keys' K and V rows into shared memory with cp.async. After
- *    it: pos and the pages read again (if either changed, a predecessor did
+ * Two forms of one kernel (template V4), the same arithmetic order but for
+ * the scores' and P·V's partial sums:
+ *  - Version 1 (no bound known, or HONE_ATTN_TINY_V=1): before the PDL wait
+ *    (the keys older than pos were written by earlier steps, not by the
+ *    kernels in front) read pos, then the pages, and copy the older keys' K
+ *    and V rows into shared memory with every thread's cp.async. After it:
+ *    pos and the pages read again (if either changed, a predecessor did
  *    write them: the copies are drained and redone from the fresh values,
  *    so the result never depends on the guess), q, and this step's row
  *    (written by the q|k|v epilogue just before) — one L2 round trip.
+ *  - Version 4 (the default for a captured step, which states its bound;
+ *    sm_90): the bound's pages read beside pos instead of after it (the
+ *    caller promises the table holds them), one bulk copy of K and one of V
+ *    a page issued by one thread on an mbarrier, the new row by warp 0; the
+ *    scores two key steps an iteration and P·V four keys an iteration, for
+ *    more loads in flight. Measured (RESULTS-cuda.md, "Decode, session 20"):
+ *    q|k|v's exit to attention's exit 5.57 → 4.77 µs (Q4_0, 129 keys).
  *  - Scores: 8 lanes a key, each a 16-byte piece (hd 64) or two (hd 128) of
  *    the row (a quarter warp reads 128 contiguous bytes: no bank conflict),
  *    three shuffles a key.
@@ -29,21 +39,19 @@
  *    projection and the HoneKActH16 form for a W4A16 one, with the
  *    arithmetic of hone_k_quantize / hone_k_pack_h16 (same bits, a warp = a
  *    block of 32 values).
+ * Tried and taken out (history): a warp on its own keys end to end (version
+ * 2/3: slower in the step), the G query heads of a KV head as a cluster
+ * splitting the keys (version 5: its cluster barrier alone ~1.6 µs).
  * Only one token: several tokens (speculative decoding) take the split kernel.
  */
 #include "hone-k-common.cuh"
 #include "hone-k-stage.cuh"           /* mbarriers (version 4's bulk copies) */
 #include "hone-k-attn-tiny.h"
 #include <stdlib.h>
-#include <cooperative_groups.h>
-
-namespace cg = cooperative_groups;
 
 #define TINY_NW 8                     /* warps a block */
 #define TINY_NT (TINY_NW * 32)
 #define TINY_KPS (TINY_NW * 4)        /* keys a score step: 4 a warp (8 lanes a key) */
-#define TINY_GMAX 8                   /* version 5: query heads a KV head (the cluster) at most */
-#define TINY_SMAX (HONE_K_ATTN_TINY_MAX / 2)   /* version 5: keys a block's slice of a pass at most (G >= 2) */
 
 struct TinyArgs {
   const float *qkv;
@@ -58,7 +66,6 @@ struct TinyArgs {
   float *out_hd;
   int chunk;                          /* keys a pass (multiple of 16, ≤ HONE_K_ATTN_TINY_MAX) */
   int tpages;                         /* V4: block_table entries surely there (ceil(chunk / 64)), 0 = unknown */
-  int smax;                           /* V5: rows of a block's slice at most (ceil(chunk / G), multiple of 16) */
   HONE_K_TRACE_FIELD
 };
 
@@ -449,329 +456,10 @@ attn_tiny_kernel (TinyArgs a)
     }
 }
 
-/* Version 5 (default where it applies: a bound, 2..8 query heads a KV
- * head, sm_90): the G blocks of a KV head's query heads form a thread-block
- * cluster and split the keys instead of each reading all of them. Version
- * 4's trace put its time in the copies: one SM pulls a block's 66 KB of K
- * and V (129 keys, hd 128) in 1.5–2.1 µs, the four blocks of a KV head the
- * same rows each. Here block r of the cluster copies only its slice of a
- * pass (keys r·S .. (r+1)·S − 1, S = ⌈n/G⌉: 17 KB at 129 keys, G 4) — the
- * older rows by bulk copies before the PDL wait as in version 4 — and
- * computes the G heads' scores, softmax and P·V over its slice; the blocks
- * then swap their per-head (m, l, O) in distributed shared memory and block
- * r finishes head r (flash attention's rescale). One cluster barrier on the
- * path (a second keeps a block's shared memory alive while others read it). */
-template <int HD>
-__global__ void __launch_bounds__ (TINY_NT)
-attn_tiny_cl_kernel (TinyArgs a)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int PR = HD / 8, PL = HD / 64, DL = HD / 32;
-  extern __shared__ __align__ (16) unsigned char tiny_sm[];
-  __shared__ __align__ (16) float qs[TINY_GMAX][HD];
-  __shared__ float sc[TINY_GMAX][TINY_SMAX];   /* scores, then p */
-  __shared__ float red[TINY_NW][HD];
-  __shared__ float pacc[TINY_GMAX][HD];        /* this block's O a head, read by the cluster */
-  __shared__ float pm[TINY_GMAX], pl[TINY_GMAX], pf[TINY_GMAX];
-  __shared__ __align__ (8) uint64_t bar;
-  __half *const ks = (__half *) tiny_sm;
-  __half *const vs = ks + (size_t) a.smax * HD;
-
-  TRACE_ENTRY (a.trace);
-  pdl_trigger ();
-  cg::cluster_group cl = cg::this_cluster ();
-  const int G = a.G, r = (int) cl.block_rank (), kvh = blockIdx.x / G;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g8 = lane >> 3, j8 = lane & 7;
-  if (tid == 0)
-    {
-      stage_bar_init (&bar);
-      stage_bar_fence_init ();
-    }
-  if (tid < G)
-    {
-      pm[tid] = -INFINITY;
-      pl[tid] = 0.f;
-    }
-  __syncthreads ();
-  /* this block's slice [s0, s1) of a pass of n keys */
-  auto slice = [&] (int n, int &s0, int &s1) {
-    const int S = (n + G - 1) / G;
-    s0 = min (r * S, n);
-    s1 = min (s0 + S, n);
-  };
-  /* rows [k0, k1) of the pass at c0 (pass-relative) into slice rows from s0, by every thread's cp.async */
-  auto copy = [&] (int c0, int s0, int k0, int k1, int mypage) {
-    const int n = k1 - k0;
-    for (int i0 = 0; i0 < 2 * n * PR; i0 += TINY_NT)
-      {
-        const int i = i0 + tid;
-        const bool isv = i >= n * PR;
-        const int j = isv ? i - n * PR : i, key = k0 + j / PR, pc = j - (j / PR) * PR, ak = c0 + key;
-        const int page = __shfl_sync (0xffffffffu, mypage, (((key < k1 ? ak : c0 + k0)) >> 6) - ((c0 + k0) >> 6));
-        if (i < 2 * n * PR)
-          {
-            const size_t off = (((size_t) page * a.nkv + kvh) * HONE_K_KV_BLOCK + (ak & 63)) * HD + pc * 8;
-            tiny_cp16 ((isv ? vs : ks) + (size_t) (key - s0) * HD + pc * 8, (isv ? a.v_pool : a.k_pool) + off);
-          }
-      }
-  };
-  auto pages_from = [&] (int k0, int k1) -> int {   /* lane p: the page of absolute keys k0 + 64p.. */
-    const int p0 = k0 >> 6, np = k1 > k0 ? ((k1 - 1) >> 6) - p0 + 1 : 0;
-    return lane < np ? __ldcg (a.block_table + p0 + lane) : 0;
-  };
-
-  /* before the wait, from a guess of pos: this slice's older rows by bulk copies */
-  const int pos_e = __ldcg (a.pos);
-  const int n0_e = min (pos_e + 1, a.chunk), e1 = min (pos_e, n0_e);
-  int s0_e, s1_e;
-  slice (n0_e, s0_e, s1_e);
-  const int page_e = warp == 0 && lane < a.tpages ? __ldcg (a.block_table + lane) : 0;
-  if (warp == 0)
-    {
-      int pg[HONE_K_ATTN_TINY_MAX / 64];
-#pragma unroll
-      for (int p = 0; p < HONE_K_ATTN_TINY_MAX / 64; p++)
-        pg[p] = __shfl_sync (0xffffffffu, page_e, p);
-      if (lane == 0)
-        {
-          const int o1 = min (s1_e, e1);
-          stage_bar_expect (&bar, o1 > s0_e ? (uint32_t) (2 * (o1 - s0_e) * HD * 2) : 0u);
-#pragma unroll
-          for (int p = 0; p < HONE_K_ATTN_TINY_MAX / 64; p++)
-            {
-              const int r0 = max (64 * p, s0_e), r1 = min (64 * p + 64, o1);
-              if (r1 > r0)
-                {
-                  const size_t off = (((size_t) pg[p] * a.nkv + kvh) * HONE_K_KV_BLOCK + (r0 & 63)) * HD;
-                  tiny_bulk (ks + (size_t) (r0 - s0_e) * HD, a.k_pool + off, (uint32_t) ((r1 - r0) * HD * 2), &bar);
-                  tiny_bulk (vs + (size_t) (r0 - s0_e) * HD, a.v_pool + off, (uint32_t) ((r1 - r0) * HD * 2), &bar);
-                }
-            }
-        }
-    }
-
-  pdl_wait ();
-  TRACE_WAITED ();
-  const int page_l = warp == 0 && lane < a.tpages ? __ldcg (a.block_table + lane) : 0;
-  {
-    const int page = __shfl_sync (0xffffffffu, page_e, (e1 >> 6) & 31);
-    if (warp == 0 && n0_e > e1 && e1 >= s0_e && e1 < s1_e && lane < 2 * PR)
-      {
-        /* this step's row is in this slice: lanes 0..PR-1 its K pieces, PR..2PR-1 its V pieces */
-        const bool isv = lane >= PR;
-        const int pc = isv ? lane - PR : lane;
-        const size_t off = (((size_t) page * a.nkv + kvh) * HONE_K_KV_BLOCK + (e1 & 63)) * HD + pc * 8;
-        tiny_cp16 ((isv ? vs : ks) + (size_t) (e1 - s0_e) * HD + pc * 8, (isv ? a.v_pool : a.k_pool) + off);
-      }
-  }
-  const int pos = __ldcg (a.pos), ctx = pos + 1;
-  for (int i = tid; i < G * HD; i += TINY_NT)
-    qs[i / HD][i % HD] = a.qkv[(size_t) kvh * G * HD + i];
-  if (warp == 0)
-    tiny_commit_wait_all ();
-  if (__syncthreads_or (pos != pos_e || page_l != page_e))
-    {
-      /* a stale guess: drain the guessed copies, redo the slice from the fresh values */
-      stage_bar_wait (&bar, 0);
-      tiny_commit_wait_all ();
-      __syncthreads ();
-      int s0, s1;
-      slice (min (ctx, a.chunk), s0, s1);
-      copy (0, s0, s0, s1, pages_from (s0, s1));
-    }
-  else
-    stage_bar_wait (&bar, 0);
-
-  const int stripes = TINY_NW / G, hw = warp % G, sw = warp / G;   /* P·V: warp = (head, key stripe) */
-  float acc[DL];
-#pragma unroll
-  for (int d = 0; d < DL; d++)
-    acc[d] = 0.f;
-  for (int c0 = 0; c0 < ctx; c0 += a.chunk)
-    {
-      const int n = min (a.chunk, ctx - c0);
-      int s0, s1;
-      slice (n, s0, s1);
-      const int ns = s1 - s0;
-      if (c0 > 0)
-        {
-          __syncthreads ();                     /* every warp is done with the last pass's rows */
-          copy (c0, s0, s0, s1, pages_from (c0 + s0, c0 + s1));
-        }
-      tiny_commit_wait_all ();
-      __syncthreads ();
-      if (c0 == 0)
-        TRACE_MARK (4);                         /* trace builds: the first pass's rows landed */
-      /* scores of the G heads: key 4·warp + g8 + TINY_KPS·s of the slice, lane j8 pieces j8 + 8p */
-      for (int k = 4 * warp + g8; k - g8 < ns; k += TINY_KPS)
-        {
-          const int kc = min (k, ns - 1);
-          int4 w[PL];
-#pragma unroll
-          for (int p = 0; p < PL; p++)
-            w[p] = *(const int4 *) (ks + (size_t) kc * HD + 8 * j8 + 64 * p);
-          float2 f[PL][4];
-#pragma unroll
-          for (int p = 0; p < PL; p++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-              f[p][e] = __half22float2 (((const __half2 *) &w[p])[e]);
-          for (int g = 0; g < G; g++)
-            {
-              float d0 = 0.f, d1 = 0.f;
-#pragma unroll
-              for (int p = 0; p < PL; p++)
-                {
-                  const float4 qa = *(const float4 *) &qs[g][8 * j8 + 64 * p];
-                  const float4 qb = *(const float4 *) &qs[g][8 * j8 + 64 * p + 4];
-                  d0 = fmaf (qa.x, f[p][0].x, d0);
-                  d1 = fmaf (qa.y, f[p][0].y, d1);
-                  d0 = fmaf (qa.z, f[p][1].x, d0);
-                  d1 = fmaf (qa.w, f[p][1].y, d1);
-                  d0 = fmaf (qb.x, f[p][2].x, d0);
-                  d1 = fmaf (qb.y, f[p][2].y, d1);
-                  d0 = fmaf (qb.z, f[p][3].x, d0);
-                  d1 = fmaf (qb.w, f[p][3].y, d1);
-                }
-              float dot = d0 + d1;
-              dot += __shfl_xor_sync (0xffffffffu, dot, 1);
-              dot += __shfl_xor_sync (0xffffffffu, dot, 2);
-              dot += __shfl_xor_sync (0xffffffffu, dot, 4);
-              if (j8 == 0 && k < ns)
-                sc[g][k] = dot;
-            }
-        }
-      __syncthreads ();
-      /* softmax of head warp over the slice: max, p in place, the running (m, l) and this pass's rescale */
-      if (warp < G)
-        {
-          float mx = -INFINITY;
-          for (int k = lane; k < ns; k += 32)
-            mx = fmaxf (mx, sc[warp][k]);
-          mx = warp_max (mx);
-          const float mo = pm[warp], mn = fmaxf (mo, mx);
-          float ls = 0.f;
-          for (int k = lane; k < ns; k += 32)
-            {
-              const float p = __expf (sc[warp][k] - mn);
-              sc[warp][k] = p;
-              ls += p;
-            }
-          ls = warp_sum (ls);
-          if (lane == 0)
-            {
-              const float f = mo == -INFINITY ? 0.f : __expf (mo - mn);
-              pf[warp] = f;
-              pl[warp] = pl[warp] * f + ls;
-              pm[warp] = mn;
-            }
-        }
-      __syncthreads ();
-      if (c0 == 0)
-        TRACE_MARK (5);                         /* scores and softmax */
-      /* P·V: warp (head hw, stripe sw) over keys sw, sw + stripes, … of the slice */
-      if (sw < stripes)
-        {
-          const float f = pf[hw];
-#pragma unroll
-          for (int d = 0; d < DL; d++)
-            acc[d] *= f;
-          for (int k = sw; k < ns; k += stripes)
-            {
-              const float p = sc[hw][k];
-              const __half2 *vr = (const __half2 *) (vs + (size_t) k * HD + DL * lane);
-#pragma unroll
-              for (int e = 0; e < DL / 2; e++)
-                {
-                  const float2 v = __half22float2 (vr[e]);
-                  acc[2 * e] = fmaf (p, v.x, acc[2 * e]);
-                  acc[2 * e + 1] = fmaf (p, v.y, acc[2 * e + 1]);
-                }
-            }
-        }
-    }
-  TRACE_MAIN ();
-  /* the stripes of a head meet in pacc, then the cluster's blocks in block r for head r */
-#pragma unroll
-  for (int d = 0; d < DL; d++)
-    red[warp][DL * lane + d] = acc[d];
-  __syncthreads ();
-  for (int i = tid; i < G * HD; i += TINY_NT)
-    {
-      const int g = i / HD, d = i - g * HD;
-      float o = 0.f;
-      for (int t = 0; t < stripes; t++)
-        o += red[t * G + g][d];
-      pacc[g][d] = o;
-    }
-  cl.sync ();                                   /* every block's pacc, pm, pl */
-  TRACE_MARK (6);
-  if (tid < HD)
-    {
-      float M = -INFINITY;
-      for (int b = 0; b < G; b++)
-        M = fmaxf (M, cl.map_shared_rank (pm, b)[r]);
-      float o = 0.f, L = 0.f;
-      for (int b = 0; b < G; b++)
-        {
-          const float mb = cl.map_shared_rank (pm, b)[r];
-          const float f = mb == -INFINITY ? 0.f : __expf (mb - M);
-          o = fmaf (f, cl.map_shared_rank (&pacc[0][0], b)[r * HD + tid], o);
-          L = fmaf (f, cl.map_shared_rank (pl, b)[r], L);
-        }
-      tiny_store (a, (kvh * G + r) * HD + tid, L > 0.f ? o / L : 0.f, lane);
-    }
-  cl.sync ();                                   /* no block leaves while others read its shared memory */
-#else
-  __trap ();                                    /* clusters are sm_90's; never launched below */
-#endif
-}
-
 /* HONE_ATTN_TINY_V=1: version 1 (every early copy by cp.async after pos and
  * the pages; the scores and P·V one key group at a time), =4: version 4,
  * even where the bound allows a later one; for A/B runs */
 static int tiny_version = -1;
-
-template <int HD>
-static int
-launch_tiny_cl (TinyArgs a, cudaStream_t stream)
-{
-  static int raised;
-  auto kernel = attn_tiny_cl_kernel<HD>;
-  const size_t smem = (size_t) a.smax * HD * 2 * 2;
-  if (!raised)
-    {
-      cudaError_t e = cudaFuncSetAttribute (kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TINY_SMAX * HD * 2 * 2);
-      if (e == cudaSuccess)
-        e = cudaFuncSetAttribute (kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 0);
-      if (e != cudaSuccess)
-        return (int) e;
-      raised = 1;
-    }
-  const dim3 grid (a.nq);
-  HONE_K_TRACE_SET (a, HONE_K_TR_ATTN, grid, a.G, 1);
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[2];
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3 (TINY_NT);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = (unsigned) a.G;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  int n = 1;
-  if (hone_k_pdl_for (HONE_K_PDL_ATTN))
-    {
-      attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[1].val.programmaticStreamSerializationAllowed = 1;
-      n = 2;
-    }
-  cfg.attrs = attr;
-  cfg.numAttrs = n;
-  hone_k_carveout_apply ((const void *) kernel, HONE_K_PDL_ATTN, -1);
-  return (int) cudaLaunchKernelEx (&cfg, kernel, a);
-}
 
 template <int HD, bool V4>
 static int
@@ -820,15 +508,12 @@ hone_k_attn_tiny (const float *qkv, int nq, int nkv, int hd, const int32_t *pos,
   if (tiny_version < 0)
     {
       const char *e = getenv ("HONE_ATTN_TINY_V");
-      tiny_version = e && atoi (e) == 1 ? 1 : e && atoi (e) == 4 ? 4 : 5;
+      tiny_version = e && atoi (e) == 1 ? 1 : 4;
     }
-  /* versions 4 and 5 need the bound (the table then holds the pass's pages: see hone-k-attn-tiny.h) */
+  /* version 4 needs the bound (the table then holds the pass's pages: see hone-k-attn-tiny.h) */
   a.tpages = bound > 0 ? (a.chunk + 63) / 64 : 0;
-  a.smax = ((a.chunk + a.G - 1) / a.G + 15) & ~15;
-  if (tiny_version == 5 && a.tpages > 0 && a.G >= 2 && a.G <= TINY_GMAX && hone_k_stage_supported ())
-    return hd == 128 ? launch_tiny_cl<128> (a, stream) : launch_tiny_cl<64> (a, stream);
 
-  if (tiny_version >= 4 && a.tpages > 0 && hone_k_stage_supported ())   /* bulk copies: sm_90 */
+  if (tiny_version == 4 && a.tpages > 0 && hone_k_stage_supported ())   /* bulk copies: sm_90 */
     return hd == 128 ? launch_tiny<128, true> (a, stream) : launch_tiny<64, true> (a, stream);
   return hd == 128 ? launch_tiny<128, false> (a, stream) : launch_tiny<64, false> (a, stream);
 }

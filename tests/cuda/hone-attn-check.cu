@@ -409,8 +409,7 @@ check_v4 (char sh, bool small)
 
 /* the tiny kernel (kernels/hone-k-attn-tiny.cu, shape T; one token only —
  * several take the default shapes; without a bound version 1, with one
- * version 5 (clusters of a KV head's G query heads, G 2..8) or version 4
- * (G 1)): every page and score-step edge up to its
+ * version 4): every page and score-step edge up to its
  * 256 keys a pass, several passes past it, head dims 64/128, G 1..8, pos
  * written late (the guess must be caught and redone) and this step's K/V rows
  * written late (they, and only they, are copied after the wait) */
@@ -455,8 +454,8 @@ check_tiny (bool small)
     check_case (128, 32, 8, ctx, 1, true, false, 0, 'T', 0, false, 256);
   for (int ctx : { 1, 65, 129, 256 })
     {
-      check_case (64, 8, 8, ctx, 1, true, false, 0, 'T', 0, false, 256);     /* G 1: version 4 */
-      check_case (128, 16, 8, ctx, 1, true, false, 0, 'T', 0, false, 256);   /* G 2: clusters of 2 */
+      check_case (64, 8, 8, ctx, 1, true, false, 0, 'T', 0, false, 256);     /* G 1 */
+      check_case (128, 16, 8, ctx, 1, true, false, 0, 'T', 0, false, 256);   /* G 2 */
       check_case (128, 28, 4, ctx, 1, true, false, 0, 'T', 0, false, 256);   /* G 7 (Qwen2.5-7B) */
       check_case (64, 9, 3, ctx, 1, true, false, 0, 'T', 0, false, 256);
       check_case (128, 64, 8, ctx, 1, true, false, 0, 'T', 0, false, 256);
