@@ -525,12 +525,11 @@ hone_k_attn_tiny_ctx (void)
 {
   if (tiny_ctx < 0)
     {
+      /* HONE_ATTN_TINY: 0 = never, else the tier's keys, at most one pass */
       const char *e = getenv ("HONE_ATTN_TINY");
-      tiny_ctx = e && *e ? (atoi (e) > 0 ? atoi (e) : 0) : HONE_K_ATTN_TINY_MAX;
-      int dev = 0, major = 0;
-      if (cudaGetDevice (&dev) != cudaSuccess
-          || cudaDeviceGetAttribute (&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major < 9)
-        tiny_ctx = 0;
+      const int v = e && *e ? atoi (e) : HONE_K_ATTN_TINY_MAX;
+      tiny_ctx = v <= 0 ? 0 : v > HONE_K_ATTN_TINY_MAX ? HONE_K_ATTN_TINY_MAX : v;
     }
-  return tiny_ctx;
+  /* the current device's: bulk copies and PDL are sm_90's (hone_k_stage_supported remembers it per device) */
+  return hone_k_stage_supported () ? tiny_ctx : 0;
 }

@@ -267,8 +267,9 @@ int hone_k_attn_short_ctx (void);
  * hone_k_attn_short_ctx ()'s when it fits that, else 0 (unbounded). A
  * replayed step is captured again when this changes. */
 int hone_k_attn_ctx_bound (int keys);
-/* The tiny kernel's tier: the most keys (default 256; HONE_ATTN_TINY, 0 =
- * never) for which a bounded one-token step takes it; 0 below sm_90. */
+/* The tiny kernel's tier: the most keys (default and at most 256;
+ * HONE_ATTN_TINY, 0 = never) for which a bounded one-token step takes it;
+ * 0 on a current device below sm_90. */
 int hone_k_attn_tiny_ctx (void);
 /* Decode attention for 1..HONE_K_MAX_DECODE new tokens (already in the cache):
  * token t attends keys 0..*pos+t. q from qkv (row stride (nq+2nkv)·hd); out
