@@ -45,7 +45,7 @@
  * Only one token: several tokens (speculative decoding) take the split kernel.
  */
 #include "hone-k-common.cuh"
-#include "hone-k-stage.cuh"           /* mbarriers (version 4's bulk copies) */
+#include "hone-k-stage.cuh"           /* cp_async16, mbarriers (version 4's bulk copies) */
 #include "hone-k-attn-tiny.h"
 #include <stdlib.h>
 
@@ -68,13 +68,6 @@ struct TinyArgs {
   int tpages;                         /* V4: block_table entries surely there (ceil(chunk / 64)), 0 = unknown */
   HONE_K_TRACE_FIELD
 };
-
-static __device__ __forceinline__ void
-tiny_cp16 (void *smem, const void *gmem)
-{
-  const unsigned s = (unsigned) __cvta_generic_to_shared (smem);
-  asm volatile ("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
-}
 
 /* Bulk copy (sm_90) of @bytes global → shared, completing on @bar; no L2
  * hint (the KV rows are read again next step). */
@@ -163,7 +156,7 @@ attn_tiny_kernel (TinyArgs a)
             const __half *pool = isv ? a.v_pool : a.k_pool;
             const __half *src = pool + (((size_t) page * a.nkv + kvh) * HONE_K_KV_BLOCK + (key & 63)) * HD + pc * 8;
             __half *dst = (isv ? vs : ks) + (size_t) (key - c0) * HD + pc * 8;
-            tiny_cp16 (dst, src);
+            cp_async16 (dst, src);
           }
       }
   };
@@ -228,7 +221,7 @@ attn_tiny_kernel (TinyArgs a)
           const bool isv = lane >= PR;
           const int pc = isv ? lane - PR : lane;
           const size_t off = (((size_t) page * a.nkv + kvh) * HONE_K_KV_BLOCK + (e1 & 63)) * HD + pc * 8;
-          tiny_cp16 ((isv ? vs : ks) + (size_t) e1 * HD + pc * 8, (isv ? a.v_pool : a.k_pool) + off);
+          cp_async16 ((isv ? vs : ks) + (size_t) e1 * HD + pc * 8, (isv ? a.v_pool : a.k_pool) + off);
         }
     }
   else
