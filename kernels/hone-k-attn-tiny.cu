@@ -139,10 +139,10 @@ attn_tiny_kernel (TinyArgs a)
       __syncthreads ();
     }
 
-  /* keys [k0, k1) of the pass starting at c0, for the ones with key < klim
-   * (older keys) or key >= kfrom (this step's): K rows then V rows, 16-byte
-   * pieces, consecutive threads along a row. mypage: lane p holds the page of
-   * the pass's p-th 64-key block (a pass spans ≤ 4 pages + 1). */
+  /* the rows of keys [k0, k1) of the pass starting at c0 (pass-relative):
+   * K rows then V rows, 16-byte pieces, consecutive threads along a row, by
+   * every thread's cp.async. mypage: lane p holds the page of the pass's
+   * p-th 64-key block (a pass spans ≤ 4 pages + 1). */
   auto copy = [&] (int c0, int k0, int k1, int mypage) {
     const int n = k1 - k0;
     for (int i0 = 0; i0 < 2 * n * PR; i0 += TINY_NT)
