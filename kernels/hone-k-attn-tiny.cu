@@ -66,6 +66,7 @@ struct TinyArgs {
   float *out_hd;
   int chunk;                          /* keys a pass (multiple of 16, ≤ HONE_K_ATTN_TINY_MAX) */
   int tpages;                         /* V4: block_table entries surely there (ceil(chunk / 64)), 0 = unknown */
+  int late_trigger;                   /* PDL: let the o projection launch at entry (0) or once the older rows landed (1) */
   HONE_K_TRACE_FIELD
 };
 
@@ -126,7 +127,8 @@ attn_tiny_kernel (TinyArgs a)
   __half *const vs = ks + (size_t) a.chunk * HD;
 
   TRACE_ENTRY (a.trace);
-  pdl_trigger ();                     /* the o projection may launch and load its weights meanwhile */
+  if (!a.late_trigger)
+    pdl_trigger ();                   /* the o projection may launch and load its weights meanwhile */
   const int h = blockIdx.x, kvh = h / a.G;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   if constexpr (V4)
@@ -260,6 +262,8 @@ attn_tiny_kernel (TinyArgs a)
     }
   else if constexpr (V4)
     stage_bar_wait (&bar, 0);         /* the older rows landed */
+  if (a.late_trigger)
+    pdl_trigger ();                   /* o's early weight loads no longer compete with the rows */
 
   float m = -INFINITY, l = 0.f;                 /* running max and sum (the same in every lane) */
   float acc[DL];
@@ -453,6 +457,9 @@ attn_tiny_kernel (TinyArgs a)
  * the pages; the scores and P·V one key group at a time), =4: version 4,
  * even where the bound allows a later one; for A/B runs */
 static int tiny_version = -1;
+/* HONE_TINY_TRIGGER=1: trigger the dependent launch once the older rows
+ * landed instead of at entry (for A/B runs) */
+static int tiny_trigger = -1;
 
 template <int HD, bool V4>
 static int
@@ -502,7 +509,10 @@ hone_k_attn_tiny (const float *qkv, int nq, int nkv, int hd, const int32_t *pos,
     {
       const char *e = getenv ("HONE_ATTN_TINY_V");
       tiny_version = e && atoi (e) == 1 ? 1 : 4;
+      e = getenv ("HONE_TINY_TRIGGER");
+      tiny_trigger = e && atoi (e) == 1;
     }
+  a.late_trigger = tiny_trigger;
   /* version 4 needs the bound (the table then holds the pass's pages: see hone-k-attn-tiny.h) */
   a.tpages = bound > 0 ? (a.chunk + 63) / 64 : 0;
 
