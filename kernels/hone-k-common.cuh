@@ -190,31 +190,6 @@ prefetch_l2 (const char *p, unsigned bytes, int how)
 #endif
 }
 
-/* One thread's share of a layer's older K/V rows requested into L2 (the
- * q|k|v GEMV's kv_pf, before its PDL wait): the keys [0, min(*pos, max_keys))
- * are the rows decode attention reads next, written by earlier steps; one
- * bulk prefetch a page, head and K or V, item @first, @first + @stride, …
- * Reads pos and then the table (two dependent loads); fire and forget. */
-static __device__ __forceinline__ void
-kv_prefetch_l2 (const int32_t *pos, const int32_t *block_table, const __half *k_pool, const __half *v_pool,
-                int nkv, int hd, int max_keys, int first, int stride)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const int keys = min (__ldcg (pos), max_keys);
-  const int np = (keys + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK;
-  for (int i = first; i < 2 * nkv * np; i += stride)
-    {
-      const int p = i / (2 * nkv), r = i - p * 2 * nkv, kvh = r >> 1;
-      const int rows = min (HONE_K_KV_BLOCK, keys - p * HONE_K_KV_BLOCK);
-      const size_t off = ((size_t) __ldcg (block_table + p) * nkv + kvh) * HONE_K_KV_BLOCK * hd;
-      prefetch_l2 ((const char *) ((r & 1) ? v_pool : k_pool) + off * 2, (unsigned) (rows * hd * 2), 0);
-    }
-#else
-  (void) pos; (void) block_table; (void) k_pool; (void) v_pool; (void) nkv; (void) hd; (void) max_keys;
-  (void) first; (void) stride;
-#endif
-}
-
 /* Part `part` of `nparts` equal slices of the concatenated ranges, issued by
  * the 32 lanes of one warp (fire and forget: nothing waits for it). */
 static __device__ __forceinline__ void

@@ -546,10 +546,6 @@ hone_k_state_free (HoneKState *st)
  * attention writes the quantized o projection's int8 input itself (one
  * launch a layer fewer, same bits). -1: not read from the environment yet. */
 static int pf_gemv_mb = -1, pf_attn_mb = -1, fuse_quant = -1, pf_how = -1;
-/* kv_pf_keys: a one-token step bounded to at most this many keys has its
- * q|k|v GEMV request attention's older K/V rows into L2 before its PDL wait
- * (HoneKGemvOp.kv_pf_keys); 0 = never. HONE_KV_PF. */
-static int kv_pf_keys = -1;
 
 static int
 env_int (const char *name, int dflt)
@@ -574,7 +570,6 @@ decode_tune_read (void)
   if (pf_attn_mb < 0) pf_attn_mb = env_int ("HONE_DECODE_PF_ATTN", 0);
   if (fuse_quant < 0) fuse_quant = env_int ("HONE_DECODE_FUSE", 1);
   if (pf_how < 0) pf_how = env_int ("HONE_DECODE_PF_HOW", 1);
-  if (kv_pf_keys < 0) kv_pf_keys = env_int ("HONE_KV_PF", 0);
 }
 
 /* The types whose GEMV takes HoneKActQ8 input (attention can write it for o). */
@@ -977,10 +972,6 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
       rope.k_pool = kv->k_pool[l];
       rope.v_pool = kv->v_pool[l];
       rope.block_table = kv->block_table;
-      {
-        const int bound = attn_bound (kv, st);
-        rope.kv_pf_keys = n == 1 && bound > 0 && bound <= kv_pf_keys ? bound : 0;
-      }
       /* a q|k|v of parts in different types (Q4_K_M's Q4_K q,k + Q6_K v) runs one GEMV a
        * part, RoPE + KV apart; with n > 1 each part's rows pass through st->gu (free until gate|up) */
       const bool qkv_parts = L->wqkv.type == HONE_K_PARTS;

@@ -132,11 +132,8 @@ enum { TRIG_ENTRY = 0, TRIG_LATE = 1, TRIG_WAIT = 2, TRIG_QKV, TRIG_OTHER, TRIG_
  * trips before a block's weights are used, no second pass over x).
  * EQ (one token, quantized weights, sm_90): quantization in the epilogue,
  * see GemvArgs.in_ssq / out_q; the launch forms clusters of blocks that
- * together own whole groups of 32 outputs.
- * KVPF (one token, ROPE_KV, the q|k|v launch shape of each type only, see
- * kvpf_shape): GemvArgs.kv_pf, an instance of its own so that the others'
- * code generation stays as it was. */
-template <int WT, int R, int U, int KS, int MAXT, int NORM, int EQ = 0, int KVPF = 0>
+ * together own whole groups of 32 outputs. */
+template <int WT, int R, int U, int KS, int MAXT, int NORM, int EQ = 0>
 __global__ void __launch_bounds__ (256, EQ ? 3 : 0)   /* EQ: 3 blocks an SM (≤ 80 registers) as the others get; 0: no bound */
 gemv_kernel (GemvArgs a)
 {
@@ -208,9 +205,6 @@ gemv_kernel (GemvArgs a)
   int c0 = ks * 32 + lane;
   if (a.early)
     load (c0);
-  if constexpr (KVPF)   /* ROPE_KV: attention's older K/V rows into L2, by one lane of warp 1 */
-    if (threadIdx.x == 32)
-      kv_prefetch_l2 (a.pos, a.block_table, a.k_pool, a.v_pool, a.nkv, a.hd, a.kv_pf, blockIdx.x, gridDim.x);
   pdl_wait ();
   TRACE_WAITED ();
   if (a.late_trigger == TRIG_WAIT)   /* after the wait: the next kernel's blocks may start, not the one after it */
@@ -466,19 +460,6 @@ extra_shape_ok (const GemvArgs &a)
   return a.n_tok == 1 && (!F || !a.norm_g || norm_at_end);
 }
 
-/* The launch shape that has a KVPF instance: each type's one-token q|k|v
- * shape under pick_config's rule 10 (BF16/F16 with the norm at the end: R4
- * U1 KS2; dp4a types R4 U2 KS2; W4A16 R2 U2 KS1). Another shape ignores
- * GemvArgs.kv_pf. */
-template <int WT>
-static constexpr bool
-kvpf_shape (int r, int u, int ks)
-{
-  return (WT == HONE_K_BF16 || WT == HONE_K_F16) ? r == 4 && u == 1 && ks == 2
-         : WT == HONE_K_Q4Z                      ? r == 2 && u == 2 && ks == 1
-                                                 : r == 4 && u == 2 && ks == 2;
-}
-
 /* ONE: only the one-token kernel exists in this shape (quantized weights'
  * extra shapes, and W4A16 which this kernel runs at one token only). */
 template <int WT, int R, int U, int KS, bool ONE = false>
@@ -504,9 +485,6 @@ launch_t (GemvArgs a, cudaStream_t stream)
     k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, F> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, F>;
   else
     k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, 0> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, 0>;
-  if constexpr (kvpf_shape<WT> (R, U, KS))
-    if (a.kv_pf > 0 && a.n_tok == 1 && (!F || (a.norm_g && norm_at_end)))
-      k = gemv_kernel<WT, R, U, KS, 1, F ? 2 : 0, 0, 1>;
   const size_t smem = 0;
   a.pf_first = INT_MAX;
   unsigned long long pf_bytes = 0;
@@ -885,7 +863,6 @@ args_from_op (const HoneKGemvOp *op, const HoneKPrefetch *pf, GemvArgs &a)
       epi_pf = env && env[0] == '1';
     }
   a.epi_pf = epi_pf;
-  a.kv_pf = a.epi == HONE_K_EPI_ROPE_KV && op->n_tok == 1 ? op->kv_pf_keys : 0;
   if ((a.epi == HONE_K_EPI_SWIGLU || a.epi == HONE_K_EPI_ROPE_KV) && (w->rows & 1))
     return (int) cudaErrorInvalidValue;
   if (a.epi == HONE_K_EPI_ROPE_KV

@@ -210,12 +210,6 @@ typedef struct {
    * first; NULL: the kernel that stages x in every block (variant 2) */
   HoneKActH16 *xh;
   int xh_ready;   /* xh already holds the packed input (decode attention wrote it): no pack launch */
-  /* ROPE_KV, one token, sm_90: when > 0, before waiting on the previous
-   * kernel the launch asks L2 for this layer's K and V rows of the keys
-   * older than *pos (at most this many keys), which decode attention reads
-   * next; 0: not. pos and block_table must then be valid before the launch
-   * starts (a step's pos is written by the step before it). */
-  int kv_pf_keys;
 } HoneKGemvOp;
 int hone_k_gemv_ex (const HoneKGemvOp *op, cudaStream_t stream);
 /* Q4_K / Q6_K weights (hone_k_gemv_pf dispatches to it). */
