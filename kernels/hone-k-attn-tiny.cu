@@ -35,6 +35,11 @@
  *  - P·V: warp w takes keys w, w + NW, …; lane l owns hd/32 adjacent dims.
  *    The warps' partial sums meet once in shared memory at the end; the
  *    passes of a longer context rescale them online (flash attention's rule).
+ *  - PDL: the o projection is triggered once the first pass's older rows
+ *    landed, not at entry, so that o's early weight loads do not compete
+ *    with them (same binary, 8B at 128 keys: Q4_0 1.556 -> 1.545 ms, AWQ
+ *    1.859 -> 1.829; after the scores 1.551 / 1.853, after P·V 1.580 /
+ *    1.868: RESULTS-cuda.md, "Decode, session 21"). HONE_TINY_TRIGGER=0..3.
  *  - Output: f32, and where asked the int8 blocks of 32 for a quantized o
  *    projection and the HoneKActH16 form for a W4A16 one, with the
  *    arithmetic of hone_k_quantize / hone_k_pack_h16 (same bits, a warp = a
@@ -66,7 +71,8 @@ struct TinyArgs {
   float *out_hd;
   int chunk;                          /* keys a pass (multiple of 16, ≤ HONE_K_ATTN_TINY_MAX) */
   int tpages;                         /* V4: block_table entries surely there (ceil(chunk / 64)), 0 = unknown */
-  int late_trigger;                   /* PDL: let the o projection launch at entry (0) or once the older rows landed (1) */
+  int trigger;                        /* PDL: the o projection may launch at entry (0), once the first pass's older
+                                         rows landed (1), after its scores (2) or after its P·V (3) */
   HONE_K_TRACE_FIELD
 };
 
@@ -127,7 +133,7 @@ attn_tiny_kernel (TinyArgs a)
   __half *const vs = ks + (size_t) a.chunk * HD;
 
   TRACE_ENTRY (a.trace);
-  if (!a.late_trigger)
+  if (a.trigger == 0)
     pdl_trigger ();                   /* the o projection may launch and load its weights meanwhile */
   const int h = blockIdx.x, kvh = h / a.G;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -262,7 +268,7 @@ attn_tiny_kernel (TinyArgs a)
     }
   else if constexpr (V4)
     stage_bar_wait (&bar, 0);         /* the older rows landed */
-  if (a.late_trigger)
+  if (a.trigger == 1)
     pdl_trigger ();                   /* o's early weight loads no longer compete with the rows */
 
   float m = -INFINITY, l = 0.f;                 /* running max and sum (the same in every lane) */
@@ -353,7 +359,11 @@ attn_tiny_kernel (TinyArgs a)
         }
       __syncthreads ();
       if (c0 == 0)
-        TRACE_MARK (5);                       /* its scores */
+        {
+          TRACE_MARK (5);                     /* its scores */
+          if (a.trigger == 2)
+            pdl_trigger ();
+        }
       /* the pass's max, by every warp for itself */
       float mx = -INFINITY;
       for (int k = lane; k < n; k += 32)
@@ -433,6 +443,8 @@ attn_tiny_kernel (TinyArgs a)
         }
     }
   TRACE_MAIN ();
+  if (a.trigger == 3)
+    pdl_trigger ();
   /* the warps' partial sums meet (every warp saw the same maxima: plain sums) */
 #pragma unroll
   for (int d = 0; d < DL; d++)
@@ -457,8 +469,8 @@ attn_tiny_kernel (TinyArgs a)
  * the pages; the scores and P·V one key group at a time), =4: version 4,
  * even where the bound allows a later one; for A/B runs */
 static int tiny_version = -1;
-/* HONE_TINY_TRIGGER=1: trigger the dependent launch once the older rows
- * landed instead of at entry (for A/B runs) */
+/* HONE_TINY_TRIGGER: where the dependent launch is triggered, 0..3 as
+ * TinyArgs.trigger (for A/B runs) */
 static int tiny_trigger = -1;
 
 template <int HD, bool V4>
@@ -510,9 +522,9 @@ hone_k_attn_tiny (const float *qkv, int nq, int nkv, int hd, const int32_t *pos,
       const char *e = getenv ("HONE_ATTN_TINY_V");
       tiny_version = e && atoi (e) == 1 ? 1 : 4;
       e = getenv ("HONE_TINY_TRIGGER");
-      tiny_trigger = e && atoi (e) == 1;
+      tiny_trigger = e && *e ? atoi (e) : 1;
     }
-  a.late_trigger = tiny_trigger;
+  a.trigger = tiny_trigger;
   /* version 4 needs the bound (the table then holds the pass's pages: see hone-k-attn-tiny.h) */
   a.tpages = bound > 0 ? (a.chunk + 63) / 64 : 0;
 
