@@ -309,6 +309,13 @@ enum {
   HONE_K_PDL_QKV = 1, HONE_K_PDL_O = 2, HONE_K_PDL_GU = 4, HONE_K_PDL_DOWN = 8, HONE_K_PDL_HEAD = 16,
   HONE_K_PDL_ATTN = 32, HONE_K_PDL_OTHER = 64, HONE_K_PDL_ALL = 127
 };
+/* The step being enqueued is bounded to the tiny attention kernel's tier
+ * (hone_k_forward says so before each step): the quantized q|k|v GEMVs then
+ * trigger attention right after their PDL wait (hone-k-gemv.cu, trigger_of). */
+extern "C" void hone_k_gemv_tiny_tier (int on);
+/* The HONE_K_PDL_* bits that environment variable @name lists (role names
+ * as HONE_PDL_ROLES': qkv, o, gu, down, head, attn, other), @dflt when unset. */
+extern "C" int hone_k_roles_from_env (const char *name, int dflt);
 /* hone_k_pdl_enabled () and @role (one HONE_K_PDL_* bit) among the launches
  * that take PDL: HONE_PDL_ROLES when set, else all when PDL is forced, else
  * the roles of hone_k_pdl_hint. */

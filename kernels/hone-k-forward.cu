@@ -1306,7 +1306,8 @@ hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_to
    * it measured 10 % slower (RESULTS-cuda.md, sessions 2 and 17: the big
    * GEMVs' blocks land unevenly, attention waits behind o's early loads), on
    * those three 0.7-1.1 % faster than on none at every context (session 18;
-   * adding o, attention or both cost more than they saved) */
+   * adding o, attention or both cost more than they saved — but for the tiny
+   * attention kernel's tier, below) */
   bool pdl = m->cfg.n_layers > 0 && !is_f (&m->layers[0].wgu);
   int pdl_roles = HONE_K_PDL_ALL;
   if (!pdl && m->cfg.n_layers > 0 && n_tok == 1)
@@ -1324,6 +1325,15 @@ hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_to
         {
           pdl = true;
           pdl_roles = HONE_K_PDL_QKV | HONE_K_PDL_GU | HONE_K_PDL_DOWN;
+          /* a graph bounded to the tiny attention kernel's tier (one block a
+           * query head: 32 SMs at 8B, the others free for o's early loads)
+           * adds attention and o (HONE_PDL_TINY_ROLES): 8B at 128 keys 3.835
+           * -> 3.774 ms, same binary (RESULTS-cuda.md, "Decode, session 21") */
+          static int tiny_roles = -1;
+          if (tiny_roles < 0)
+            tiny_roles = hone_k_roles_from_env ("HONE_PDL_TINY_ROLES", HONE_K_PDL_ATTN | HONE_K_PDL_O);
+          if (st->ctx_bound > 0 && st->ctx_bound <= hone_k_attn_tiny_ctx ())
+            pdl_roles |= tiny_roles;
         }
     }
   /* streamed steps: the weight stream of each launch starts during attention (PDL) */
@@ -1334,6 +1344,7 @@ hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_to
       pdl_roles = HONE_K_PDL_ALL;
     }
   hone_k_pdl_hint (pdl, pdl_roles);
+  hone_k_gemv_tiny_tier (n_tok == 1 && st->ctx_bound > 0 && st->ctx_bound <= hone_k_attn_tiny_ctx ());
   const int r = streamed                      ? decode_step_stream (m, kv, st, stream)
                 : n_tok <= HONE_K_MAX_DECODE ? decode_step (m, kv, st, n_tok, n_logits, stream)
                                              : prefill_step (m, kv, st, n_tok, pos_host, n_logits, stream);

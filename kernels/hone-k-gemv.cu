@@ -579,6 +579,13 @@ roles_of_list (const char *list)
   return m;
 }
 
+extern "C" int
+hone_k_roles_from_env (const char *name, int dflt)
+{
+  const char *env = getenv (name);
+  return env && *env ? roles_of_list (env) : dflt;
+}
+
 static int
 early_from_env (void)
 {
@@ -798,6 +805,16 @@ hone_k_prefetch_add_matrix (HoneKPrefetch *pf, const HoneKMatrix *w, size_t byte
   return added;
 }
 
+/* hone_k_gemv_tiny_tier: the step being enqueued is bounded to the tiny
+ * attention kernel's tier; HONE_TINY_QKV_TRIGGER=0 ignores it (A/B runs). */
+static int tiny_tier, tiny_qkv_trigger = -1;
+
+extern "C" void
+hone_k_gemv_tiny_tier (int on)
+{
+  tiny_tier = on;
+}
+
 /* The trigger placement (TRIG_ENTRY / LATE / WAIT) of a GEMV of weight type
  * @type and epilogue @epi. */
 static int
@@ -818,6 +835,19 @@ trigger_of (int type, int epi)
    * after the wait (same-binary A/B: Q4_0 step -1.9 % bounded, -7.9 % unbounded at 128 keys, -4.2 % at 4k;
    * Q4_1 -2.8 / -9.0 / -5.0 %); every other type late (AWQ +4..+8 %, bounded Q8_0 +4 % with an earlier trigger;
    * BF16/F16 steps run without PDL) */
+  if (tiny_qkv_trigger < 0)
+    {
+      const char *env = getenv ("HONE_TINY_QKV_TRIGGER");
+      tiny_qkv_trigger = !env || !*env || env[0] != '0';
+    }
+  /* the tiny attention kernel's tier, quantized and W4A16 weights: q|k|v lets
+   * attention launch right after its wait (attention's blocks take SMs as
+   * q|k|v drains and issue their K/V copies sooner). Same binary, 8B at 128
+   * keys: Q4_0 1.551 -> 1.546 ms, AWQ 1.834 -> 1.800; BF16 unchanged, and at
+   * the other tiers slower (RESULTS-cuda.md, "Decode, session 21") */
+  if (mode == TRIG_AUTO && tiny_tier && tiny_qkv_trigger && epi == HONE_K_EPI_ROPE_KV && type != HONE_K_BF16
+      && type != HONE_K_F16)
+    return TRIG_WAIT;
   if (mode == TRIG_AUTO)
     mode = type == HONE_K_Q4_0 || type == HONE_K_Q4_1 ? TRIG_OTHER : TRIG_LATE;
   if (mode == TRIG_QKV || mode == TRIG_OTHER)
