@@ -72,7 +72,8 @@ struct TinyArgs {
   int chunk;                          /* keys a pass (multiple of 16, ≤ HONE_K_ATTN_TINY_MAX) */
   int tpages;                         /* V4: block_table entries surely there (ceil(chunk / 64)), 0 = unknown */
   int trigger;                        /* PDL: the o projection may launch at entry (0), once the first pass's older
-                                         rows landed (1), after its scores (2) or after its P·V (3) */
+                                         rows landed (1; version 1: once pos and the pages were checked), after
+                                         its scores (2) or after its P·V (3) */
   HONE_K_TRACE_FIELD
 };
 

@@ -843,8 +843,9 @@ trigger_of (int type, int epi)
   /* the tiny attention kernel's tier, quantized and W4A16 weights: q|k|v lets
    * attention launch right after its wait (attention's blocks take SMs as
    * q|k|v drains and issue their K/V copies sooner). Same binary, 8B at 128
-   * keys: Q4_0 1.551 -> 1.546 ms, AWQ 1.834 -> 1.800; BF16 unchanged, and at
-   * the other tiers slower (RESULTS-cuda.md, "Decode, session 21") */
+   * keys: Q4_0 1.549 -> 1.542 ms, AWQ 1.830 -> 1.801, Q8_0 2.347 -> 2.335,
+   * Q4_1 unchanged; BF16 unchanged with it, and at the other tiers the
+   * earlier triggers were slower (RESULTS-cuda.md, "Decode, session 21") */
   if (mode == TRIG_AUTO && tiny_tier && tiny_qkv_trigger && epi == HONE_K_EPI_ROPE_KV && type != HONE_K_BF16
       && type != HONE_K_F16)
     return TRIG_WAIT;
