@@ -1310,6 +1310,8 @@ hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_to
    * attention kernel's tier, below) */
   bool pdl = m->cfg.n_layers > 0 && !is_f (&m->layers[0].wgu);
   int pdl_roles = HONE_K_PDL_ALL;
+  /* a one-token graph bounded to the tiny attention kernel's tier */
+  const bool tiny_tier = n_tok == 1 && st->ctx_bound > 0 && st->ctx_bound <= hone_k_attn_tiny_ctx ();
   if (!pdl && m->cfg.n_layers > 0 && n_tok == 1)
     {
       HoneKGemvOp probe;
@@ -1332,7 +1334,7 @@ hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_to
           static int tiny_roles = -1;
           if (tiny_roles < 0)
             tiny_roles = hone_k_roles_from_env ("HONE_PDL_TINY_ROLES", HONE_K_PDL_ATTN | HONE_K_PDL_O);
-          if (st->ctx_bound > 0 && st->ctx_bound <= hone_k_attn_tiny_ctx ())
+          if (tiny_tier)
             pdl_roles |= tiny_roles;
         }
     }
@@ -1344,7 +1346,7 @@ hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_to
       pdl_roles = HONE_K_PDL_ALL;
     }
   hone_k_pdl_hint (pdl, pdl_roles);
-  hone_k_gemv_tiny_tier (n_tok == 1 && st->ctx_bound > 0 && st->ctx_bound <= hone_k_attn_tiny_ctx ());
+  hone_k_gemv_tiny_tier (tiny_tier);
   const int r = streamed                      ? decode_step_stream (m, kv, st, stream)
                 : n_tok <= HONE_K_MAX_DECODE ? decode_step (m, kv, st, n_tok, n_logits, stream)
                                              : prefill_step (m, kv, st, n_tok, pos_host, n_logits, stream);
