@@ -360,3 +360,24 @@ hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *pa
   sample_chain_kernel<<<1, SK_THREADS, 0, stream>>> (logits, vocab, p, window, out);
   return (int) cudaGetLastError ();
 }
+
+/* The input of a one-token step started before the host has read the id it
+ * runs on: tokens[0] = the id the previous step's sampler wrote (0 when it
+ * wrote -1: that step's id then comes from the host and this step's result is
+ * dropped by the caller), pos[0] = @pos. */
+__global__ void
+decode_feed_kernel (const int32_t *id, int32_t *tokens, int32_t *pos_out, int pos)
+{
+  const int32_t t = *id;
+  tokens[0] = t < 0 ? 0 : t;
+  pos_out[0] = pos;
+}
+
+extern "C" int
+hone_k_decode_feed (const int32_t *id, int32_t *tokens, int32_t *pos_out, int pos, cudaStream_t stream)
+{
+  if (!id || !tokens || !pos_out || pos < 0)
+    return (int) cudaErrorInvalidValue;
+  decode_feed_kernel<<<1, 1, 0, stream>>> (id, tokens, pos_out, pos);
+  return (int) cudaGetLastError ();
+}

@@ -315,6 +315,10 @@ typedef struct {
 } HoneKSampleParams;
 int hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *params, const int32_t *window,
                          int32_t *out, cudaStream_t stream);
+/* Input of a one-token step enqueued before the host read the id it runs on
+ * (the CUDA backend's decode ahead): tokens[0] = *id (0 if it is -1), pos[0] =
+ * @pos. One thread; enqueue only. */
+int hone_k_decode_feed (const int32_t *id, int32_t *tokens, int32_t *pos, int pos_value, cudaStream_t stream);
 
 /* Read @bytes of @buf (device, 16-byte aligned) once with streaming loads
  * (kernels/hone-k-bandwidth.cu): time it to measure the read bandwidth.

@@ -44,6 +44,7 @@
 #include "hone-default-model.h"
 #include "hone-engine.h"
 #include "hone-error.h"
+#include "hone-kernels.h"
 #include "hone-model.h"
 #include "hone-sampler.h"
 #include "hone-tokenizer.h"
@@ -952,7 +953,8 @@ test_sample_distribution (void)
 /* ---- the engine with sampling on the device -------------------------------- */
 
 static HoneGenerateResult *
-engine_generate (const char *device, gboolean gpu_sampling, const HoneSamplerParams *params, GArray **prompt)
+engine_generate (const char *device, gboolean gpu_sampling, gboolean ahead, const HoneSamplerParams *params,
+                 GArray **prompt)
 {
   GError *error = NULL;
   g_autofree char *path = hone_default_model_find (&error);
@@ -964,6 +966,7 @@ engine_generate (const char *device, gboolean gpu_sampling, const HoneSamplerPar
   g_assert_no_error (error);
   /* read by the CUDA backend when the engine creates it at load */
   g_setenv ("HONE_GPU_SAMPLING", gpu_sampling ? "1" : "0", TRUE);
+  g_setenv ("HONE_DECODE_AHEAD", ahead ? "1" : "0", TRUE);
   e = hone_engine_new ();
   hone_engine_set_device (e, device);
   hone_engine_set_context_length (e, 1024);
@@ -977,6 +980,7 @@ engine_generate (const char *device, gboolean gpu_sampling, const HoneSamplerPar
   if (prompt)
     *prompt = g_array_ref (r->prompt_tokens);
   g_unsetenv ("HONE_GPU_SAMPLING");
+  g_unsetenv ("HONE_DECODE_AHEAD");
   return r;
 }
 
@@ -991,7 +995,7 @@ test_engine_sampling (void)
 {
   GError *error = NULL;
   HoneSamplerParams greedy, seeded;
-  HoneGenerateResult *gpu, *host, *cpu;
+  HoneGenerateResult *gpu, *host, *cpu, *ser;
   g_autoptr (GArray) prompt = NULL;
   guint k = 0;
 
@@ -1001,19 +1005,30 @@ test_engine_sampling (void)
   greedy.max_tokens = 48;
   greedy.ignore_eog = TRUE;
 
-  /* greedy: the device's ids = the host sampler's on the same backend */
-  gpu = engine_generate ("cuda:0", TRUE, &greedy, &prompt);
-  host = engine_generate ("cuda:0", FALSE, &greedy, NULL);
+  /* greedy: the device's ids = the host sampler's on the same backend, with
+   * and without decode ahead; every step but the first decode ran ahead (the
+   * last one asks for none: the engine knows it is the 48th) */
+  gpu = engine_generate ("cuda:0", TRUE, TRUE, &greedy, &prompt);
+  host = engine_generate ("cuda:0", FALSE, TRUE, &greedy, NULL);
+  ser = engine_generate ("cuda:0", TRUE, FALSE, &greedy, NULL);
   g_assert_cmpint (gpu->metrics.generated_tokens, ==, 48);
   g_assert_cmpint (gpu->metrics.device_sampled_tokens, ==, 48);
   g_assert_cmpint (host->metrics.device_sampled_tokens, ==, 0);
+  g_assert_cmpint (gpu->metrics.decode_tokens, ==, 47);
+  g_assert_cmpint (gpu->metrics.decode_ahead_tokens, ==, 46);
+  g_assert_cmpint (host->metrics.decode_ahead_tokens, ==, 0);
+  g_assert_cmpint (ser->metrics.decode_ahead_tokens, ==, 0);
   g_assert_true (same_tokens (gpu->generated_tokens, host->generated_tokens));
+  g_assert_true (same_tokens (ser->generated_tokens, host->generated_tokens));
   g_printerr ("# engine, greedy: 48 tokens sampled on the GPU = the host sampler's on the CUDA logits; "
-              "decode %.1f tok/s (GPU sampling) vs %.1f (host)\n", gpu->metrics.decode_tps, host->metrics.decode_tps);
+              "decode %.1f tok/s (GPU sampling, %d of %d steps ahead) vs %.1f (GPU sampling, none ahead) "
+              "vs %.1f (host)\n", gpu->metrics.decode_tps, gpu->metrics.decode_ahead_tokens, gpu->metrics.decode_tokens,
+              ser->metrics.decode_tps, host->metrics.decode_tps);
+  hone_generate_result_free (ser);
 
   /* greedy vs the CPU backend: equal up to a position where the CPU's best
    * two logits are within MARGIN (the backends round differently) */
-  cpu = engine_generate ("cpu", FALSE, &greedy, NULL);
+  cpu = engine_generate ("cpu", FALSE, FALSE, &greedy, NULL);
   while (k < cpu->generated_tokens->len && k < gpu->generated_tokens->len
          && g_array_index (cpu->generated_tokens, gint32, k) == g_array_index (gpu->generated_tokens, gint32, k))
     k++;
@@ -1056,15 +1071,121 @@ test_engine_sampling (void)
   seeded.repeat_penalty = 1.1f;
   hone_generate_result_free (gpu);
   hone_generate_result_free (host);
-  gpu = engine_generate ("cuda:0", TRUE, &seeded, NULL);
-  host = engine_generate ("cuda:0", FALSE, &seeded, NULL);
+  gpu = engine_generate ("cuda:0", TRUE, TRUE, &seeded, NULL);
+  host = engine_generate ("cuda:0", FALSE, TRUE, &seeded, NULL);
   g_assert_cmpint (gpu->metrics.device_sampled_tokens, ==, gpu->metrics.generated_tokens);
+  g_assert_cmpint (gpu->metrics.decode_ahead_tokens, ==, 0);   /* the window changes every step */
   g_assert_true (same_tokens (gpu->generated_tokens, host->generated_tokens));
   g_printerr ("# engine, seed 1234 (defaults + repeat penalty 1.1): %u tokens, GPU sampling = host sampling\n",
               gpu->generated_tokens->len);
   hone_generate_result_free (gpu);
   hone_generate_result_free (host);
+
+  /* the defaults (no penalty): the steps run ahead draw one step early, and
+   * the seed still gives the host sampler's tokens */
+  seeded.repeat_penalty = 1.0f;
+  gpu = engine_generate ("cuda:0", TRUE, TRUE, &seeded, NULL);
+  host = engine_generate ("cuda:0", FALSE, TRUE, &seeded, NULL);
+  g_assert_cmpint (gpu->metrics.device_sampled_tokens, ==, gpu->metrics.generated_tokens);
+  g_assert_cmpint (gpu->metrics.decode_ahead_tokens, ==, gpu->metrics.decode_tokens - 1);
+  g_assert_true (same_tokens (gpu->generated_tokens, host->generated_tokens));
+  g_printerr ("# engine, seed 1234 (defaults): %u tokens, %d of %d steps ahead, GPU sampling = host sampling\n",
+              gpu->generated_tokens->len, gpu->metrics.decode_ahead_tokens, gpu->metrics.decode_tokens);
+  hone_generate_result_free (gpu);
+  hone_generate_result_free (host);
   hone_generate_result_free (cpu);
+}
+
+/* Decode ahead through the backend itself: one backend that runs the step
+ * after each one ahead (HoneBatchSampling.next) and one that does not
+ * (HONE_DECODE_AHEAD=0) get the same calls and must give the same ids. The
+ * calls cross the 256-key graph tier and page edges, feed another id than the
+ * one sampled (i = 20), switch greedy to seeded sampling (30), truncate (35),
+ * take logits to the host (45) and ask for no step after (50); the backend
+ * must report a step as run ahead exactly where it could have been. */
+static void
+test_decode_ahead (void)
+{
+  GError *error = NULL;
+  HoneBackend *be[2];
+  int seq[2], L = 239, hits = 0, want = 0, V;
+  g_autofree float *lg = NULL, *lg0 = NULL;
+  g_autoptr (GRand) rng = g_rand_new_with_seed (20261204);
+  HoneBatchSampling bs, prev;
+  gboolean prev_sampled = FALSE;
+  gint32 feed, prev_id = -1;
+  double u_next = g_rand_double (rng);
+
+  g_setenv ("HONE_DECODE_AHEAD", "0", TRUE);
+  be[0] = sampling_backend (L + 1, &seq[0]);
+  g_unsetenv ("HONE_DECODE_AHEAD");
+  if (!be[0])
+    return;
+  be[1] = sampling_backend (L + 1, &seq[1]);
+  V = model->config.vocab;
+  lg = g_new (float, V);
+  lg0 = g_new (float, V);
+  memset (&prev, 0, sizeof prev);
+  feed = g_array_index (tokens, gint32, L);
+  for (int i = 0; i < 64; i++)
+    {
+      const gboolean host = i == 45;
+      gint32 got[2];
+      gboolean ahead[2], truncated = FALSE, expect;
+
+      if (i == 20)
+        feed = (prev_id + 1) % V;
+      if (i == 35)
+        {
+          L -= 3;
+          for (int k = 0; k < 2; k++)
+            be[k]->klass->seq_truncate (be[k], seq[k], L);
+          feed = g_array_index (tokens, gint32, L);
+          truncated = TRUE;
+        }
+      memset (&bs, 0, sizeof bs);
+      bs.temperature = i >= 30 ? 0.8f : 0.0f;
+      bs.top_k = i >= 30 ? 40 : 0;
+      bs.top_p = i >= 30 ? 0.95f : 1.0f;
+      bs.min_p = i >= 30 ? 0.05f : 0.0f;
+      bs.repeat_penalty = 1.0f;
+      bs.u = u_next;
+      u_next = g_rand_double (rng);
+      bs.u_next = u_next;
+      bs.next = i != 50;
+      /* run ahead: the call before asked for it, fits the same graph tier,
+       * and this one is the step it started */
+      expect = i > 0 && prev_sampled && !host && prev.next && !truncated && feed == prev_id
+               && bs.temperature == prev.temperature && hone_k_attn_ctx_bound (L) == hone_k_attn_ctx_bound (L + 1);
+      for (int k = 0; k < 2; k++)
+        {
+          HoneBatch b = { seq[k], &feed, 1, FALSE, k ? lg : lg0 };
+          b.sampling = host ? NULL : &bs;
+          b.sampled = -1;
+          g_assert_true (be[k]->klass->forward (be[k], &b, NULL, &error));
+          g_assert_no_error (error);
+          g_assert_cmpint (be[k]->klass->seq_length (be[k], seq[k]), ==, L + 1);
+          got[k] = host ? argmax (k ? lg : lg0, V) : b.sampled;
+          ahead[k] = b.ahead;
+        }
+      g_assert_cmpint (got[0], >=, 0);
+      g_assert_cmpint (got[1], ==, got[0]);
+      g_assert_false (ahead[0]);
+      if (ahead[1] != expect)
+        g_printerr ("# decode ahead: call %d at %d: ahead %d, expected %d\n", i, L, ahead[1], expect);
+      g_assert_true (ahead[1] == expect);
+      hits += ahead[1];
+      want += expect;
+      prev = bs;
+      prev_sampled = !host;
+      prev_id = got[1];
+      feed = got[1];
+      L++;
+    }
+  g_printerr ("# decode ahead: 64 calls, the same ids with and without; %d run ahead (as expected: %d)\n", hits, want);
+  g_assert_cmpint (hits, >, 40);
+  for (int k = 0; k < 2; k++)
+    hone_backend_free (be[k]);
 }
 
 int
@@ -1079,6 +1200,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda/sample-greedy", test_sample_greedy);
   g_test_add_func ("/cuda/sample-distribution", test_sample_distribution);
   g_test_add_func ("/cuda/engine-sampling", test_engine_sampling);
+  g_test_add_func ("/cuda/decode-ahead", test_decode_ahead);
   for (guint i = 0; i < G_N_ELEMENTS (tiny_cases); i++)
     {
       char *name = g_strdup_printf ("/cuda/tiny/%s", tiny_cases[i].name);

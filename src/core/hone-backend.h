@@ -62,6 +62,14 @@ typedef struct {
   const gint32 *window;     /* the penalty window's ids (host memory, any order) */
   int n_window;
   double u;                 /* uniform draw in [0, 1) for this step (unused when greedy) */
+  /* The step after this one, as the caller expects it: with @next set it will
+   * most likely ask next for one token — the id sampled here — at the
+   * following position, with these parameters and the draw @u_next. A backend
+   * may start that step before it returns this one's id (decode ahead); it
+   * runs a step it started only when the call matches it, and drops it
+   * otherwise. */
+  gboolean next;
+  double u_next;
 } HoneBatchSampling;
 
 /* One step of work on one sequence. */
@@ -78,6 +86,7 @@ typedef struct {
    * @sampled = -1 before the call. */
   const HoneBatchSampling *sampling;
   gint32 sampled;           /* out, see above */
+  gboolean ahead;           /* out: TRUE when the step had been started ahead by the previous call */
 } HoneBatch;
 
 typedef void (*HoneProgressFunc) (double fraction, gpointer user_data);

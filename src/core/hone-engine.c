@@ -1098,6 +1098,7 @@ update_inflight (HoneEngine *self, Job *job, int prompt, int prefilled, int gene
 typedef struct {
   gboolean on;              /* the backend samples */
   gboolean drawn;           /* a draw is in bs.u for the step in flight */
+  gboolean have_next;       /* bs.u_next holds the next step's draw, taken one step early */
   HoneBatchSampling bs;
   GArray *recent;           /* gint32: accepted tokens, the window is its tail */
   float *probs;             /* host fallback scratch (lazily) */
@@ -1149,9 +1150,13 @@ sample_with_draw (HoneSampler *sampler, DeviceSampling *ds, const float *logits,
   return picks[n - 1].id;
 }
 
-/* Parameters, window and draw for the forward about to run. */
+/* Parameters, window and draw for the forward about to run. @next: the
+ * token it samples will not be the last, so the backend may start the step
+ * after it ahead (HoneBatchSampling.next); that step's draw is then taken now,
+ * one step early, which keeps the seed's sequence of draws: step k still uses
+ * the k-th. */
 static const HoneBatchSampling *
-device_sampling_prepare (DeviceSampling *ds, HoneSampler *sampler)
+device_sampling_prepare (DeviceSampling *ds, HoneSampler *sampler, gboolean next)
 {
   const HoneSamplerParams *p = hone_sampler_get_params (sampler);
   guint w = (guint) MAX (p->penalty_window, 0);
@@ -1169,7 +1174,15 @@ device_sampling_prepare (DeviceSampling *ds, HoneSampler *sampler)
   ds->bs.window = w > 0 ? &g_array_index (ds->recent, gint32, ds->recent->len - w) : NULL;
   ds->bs.n_window = (int) w;
   ds->drawn = p->temperature > 0.0f;
-  ds->bs.u = ds->drawn ? hone_sampler_next_double (sampler) : 0.0;
+  if (!ds->drawn)
+    ds->bs.u = 0.0;
+  else if (ds->have_next)
+    ds->bs.u = ds->bs.u_next;
+  else
+    ds->bs.u = hone_sampler_next_double (sampler);
+  ds->bs.next = next;
+  ds->have_next = next && ds->drawn;
+  ds->bs.u_next = ds->have_next ? hone_sampler_next_double (sampler) : 0.0;
   return &ds->bs;
 }
 
@@ -1283,7 +1296,7 @@ run_generate (HoneEngine *self, Job *job)
         goto out;
       batch.sampled = -1;
       if (pos + n == prompt->len)
-        batch.sampling = device_sampling_prepare (&ds, sampler);
+        batch.sampling = device_sampling_prepare (&ds, sampler, max_tokens != 1 && (int) prompt->len < self->n_ctx);
       if (!hone_backend_forward (be, &batch, job->cancel, &error))
         {
           normalize_cancel (job, &error);
@@ -1354,7 +1367,10 @@ run_generate (HoneEngine *self, Job *job)
         goto out;
 
       batch = (HoneBatch) { s->seq, &tok, 1, FALSE, logits };
-      batch.sampling = device_sampling_prepare (&ds, sampler);
+      /* more after the token this step samples? (EOG and stop strings cannot be known) */
+      batch.sampling = device_sampling_prepare (&ds, sampler,
+                                                (max_tokens <= 0 || m.generated_tokens + 1 < max_tokens)
+                                                && (int) (prompt->len + generated->len) + 1 <= self->n_ctx);
       batch.sampled = -1;
       if (!hone_backend_forward (be, &batch, job->cancel, &error))
         {
@@ -1365,6 +1381,7 @@ run_generate (HoneEngine *self, Job *job)
       sampled = batch.sampled;
       session_append (s, &tok, 1);
       m.decode_tokens++;
+      m.decode_ahead_tokens += batch.ahead != FALSE;
       if ((m.decode_tokens & 15) == 0)
         {
           used = sample_memory (self);

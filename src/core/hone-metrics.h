@@ -45,6 +45,8 @@ typedef struct {
   gint64 memory_steady;     /* bytes: "used" at the end of decoding */
   HoneStopReason stop_reason;
   int device_sampled_tokens; /* of generated_tokens, those sampled on the GPU (the rest on the host) */
+  int decode_ahead_tokens;  /* of decode_tokens, steps the backend had started before the host read the
+                               previous token (decode ahead) */
 } HoneRequestMetrics;
 
 #define HONE_TYPE_REQUEST_METRICS (hone_request_metrics_get_type ())

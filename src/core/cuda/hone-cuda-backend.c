@@ -77,7 +77,17 @@ typedef struct {
   /* sampling on the device (see sample_params): window ids and the id out */
   gboolean gpu_sampling;      /* FALSE when HONE_GPU_SAMPLING=0 */
   gint32 *d_samp;             /* device: [0] the id, [64..] the window */
-  gint32 *h_samp;             /* pinned host, same layout */
+  gint32 *h_samp;             /* pinned host, same layout; [1], [2]: the ids of decode-ahead slots 0, 1 */
+  /* decode ahead (see the section of that name) */
+  gboolean ahead_on;          /* FALSE when HONE_DECODE_AHEAD=0 or without device sampling */
+  cudaEvent_t ahead_ev[2];    /* recorded after slot i's id is downloaded */
+  struct {
+    int seq;                  /* the sequence of the step in flight ahead; -1: none */
+    int pos;                  /* its position */
+    HoneKSampleParams kp;     /* the parameters and draw it samples with */
+    int slot;                 /* its id lands in h_samp[1 + slot] */
+    gint32 fed;               /* the id it runs on (the step before's), once the host has read it */
+  } ahead;
   /* NVML, dlopened */
   void *nvml;
   int (*nvml_mem) (void *dev, NvmlMemory *m);
@@ -527,11 +537,13 @@ upload_vector (Upload *u, const HoneTensor *t, float *dst, int n, int permute_he
 /* ------------------------------------------------------------------ vtable */
 
 static void seq_free_impl (HoneBackend *self, int seq);
+static void ahead_drop (HoneCudaBackend *b);
 
 static void
 unload_impl (HoneBackend *self)
 {
   HoneCudaBackend *b = cu (self);
+  ahead_drop (b);
   cudaStreamSynchronize (b->stream);
   for (int i = 0; i < SEQ_MAX; i++)
     if (b->seqs[i].used)
@@ -901,6 +913,8 @@ seq_free_impl (HoneBackend *self, int seq)
   Seq *s = get_seq (b, seq);
   if (!s)
     return;
+  if (b->ahead.seq == seq)
+    ahead_drop (b);
   release_pages (b, s, 0);
   drop_graph (b, s);
   cudaFree (s->d_table);
@@ -922,8 +936,56 @@ seq_truncate_impl (HoneBackend *self, int seq, int n_tokens)
   Seq *s = get_seq (b, seq);
   if (!s || n_tokens < 0 || n_tokens >= s->len)
     return;
+  if (b->ahead.seq == seq)
+    ahead_drop (b);
   s->len = n_tokens;
   release_pages (b, s, (n_tokens + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK);
+}
+
+/* The one-token step's graph for position @pos in s->graph. A graph replays
+ * at growing contexts: captured for the attention launch shape of the
+ * context's tier (hone_k_attn_ctx_bound), and captured again when the
+ * context passes into the next tier. */
+static gboolean
+ensure_graph (HoneCudaBackend *b, Seq *s, int pos, GError **error)
+{
+  HoneKState *st = &b->dec;
+  HoneKKv kv = { b->k_pool, b->v_pool, s->d_table, b->max_blocks };
+  const int bound = hone_k_attn_ctx_bound (pos + 1);
+  cudaGraph_t g = NULL;
+  size_t f0 = 0, f1 = 0, t;
+  cudaError_t e;
+  int r;
+
+  if (s->graph && s->graph_bound != bound)
+    drop_graph (b, s);
+  if (s->graph)
+    return TRUE;
+  cudaMemGetInfo (&f0, &t);
+  if (cuda_failed (cudaStreamBeginCapture (b->stream, cudaStreamCaptureModeThreadLocal), "graph capture", error))
+    return FALSE;
+  st->ctx_bound = bound;
+  r = hone_k_forward (&b->km, &kv, st, 1, pos, 1, 0, 0.f, 0, b->stream);
+  st->ctx_bound = 0;
+  e = cudaStreamEndCapture (b->stream, &g);
+  if (cuda_failed ((cudaError_t) r, "decode step", error) || cuda_failed (e, "graph capture", error))
+    {
+      if (g)
+        cudaGraphDestroy (g);
+      return FALSE;
+    }
+  e = cudaGraphInstantiate (&s->graph, g, 0);
+  cudaGraphDestroy (g);
+  if (cuda_failed (e, "graph instantiate", error))
+    {
+      s->graph = NULL;
+      return FALSE;
+    }
+  cudaMemGetInfo (&f1, &t);
+  s->graph_bound = bound;
+  s->graph_bytes = f0 > f1 ? (gint64) (f0 - f1) : 0;
+  b->other_bytes += s->graph_bytes;
+  return TRUE;
 }
 
 /* Run n tokens (≤ the state's size) at pos; logits of the last n_logits to @out (may be NULL).
@@ -935,50 +997,14 @@ run_chunk (HoneCudaBackend *b, Seq *s, const gint32 *tokens, int n, int pos, int
 {
   HoneKState *st = n <= HONE_K_MAX_DECODE ? &b->dec : &b->pre;
   HoneKKv kv = { b->k_pool, b->v_pool, s->d_table, b->max_blocks };
-  cudaError_t e;
 
   if (cuda_failed (cudaMemcpyAsync (st->tokens, tokens, (size_t) n * 4, cudaMemcpyHostToDevice, b->stream), "upload", error)
       || cuda_failed (cudaMemcpyAsync (st->pos, &pos, 4, cudaMemcpyHostToDevice, b->stream), "upload", error))
     return FALSE;
   if (n == 1 && n_logits == 1)
     {
-      /* A graph replays at growing contexts: captured for the attention
-       * launch shape of the context's tier (hone_k_attn_ctx_bound), and
-       * captured again when the context passes into the next tier. */
-      const int bound = hone_k_attn_ctx_bound (pos + 1);
-      if (s->graph && s->graph_bound != bound)
-        drop_graph (b, s);
-      if (!s->graph)
-        {
-          cudaGraph_t g = NULL;
-          size_t f0 = 0, f1 = 0, t;
-          int r;
-          cudaMemGetInfo (&f0, &t);
-          if (cuda_failed (cudaStreamBeginCapture (b->stream, cudaStreamCaptureModeThreadLocal), "graph capture", error))
-            return FALSE;
-          st->ctx_bound = bound;
-          r = hone_k_forward (&b->km, &kv, st, 1, pos, 1, 0, 0.f, 0, b->stream);
-          st->ctx_bound = 0;
-          e = cudaStreamEndCapture (b->stream, &g);
-          if (cuda_failed ((cudaError_t) r, "decode step", error) || cuda_failed (e, "graph capture", error))
-            {
-              if (g)
-                cudaGraphDestroy (g);
-              return FALSE;
-            }
-          e = cudaGraphInstantiate (&s->graph, g, 0);
-          cudaGraphDestroy (g);
-          if (cuda_failed (e, "graph instantiate", error))
-            {
-              s->graph = NULL;
-              return FALSE;
-            }
-          cudaMemGetInfo (&f1, &t);
-          s->graph_bound = bound;
-          s->graph_bytes = f0 > f1 ? (gint64) (f0 - f1) : 0;
-          b->other_bytes += s->graph_bytes;
-        }
-      if (cuda_failed (cudaGraphLaunch (s->graph, b->stream), "graph launch", error))
+      if (!ensure_graph (b, s, pos, error)
+          || cuda_failed (cudaGraphLaunch (s->graph, b->stream), "graph launch", error))
         return FALSE;
     }
   else if (cuda_failed ((cudaError_t) hone_k_forward (&b->km, &kv, st, n, pos, n_logits, 0, 0.f, 0, b->stream),
@@ -995,6 +1021,147 @@ run_chunk (HoneCudaBackend *b, Seq *s, const gint32 *tokens, int n, int pos, int
                                            cudaMemcpyDeviceToHost, b->stream), "download", error))
     return FALSE;
   return !cuda_failed (cudaStreamSynchronize (b->stream), "forward", error);
+}
+
+/* ---- decode ahead -------------------------------------------------------
+ * A one-token step whose id is sampled on the device ends in a 4-byte
+ * download and a wait; the host then hands the id out, checks its stop
+ * conditions and calls again, and the GPU idles in between (17–33 µs a token
+ * at the 8B shape on the H200, session 21). When the caller says the next call
+ * will most likely be the step after (HoneBatchSampling.next), that step is
+ * enqueued before the wait, its input fed on the device from the id just
+ * sampled (hone_k_decode_feed). A later call that matches it — same
+ * sequence, position, id, parameters and draw — only waits for its id and
+ * enqueues the one after. Anything else on the backend (another call, a
+ * truncate, a free, unload) drops it first with a synchronize: the KV row it
+ * wrote lies past the sequence's length and is written again by the step
+ * that does run there. Not with a penalty window (the window changes with
+ * every id) or where the step after needs another graph tier, a page that is
+ * not free, or the context is full. HONE_DECODE_AHEAD=0 turns it off. */
+
+static void
+ahead_drop (HoneCudaBackend *b)
+{
+  if (b->ahead.seq < 0)
+    return;
+  b->ahead.seq = -1;
+  (void) cudaStreamSynchronize (b->stream);   /* an error of that step shows on the next call */
+}
+
+static gboolean
+same_params (const HoneKSampleParams *a, const HoneKSampleParams *c)
+{
+  return a->temperature == c->temperature && a->top_k == c->top_k && a->top_p == c->top_p && a->min_p == c->min_p
+         && a->repeat_penalty == c->repeat_penalty && a->presence_penalty == c->presence_penalty
+         && a->frequency_penalty == c->frequency_penalty && a->n_window == c->n_window && a->u == c->u;
+}
+
+/* Enqueue the one-token step at @pos of @s, sampled with @kp (no penalty
+ * window), its id downloaded into slot @slot: the token from the host
+ * (@token) or, when @token is NULL, fed on the device from the id the step
+ * before sampled. The graph must exist for @pos's tier unless the stream is
+ * idle (a capture). */
+static gboolean
+enqueue_decode (HoneCudaBackend *b, Seq *s, int pos, const gint32 *token, const HoneKSampleParams *kp, int slot,
+                GError **error)
+{
+  HoneKState *st = &b->dec;
+
+  if (token)
+    {
+      if (cuda_failed (cudaMemcpyAsync (st->tokens, token, 4, cudaMemcpyHostToDevice, b->stream), "upload", error)
+          || cuda_failed (cudaMemcpyAsync (st->pos, &pos, 4, cudaMemcpyHostToDevice, b->stream), "upload", error))
+        return FALSE;
+    }
+  else if (cuda_failed ((cudaError_t) hone_k_decode_feed (b->d_samp, st->tokens, st->pos, pos, b->stream), "feed", error))
+    return FALSE;
+  return ensure_graph (b, s, pos, error)
+         && !cuda_failed (cudaGraphLaunch (s->graph, b->stream), "graph launch", error)
+         && !cuda_failed ((cudaError_t) hone_k_sample_chain (st->logits, b->km.cfg.vocab, kp, NULL, b->d_samp, b->stream),
+                          "sample", error)
+         && !cuda_failed (cudaMemcpyAsync (b->h_samp + 1 + slot, b->d_samp, 4, cudaMemcpyDeviceToHost, b->stream),
+                          "download", error)
+         && !cuda_failed (cudaEventRecord (b->ahead_ev[slot], b->stream), "event", error);
+}
+
+/* Can the step at @pos of @s run ahead? Its page is taken here if needed. */
+static gboolean
+ahead_fits (HoneCudaBackend *b, Seq *s, int pos)
+{
+  const int page = pos / HONE_K_KV_BLOCK;
+
+  if (pos + 1 > b->max_context || !s->graph || s->graph_bound != hone_k_attn_ctx_bound (pos + 1))
+    return FALSE;
+  if (page >= s->n_pages)
+    {
+      if (page > s->n_pages || b->n_free == 0)
+        return FALSE;
+      s->table[s->n_pages++] = b->free_pages[--b->n_free];
+      if (cudaMemcpyAsync (s->d_table + page, s->table + page, 4, cudaMemcpyHostToDevice, b->stream) != cudaSuccess)
+        {
+          (void) cudaGetLastError ();
+          b->free_pages[b->n_free++] = s->table[--s->n_pages];
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+/* One token at s->len sampled on the device with @kp (no window): the
+ * forward of the engine's decode loop. Runs the step ahead when it is this
+ * one, starts the next ahead when @bs asks for it. */
+static gboolean
+decode_sampled (HoneCudaBackend *b, int seq, Seq *s, HoneBatch *batch, const HoneKSampleParams *kp, GError **error)
+{
+  const gint32 tok = batch->tokens[0];
+  const int pos = s->len;
+  const gboolean hit = b->ahead.seq == seq && b->ahead.pos == pos && b->ahead.fed == tok
+                       && same_params (&b->ahead.kp, kp);
+  int slot = 0;
+  gint32 id;
+
+  if (hit)
+    {
+      slot = b->ahead.slot;
+      b->ahead.seq = -1;
+    }
+  else
+    {
+      ahead_drop (b);
+      if (!enqueue_decode (b, s, pos, &tok, kp, slot, error))
+        return FALSE;
+    }
+  if (batch->sampling->next && kp->n_window == 0 && ahead_fits (b, s, pos + 1))
+    {
+      b->ahead.kp = *kp;
+      b->ahead.kp.u = batch->sampling->u_next;
+      b->ahead.pos = pos + 1;
+      b->ahead.slot = 1 - slot;
+      b->ahead.fed = -1;
+      if (!enqueue_decode (b, s, pos + 1, NULL, &b->ahead.kp, b->ahead.slot, error))
+        {
+          (void) cudaStreamSynchronize (b->stream);
+          return FALSE;
+        }
+      b->ahead.seq = seq;
+    }
+  if (cuda_failed (cudaEventSynchronize (b->ahead_ev[slot]), "forward", error))
+    {
+      ahead_drop (b);
+      return FALSE;
+    }
+  id = b->h_samp[1 + slot];
+  if (id < 0)
+    {
+      /* the host samples from this step's logits, which the step ahead has
+       * overwritten: run it again */
+      ahead_drop (b);
+      return run_chunk (b, s, &tok, 1, pos, 1, batch->logits, kp, NULL, &batch->sampled, error);
+    }
+  b->ahead.fed = id;
+  batch->sampled = id;
+  batch->ahead = hit;
+  return TRUE;
 }
 
 static gboolean
@@ -1025,6 +1192,8 @@ forward_impl (HoneBackend *self, HoneBatch *batch, GCancellable *cancellable, GE
                      batch->tokens[i], b->km.cfg.vocab);
         return FALSE;
       }
+  if (b->ahead_on && !(b->ahead.seq == batch->seq && n == 1 && dev_sample && kp.n_window == 0))
+    ahead_drop (b);
   if (s->len + n > b->max_context)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_CONTEXT_OVERFLOW, _("%d tokens do not fit the context window (%d of %d used)"),
@@ -1048,6 +1217,13 @@ forward_impl (HoneBackend *self, HoneBatch *batch, GCancellable *cancellable, GE
       return FALSE;
   }
   len0 = s->len;
+  if (b->ahead_on && n == 1 && dev_sample && kp.n_window == 0)
+    {
+      if (g_cancellable_set_error_if_cancelled (cancellable, error) || !decode_sampled (b, batch->seq, s, batch, &kp, error))
+        goto undo;
+      s->len = len0 + 1;
+      return TRUE;
+    }
   chunk = batch->all_logits ? LOGIT_ROWS : b->pre.max_tok;
   for (int done = 0; done < n;)
     {
@@ -1066,6 +1242,7 @@ forward_impl (HoneBackend *self, HoneBatch *batch, GCancellable *cancellable, GE
   return TRUE;
 
 undo:
+  ahead_drop (b);
   s->len = len0;
   release_pages (b, s, (len0 + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK);
   return FALSE;
@@ -1106,6 +1283,9 @@ free_impl (HoneBackend *self)
     cudaFree (b->d_samp);
   if (b->h_samp)
     cudaFreeHost (b->h_samp);
+  for (int i = 0; i < 2; i++)
+    if (b->ahead_ev[i])
+      cudaEventDestroy (b->ahead_ev[i]);
   if (b->allocs)
     g_ptr_array_free (b->allocs, TRUE);
   if (b->stream)
@@ -1216,6 +1396,14 @@ hone_cuda_backend_new (int device, GError **error)
       (void) cudaGetLastError ();
       b->gpu_sampling = FALSE;   /* the host samples */
     }
+  b->ahead.seq = -1;
+  b->ahead_on = b->gpu_sampling && g_strcmp0 (g_getenv ("HONE_DECODE_AHEAD"), "0") != 0;
+  for (int i = 0; i < 2 && b->ahead_on; i++)
+    if (cudaEventCreateWithFlags (&b->ahead_ev[i], cudaEventDisableTiming) != cudaSuccess)
+      {
+        (void) cudaGetLastError ();
+        b->ahead_on = FALSE;   /* every step waits for its own id */
+      }
   nvml_open (b);
   return &b->parent;
 }
