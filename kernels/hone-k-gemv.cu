@@ -119,45 +119,6 @@ gemv_epiq_out (const GemvArgs &a, int row0, int lane, const float (&acc)[R][MAXT
 #endif
 }
 
-/* [base + off, base + off + n) asked of L2, widened to 16-byte edges (one
- * bulk prefetch on sm_90). */
-static __device__ __forceinline__ void
-prefetch_range (const void *base, size_t off, size_t n)
-{
-  const uintptr_t b = ((uintptr_t) base + off) & ~(uintptr_t) 15;
-  const uintptr_t e = ((uintptr_t) base + off + n + 15) & ~(uintptr_t) 15;
-  if (e > b)
-    prefetch_l2 ((const char *) b, (unsigned) (e - b), 0);
-}
-
-/* GemvArgs.self_pf: before its PDL wait one lane of a warp asks L2 for the
- * first self_pf bytes of the warp's R rows (quants, then the scales of as
- * many rows), so that while the previous kernel drains — attention, a norm,
- * a wave's tail: the memory half idle — the rows come in, and the main loop
- * after the wait reads them from L2. Experiment (HONE_GEMV_SELF_PF). */
-template <int WT, int R>
-static __device__ __forceinline__ void
-self_prefetch (const GemvArgs &a, int row0)
-{
-  const int nr = a.rows - row0 < R ? a.rows - row0 : R;
-  const size_t rowq = (size_t) a.nchunk * 16;
-  size_t qb = rowq * (size_t) nr;
-  if (qb > (size_t) a.self_pf)
-    qb = (size_t) a.self_pf;
-  prefetch_range (a.q, (size_t) row0 * rowq, qb);
-  if constexpr (WT != HONE_K_BF16 && WT != HONE_K_F16)
-    {
-      const size_t rows = (qb + rowq - 1) / rowq;
-      const size_t rs = WT == HONE_K_Q8_0 ? (size_t) a.nchunk
-                        : WT == HONE_K_Q4_0 ? (size_t) a.nchunk * 2
-                        : WT == HONE_K_Q4_1 ? (size_t) a.nchunk * 4
-                                            : (size_t) a.ng * 2;
-      prefetch_range (a.s, (size_t) row0 * rs, rows * rs);
-      if constexpr (WT == HONE_K_Q4Z)
-        prefetch_range (a.z, (size_t) row0 * a.ng, rows * a.ng);
-    }
-}
-
 /* Where a GEMV triggers its dependent launch (PDL): GemvArgs.late_trigger is
  * TRIG_ENTRY, TRIG_LATE or TRIG_WAIT; the QKV / OTHER modes give TRIG_WAIT to
  * the q|k|v GEMVs (RoPE + KV epilogue, before attention) or to the others and
@@ -244,8 +205,6 @@ gemv_kernel (GemvArgs a)
   int c0 = ks * 32 + lane;
   if (a.early)
     load (c0);
-  if (a.self_pf && ks == 0 && lane == 0 && row0 < a.rows)
-    self_prefetch<WT, R> (a, row0);
   pdl_wait ();
   TRACE_WAITED ();
   if (a.late_trigger == TRIG_WAIT)   /* after the wait: the next kernel's blocks may start, not the one after it */
@@ -565,8 +524,6 @@ enum { ROLE_QKV = HONE_K_PDL_QKV, ROLE_O = HONE_K_PDL_O, ROLE_GU = HONE_K_PDL_GU
 static int early_loads = -1;
 static int late_trigger = -1;  /* -1: read HONE_PDL_TRIGGER (entry, late, wait, qkv, other; unset: auto) */
 static int epi_pf = -1;        /* -1: read HONE_GEMV_EPI_PF (1: on; unset or 0: off, the default) */
-static int self_pf_roles = -1; /* -1: read HONE_GEMV_SELF_PF (roles whose warps ask L2 for their rows before the wait) */
-static int self_pf_bytes;      /* HONE_GEMV_SELF_PF_KB: at most this much of a warp's rows (default all) */
 static int pick_rule = -1;     /* -1: read HONE_GEMV_PICK ("3" / "9": session 2's call-3 / call-9 choice; default the session-9 one) */
 
 extern "C" void
@@ -894,8 +851,9 @@ trigger_of (int type, int epi)
     return TRIG_WAIT;
   /* the same tier, BF16/F16 weights (every launch of the layer on PDL there):
    * the GEMVs trigger at entry (HONE_TINY_F16_TRIGGER=0: late, as at the
-   * other tiers). Same binary at 128 keys: 3.773 -> 3.746 ms; at the 2k and
-   * unbounded tiers entry measured +0.8 % (session 22, call 2) */
+   * other tiers). Same binary, 8B at 128 keys: 3.773 -> 3.746 ms with every
+   * tier at entry (session 22, call 2; the 2k and unbounded tiers +0.8 %
+   * there), 3.808 -> 3.786 with this rule (call 3) */
   if (tiny_f16_entry < 0)
     {
       const char *env = getenv ("HONE_TINY_F16_TRIGGER");
@@ -941,16 +899,6 @@ args_from_op (const HoneKGemvOp *op, const HoneKPrefetch *pf, GemvArgs &a)
     }
   a.role = gemv_role (w, a.epi);
   a.early = (early_loads & a.role) != 0;
-  if (self_pf_roles < 0)
-    {
-      const char *env = getenv ("HONE_GEMV_SELF_PF");
-      const char *kb = getenv ("HONE_GEMV_SELF_PF_KB");
-      self_pf_roles = env && *env ? roles_of_list (env) & ROLE_ALL : 0;
-      self_pf_bytes = kb && *kb ? atoi (kb) * 1024 : 1 << 30;
-      if (self_pf_bytes < 16)
-        self_pf_roles = 0;
-    }
-  a.self_pf = (self_pf_roles & a.role) ? self_pf_bytes : 0;
   a.late_trigger = trigger_of (w->type, a.epi);
   if (epi_pf < 0)
     {

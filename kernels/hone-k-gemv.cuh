@@ -38,7 +38,6 @@ struct GemvArgs {
   int pf_first;       /* blocks from this one on prefetch a slice of pf after their main loop */
   int role;           /* hone-k-gemv.cu: the GEMV's place in a decode layer (gemv_role), 0 unknown */
   int epi_pf;         /* BF16/F16: prefetch the epilogue's inputs into L1 after the PDL wait (epi_prefetch) */
-  int self_pf;        /* bytes of its rows a warp asks L2 for before the PDL wait (self_prefetch), 0 off */
   HoneKPrefetch pf;
   /* Quantization in the epilogue (hone_k_gemv_epiq; hone-k-gemv.cu only, NULL elsewhere).
    * Consumer: xq holds the int8 quantization of x·g (not normalized) and
