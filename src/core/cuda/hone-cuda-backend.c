@@ -895,6 +895,33 @@ release_pages (HoneCudaBackend *b, Seq *s, int keep)
     b->free_pages[b->n_free++] = s->table[--s->n_pages];
 }
 
+/* s's table grown to @need pages from the pool, the new entries uploaded;
+ * FALSE (error set, nothing taken) when the pool has too few or the upload
+ * failed. */
+static gboolean
+take_pages (HoneCudaBackend *b, Seq *s, int need, GError **error)
+{
+  const int had = s->n_pages;
+
+  if (need <= had)
+    return TRUE;
+  if (need - had > b->n_free)
+    {
+      g_set_error (error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY, _("The KV cache is full (%d pages of %d tokens in use)"),
+                   b->n_pages - b->n_free, HONE_K_KV_BLOCK);
+      return FALSE;
+    }
+  while (s->n_pages < need)
+    s->table[s->n_pages++] = b->free_pages[--b->n_free];
+  if (cuda_failed (cudaMemcpyAsync (s->d_table + had, s->table + had, (size_t) (need - had) * 4,
+                                    cudaMemcpyHostToDevice, b->stream), "upload", error))
+    {
+      release_pages (b, s, had);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static void
 drop_graph (HoneCudaBackend *b, Seq *s)
 {
@@ -1088,23 +1115,8 @@ enqueue_decode (HoneCudaBackend *b, Seq *s, int pos, const gint32 *token, const 
 static gboolean
 ahead_fits (HoneCudaBackend *b, Seq *s, int pos)
 {
-  const int page = pos / HONE_K_KV_BLOCK;
-
-  if (pos + 1 > b->max_context || !s->graph || s->graph_bound != hone_k_attn_ctx_bound (pos + 1))
-    return FALSE;
-  if (page >= s->n_pages)
-    {
-      if (page > s->n_pages || b->n_free == 0)
-        return FALSE;
-      s->table[s->n_pages++] = b->free_pages[--b->n_free];
-      if (cudaMemcpyAsync (s->d_table + page, s->table + page, 4, cudaMemcpyHostToDevice, b->stream) != cudaSuccess)
-        {
-          (void) cudaGetLastError ();
-          b->free_pages[b->n_free++] = s->table[--s->n_pages];
-          return FALSE;
-        }
-    }
-  return TRUE;
+  return pos + 1 <= b->max_context && s->graph && s->graph_bound == hone_k_attn_ctx_bound (pos + 1)
+         && take_pages (b, s, pos / HONE_K_KV_BLOCK + 1, NULL);
 }
 
 /* One token at s->len sampled on the device with @kp (no window): the
@@ -1201,21 +1213,8 @@ forward_impl (HoneBackend *self, HoneBatch *batch, GCancellable *cancellable, GE
       return FALSE;
     }
   /* pages for the new positions */
-  {
-    const int need = (s->len + n + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK, had = s->n_pages;
-    if (need - s->n_pages > b->n_free)
-      {
-        g_set_error (error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY, _("The KV cache is full (%d pages of %d tokens in use)"),
-                     b->n_pages - b->n_free, HONE_K_KV_BLOCK);
-        return FALSE;
-      }
-    while (s->n_pages < need)
-      s->table[s->n_pages++] = b->free_pages[--b->n_free];
-    if (need > had
-        && cuda_failed (cudaMemcpyAsync (s->d_table + had, s->table + had, (size_t) (need - had) * 4,
-                                         cudaMemcpyHostToDevice, b->stream), "upload", error))
-      return FALSE;
-  }
+  if (!take_pages (b, s, (s->len + n + HONE_K_KV_BLOCK - 1) / HONE_K_KV_BLOCK, error))
+    return FALSE;
   len0 = s->len;
   if (b->ahead_on && n == 1 && dev_sample && kp.n_window == 0)
     {
