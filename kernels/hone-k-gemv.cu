@@ -132,12 +132,8 @@ enum { TRIG_ENTRY = 0, TRIG_LATE = 1, TRIG_WAIT = 2, TRIG_QKV, TRIG_OTHER, TRIG_
  * trips before a block's weights are used, no second pass over x).
  * EQ (one token, quantized weights, sm_90): quantization in the epilogue,
  * see GemvArgs.in_ssq / out_q; the launch forms clusters of blocks that
- * together own whole groups of 32 outputs.
- * PP (one token): two sets of weight registers in ping-pong — the loads of
- * the chunk batch after the next are issued before the current batch's dots,
- * so a warp always has a batch in flight (without it a warp's loads stop
- * while it waits for a batch and computes on it). */
-template <int WT, int R, int U, int KS, int MAXT, int NORM, int EQ = 0, bool PP = false>
+ * together own whole groups of 32 outputs. */
+template <int WT, int R, int U, int KS, int MAXT, int NORM, int EQ = 0>
 __global__ void __launch_bounds__ (256, EQ ? 3 : 0)   /* EQ: 3 blocks an SM (≤ 80 registers) as the others get; 0: no bound */
 gemv_kernel (GemvArgs a)
 {
@@ -159,13 +155,9 @@ gemv_kernel (GemvArgs a)
   for (int t = 0; t < (NORM == 2 ? MAXT : 1); t++)
     ssq[t] = 0.f;
 
-  struct Batch {
-    int4 w[U][R];
-    uint32_t sc[U][R];   /* raw scale bits (f16 d, or d|m<<16 for Q4_1) */
-    uint32_t zp[WT == HONE_K_Q4Z ? U : 1][R];   /* Q4Z zero points (kept apart from sc until used) */
-  };
-  Batch b0;
-  Batch b1;   /* PP: the other half of the ping-pong (unused otherwise) */
+  int4 w[U][R];
+  uint32_t sc[U][R];   /* raw scale bits (f16 d, or d|m<<16 for Q4_1) */
+  uint32_t zp[WT == HONE_K_Q4Z ? U : 1][R];   /* Q4Z zero points (kept apart from sc until used) */
 
   /* Triggering at entry lets a chain of dependents launch ahead (each one
    * triggers at its own entry), their waiting blocks holding SM slots and
@@ -176,10 +168,7 @@ gemv_kernel (GemvArgs a)
   if (EQ && a.out_q)
     cluster_arrive_relaxed ();
 
-  auto load = [&] (Batch &b, int c0) {
-    int4 (&w)[U][R] = b.w;
-    uint32_t (&sc)[U][R] = b.sc;
-    uint32_t (&zp)[WT == HONE_K_Q4Z ? U : 1][R] = b.zp;
+  auto load = [&] (int c0) {
 #pragma unroll
     for (int u = 0; u < U; u++)
 #pragma unroll
@@ -215,13 +204,13 @@ gemv_kernel (GemvArgs a)
 
   int c0 = ks * 32 + lane;
   if (a.early)
-    load (b0, c0);
+    load (c0);
   pdl_wait ();
   TRACE_WAITED ();
   if (a.late_trigger == TRIG_WAIT)   /* after the wait: the next kernel's blocks may start, not the one after it */
     pdl_trigger ();
   if (!a.early)
-    load (b0, c0);
+    load (c0);
   if constexpr (WT == HONE_K_BF16 || WT == HONE_K_F16)   /* see epi_prefetch: kept for the codegen */
     if (ks == 0 && lane == 0 && a.epi_pf)
       epi_prefetch<R> (a, row0);
@@ -263,106 +252,79 @@ gemv_kernel (GemvArgs a)
       __syncthreads ();
     }
 
-  /* the dots of one batch loaded from chunk cb on */
-  auto dots = [&] (const Batch &b, int cb) {
-    const int c0 = cb;
-    const int4 (&w)[U][R] = b.w;
-    const uint32_t (&sc)[U][R] = b.sc;
-    const uint32_t (&zp)[WT == HONE_K_Q4Z ? U : 1][R] = b.zp;
-    (void) sc; (void) zp;
+  for (;;)
+    {
 #pragma unroll
-    for (int u = 0; u < U; u++)
-      {
-        const int c = c0 + u * 32 * KS;
-        if (c >= nchunk)
-          return;
+      for (int u = 0; u < U; u++)
+        {
+          const int c = c0 + u * 32 * KS;
+          if (c >= nchunk)
+            break;
 #pragma unroll
-        for (int t = 0; t < MAXT; t++)
-          {
-            if (t >= a.n_tok)
-              break;
-            if (WT == HONE_K_BF16 || WT == HONE_K_F16)
-              {
-                const float4 *xp = (const float4 *) (a.x + (size_t) t * a.cols + (size_t) c * 8);
-                float4 x0 = xp[0], x1 = xp[1];
-                if (NORM == 2)
-                  {
-                    ssq[t] += x0.x * x0.x + x0.y * x0.y + x0.z * x0.z + x0.w * x0.w
-                              + x1.x * x1.x + x1.y * x1.y + x1.z * x1.z + x1.w * x1.w;
-                    const float4 *gp = (const float4 *) (a.norm_g + (size_t) c * 8);
-                    const float4 g0 = gp[0], g1 = gp[1];
-                    x0.x *= g0.x; x0.y *= g0.y; x0.z *= g0.z; x0.w *= g0.w;
-                    x1.x *= g1.x; x1.y *= g1.y; x1.z *= g1.z; x1.w *= g1.w;
-                  }
-                if (NORM == 1)
-                  {
-                    const float4 *gp = (const float4 *) (a.norm_g + (size_t) c * 8);
-                    const float4 g0 = gp[0], g1 = gp[1];
-                    const float ns = nscale[t];
-                    x0.x *= g0.x * ns; x0.y *= g0.y * ns; x0.z *= g0.z * ns; x0.w *= g0.w * ns;
-                    x1.x *= g1.x * ns; x1.y *= g1.y * ns; x1.z *= g1.z * ns; x1.w *= g1.w * ns;
-                  }
+          for (int t = 0; t < MAXT; t++)
+            {
+              if (t >= a.n_tok)
+                break;
+              if (WT == HONE_K_BF16 || WT == HONE_K_F16)
+                {
+                  const float4 *xp = (const float4 *) (a.x + (size_t) t * a.cols + (size_t) c * 8);
+                  float4 x0 = xp[0], x1 = xp[1];
+                  if (NORM == 2)
+                    {
+                      ssq[t] += x0.x * x0.x + x0.y * x0.y + x0.z * x0.z + x0.w * x0.w
+                                + x1.x * x1.x + x1.y * x1.y + x1.z * x1.z + x1.w * x1.w;
+                      const float4 *gp = (const float4 *) (a.norm_g + (size_t) c * 8);
+                      const float4 g0 = gp[0], g1 = gp[1];
+                      x0.x *= g0.x; x0.y *= g0.y; x0.z *= g0.z; x0.w *= g0.w;
+                      x1.x *= g1.x; x1.y *= g1.y; x1.z *= g1.z; x1.w *= g1.w;
+                    }
+                  if (NORM == 1)
+                    {
+                      const float4 *gp = (const float4 *) (a.norm_g + (size_t) c * 8);
+                      const float4 g0 = gp[0], g1 = gp[1];
+                      const float ns = nscale[t];
+                      x0.x *= g0.x * ns; x0.y *= g0.y * ns; x0.z *= g0.z * ns; x0.w *= g0.w * ns;
+                      x1.x *= g1.x * ns; x1.y *= g1.y * ns; x1.z *= g1.z * ns; x1.w *= g1.w * ns;
+                    }
 #pragma unroll
-                for (int r = 0; r < R; r++)
-                  acc[r][t] = dot_chunk_f<WT> (w[u][r], x0, x1, acc[r][t]);
-              }
-            else if (WT == HONE_K_Q8_0)
-              {
-                const int4 xv = *(const int4 *) (a.xq + (size_t) t * a.cols + (size_t) c * 16);
-                const float2 xd = a.xds[(size_t) t * (a.cols >> 5) + (c >> 1)];
+                  for (int r = 0; r < R; r++)
+                    acc[r][t] = dot_chunk_f<WT> (w[u][r], x0, x1, acc[r][t]);
+                }
+              else if (WT == HONE_K_Q8_0)
+                {
+                  const int4 xv = *(const int4 *) (a.xq + (size_t) t * a.cols + (size_t) c * 16);
+                  const float2 xd = a.xds[(size_t) t * (a.cols >> 5) + (c >> 1)];
 #pragma unroll
-                for (int r = 0; r < R; r++)
-                  acc[r][t] = dot_chunk_q8 (w[u][r], sc[u][r], xv, xd.x, acc[r][t]);
-              }
-            else if (WT == HONE_K_Q4Z)
-              {
-                /* tile order: piece p of the warp's 32 chunks = 512 contiguous bytes */
-                const uint4 *xp = (const uint4 *) (a.xh + (size_t) t * HONE_K_H16_ROW (a.cols)) + ((c >> 5) << 7)
-                                  + (c & 31);
-                const uint4 xv[4] = { xp[0], xp[32], xp[64], xp[96] };
-                const float2 xd = a.xhd[(size_t) t * (a.cols >> 5) + c];
+                  for (int r = 0; r < R; r++)
+                    acc[r][t] = dot_chunk_q8 (w[u][r], sc[u][r], xv, xd.x, acc[r][t]);
+                }
+              else if (WT == HONE_K_Q4Z)
+                {
+                  /* tile order: piece p of the warp's 32 chunks = 512 contiguous bytes */
+                  const uint4 *xp = (const uint4 *) (a.xh + (size_t) t * HONE_K_H16_ROW (a.cols)) + ((c >> 5) << 7)
+                                    + (c & 31);
+                  const uint4 xv[4] = { xp[0], xp[32], xp[64], xp[96] };
+                  const float2 xd = a.xhd[(size_t) t * (a.cols >> 5) + c];
 #pragma unroll
-                for (int r = 0; r < R; r++)
-                  acc[r][t] = dot_chunk_w4 (w[u][r], sc[u][r], zp[WT == HONE_K_Q4Z ? u : 0][r], xv, xd, acc[r][t]);
-              }
-            else   /* Q4_0, Q4_1 */
-              {
-                const int4 *xp = (const int4 *) (a.xq + (size_t) t * a.cols + (size_t) c * 32);
-                const int4 xa = xp[0], xb = xp[1];
-                const float2 xd = a.xds[(size_t) t * (a.cols >> 5) + c];
+                  for (int r = 0; r < R; r++)
+                    acc[r][t] = dot_chunk_w4 (w[u][r], sc[u][r], zp[WT == HONE_K_Q4Z ? u : 0][r], xv, xd, acc[r][t]);
+                }
+              else   /* Q4_0, Q4_1 */
+                {
+                  const int4 *xp = (const int4 *) (a.xq + (size_t) t * a.cols + (size_t) c * 32);
+                  const int4 xa = xp[0], xb = xp[1];
+                  const float2 xd = a.xds[(size_t) t * (a.cols >> 5) + c];
 #pragma unroll
-                for (int r = 0; r < R; r++)
-                  acc[r][t] = dot_chunk_q4<WT> (w[u][r], sc[u][r], xa, xb, xd, acc[r][t]);
-              }
-          }
-      }
-  };
-  constexpr int step = 32 * U * KS;
-  if constexpr (!PP)
-    for (;;)
-      {
-        dots (b0, c0);
-        c0 += step;
-        if (c0 >= nchunk)
-          break;
-        load (b0, c0);
-      }
-  else
-    for (;;)
-      {
-        const int c1 = c0 + step;
-        if (c1 < nchunk)
-          load (b1, c1);
-        dots (b0, c0);
-        if (c1 >= nchunk)
-          break;
-        c0 = c1 + step;
-        if (c0 < nchunk)
-          load (b0, c0);
-        dots (b1, c1);
-        if (c0 >= nchunk)
-          break;
-      }
+                  for (int r = 0; r < R; r++)
+                    acc[r][t] = dot_chunk_q4<WT> (w[u][r], sc[u][r], xa, xb, xd, acc[r][t]);
+                }
+            }
+        }
+      c0 += 32 * U * KS;
+      if (c0 >= nchunk)
+        break;
+      load (c0);
+    }
   TRACE_MAIN ();
   if (a.late_trigger == TRIG_LATE)
     pdl_trigger ();
@@ -500,7 +462,7 @@ extra_shape_ok (const GemvArgs &a)
 
 /* ONE: only the one-token kernel exists in this shape (quantized weights'
  * extra shapes, and W4A16 which this kernel runs at one token only). */
-template <int WT, int R, int U, int KS, bool ONE = false, bool PP = false>
+template <int WT, int R, int U, int KS, bool ONE = false>
 static int
 launch_t (GemvArgs a, cudaStream_t stream)
 {
@@ -513,9 +475,9 @@ launch_t (GemvArgs a, cudaStream_t stream)
       if (a.n_tok != 1 || (F && a.norm_g && !norm_at_end))
         return (int) cudaErrorInvalidValue;
       if constexpr (F)
-        k = a.norm_g ? gemv_kernel<WT, R, U, KS, 1, 2, 0, PP> : gemv_kernel<WT, R, U, KS, 1, 0, 0, PP>;
+        k = a.norm_g ? gemv_kernel<WT, R, U, KS, 1, 2> : gemv_kernel<WT, R, U, KS, 1, 0>;
       else
-        k = gemv_kernel<WT, R, U, KS, 1, 0, 0, PP>;
+        k = gemv_kernel<WT, R, U, KS, 1, 0>;
     }
   else if (a.norm_g && F && norm_at_end)
     k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, F ? 2 : 0> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, F ? 2 : 0>;
@@ -650,18 +612,14 @@ hone_k_gemv_set_pick (int rule)
  * (extra_shape_ok): W4A16's 16-bit input is 4x the weights' bytes, BF16/F16's
  * f32 input 2x, so more rows a warp share each activation load. Swept by hone-w4-check --rs-sweep
  * and hone-cuda-check --gemv-sweep, forced by hone_k_gemv_set_config. */
-struct GemvShape { int r, u, ks; bool pp; };
+struct GemvShape { int r, u, ks; };
 static constexpr GemvShape gemv_shapes[HONE_K_GEMV_CONFIGS_Q1] = {
-  { 4, 2, 1, false }, { 2, 4, 2, false }, { 2, 2, 1, false }, { 2, 4, 4, false }, { 2, 2, 4, false }, { 2, 4, 8, false },
-  { 2, 8, 2, false }, { 4, 2, 2, false }, { 2, 2, 8, false }, { 2, 8, 4, false }, { 4, 1, 2, false }, { 4, 2, 4, false },
-  { 8, 1, 2, false }, { 8, 1, 4, false }, { 4, 1, 4, false }, { 8, 1, 1, false }, { 4, 1, 1, false }, { 8, 1, 8, false },
-  /* the same loads in ping-pong (gemv_kernel's PP; BF16/F16 only): the default shapes' twins */
-  { 4, 1, 2, true }, { 4, 1, 4, true }, { 8, 1, 8, true }, { 4, 2, 2, true }, { 2, 2, 1, true }, { 4, 1, 8, true },
-  { 4, 1, 1, true }, { 8, 1, 2, true } };
+  { 4, 2, 1 }, { 2, 4, 2 }, { 2, 2, 1 }, { 2, 4, 4 }, { 2, 2, 4 }, { 2, 4, 8 }, { 2, 8, 2 }, { 4, 2, 2 },
+  { 2, 2, 8 }, { 2, 8, 4 }, { 4, 1, 2 }, { 4, 2, 4 }, { 8, 1, 2 }, { 8, 1, 4 }, { 4, 1, 4 }, { 8, 1, 1 },
+  { 4, 1, 1 }, { 8, 1, 8 } };
 
 /* Launch with shape @cfg (>= I), searched from I up; the shapes from
- * HONE_K_GEMV_CONFIGS on exist only where extra_shape_ok, the ping-pong ones
- * only for BF16/F16 (else 3). */
+ * HONE_K_GEMV_CONFIGS on exist only where extra_shape_ok (else 3). */
 template <int WT, int I = 0>
 static int
 launch_cfg (int cfg, const GemvArgs &a, cudaStream_t stream)
@@ -671,15 +629,10 @@ launch_cfg (int cfg, const GemvArgs &a, cudaStream_t stream)
       constexpr GemvShape sh = gemv_shapes[I];
       if (cfg != I)
         return launch_cfg<WT, I + 1> (cfg, a, stream);
-      constexpr bool F = WT == HONE_K_BF16 || WT == HONE_K_F16;
       if constexpr (I < HONE_K_GEMV_CONFIGS)
         return launch_t<WT, sh.r, sh.u, sh.ks> (a, stream);
-      else if constexpr (sh.pp && !F)
-        {
-          /* ping-pong shapes: BF16/F16 only (the quantized types' twins measured slower, session 23) */
-        }
       else if (extra_shape_ok<WT> (a))
-        return launch_t<WT, sh.r, sh.u, sh.ks, true, sh.pp> (a, stream);
+        return launch_t<WT, sh.r, sh.u, sh.ks, true> (a, stream);
     }
   return launch_t<WT, 2, 4, 4> (a, stream);
 }
@@ -693,13 +646,6 @@ hone_k_gemv_config_shape (int cfg, int *rows, int *loads, int *ksplit)
   *rows = ok ? gemv_shapes[cfg].r : -1;
   *loads = ok ? gemv_shapes[cfg].u : -1;
   *ksplit = ok ? gemv_shapes[cfg].ks : -1;
-}
-
-/* Whether launch shape @cfg loads in ping-pong (gemv_kernel's PP). */
-extern "C" int
-hone_k_gemv_config_pipelined (int cfg)
-{
-  return cfg >= 0 && cfg < HONE_K_GEMV_CONFIGS_Q1 && gemv_shapes[cfg].pp;
 }
 
 /* HONE_GEMV_SHAPE=<role>=<shape>[,…] (roles as HONE_GEMV_EARLY's: qkv, o,
@@ -770,11 +716,6 @@ pick_config (const GemvArgs &a)
         {
           if (a.rows >= 16384)
             return 10;
-          /* session 23: q|k|v on shape 10's ping-pong twin (18) measured
-           * -1.3 % at 128 keys on one machine (3.940 -> 3.889 ms) and +0.2 %
-           * on another (3.793 -> 3.801), the other tiers equal; the twins
-           * of gate|up's, o's, down's and the lm_head's shapes were slower
-           * (RESULTS-cuda.md, "Decode, session 23"): 10 stays */
           if (a.cols < 8192 && a.rows >= 5000)
             return 10;
           return a.role == ROLE_O ? 14 : 17;

@@ -347,12 +347,9 @@ void hone_k_set_pdl (int on);
  * one-token GEMVs of quantized weights (W4A16 too) also take
  * HONE_K_GEMV_CONFIGS..HONE_K_GEMV_CONFIGS_Q1-1. */
 #define HONE_K_GEMV_CONFIGS 4
-#define HONE_K_GEMV_CONFIGS_Q1 26
+#define HONE_K_GEMV_CONFIGS_Q1 18
 /* Launch shape @config's rows a warp, chunk loads in flight a lane and warps a row (-1s if none). */
 void hone_k_gemv_config_shape (int config, int *rows, int *loads, int *ksplit);
-/* Whether launch shape @config keeps two batches of loads in flight a lane
- * (ping-pong; such shapes exist for BF16/F16 only, other types take shape 3 there). */
-int hone_k_gemv_config_pipelined (int config);
 void hone_k_gemv_set_config (int config);
 /* Tuning hook: the automatic launch-shape rule: 3 or 9 (session 2's), 10 (session 9's,
  * the default), -1 HONE_GEMV_PICK or the default. */

@@ -3212,8 +3212,7 @@ main (int argc, char **argv)
           {
             int r, u, k;
             hone_k_gemv_config_shape (cfg, &r, &u, &k);
-            report ("-- %s one token, launch shape %d (R%d U%d KS%d%s) forced --\n", type_name (type), cfg, r, u, k,
-                    hone_k_gemv_config_pipelined (cfg) ? " ping-pong" : "");
+            report ("-- %s one token, launch shape %d (R%d U%d KS%d) forced --\n", type_name (type), cfg, r, u, k);
             hone_k_gemv_set_config (cfg);
             check_gemv (type, 1030, 576, 1, HONE_K_EPI_STORE, false, false, 0);
             check_gemv (type, 2 * 350, 1024, 1, HONE_K_EPI_SWIGLU, true, false, 0);

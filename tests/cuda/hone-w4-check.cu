@@ -1166,8 +1166,7 @@ bench_rs_shapes (void)
     {
       int r, u, k;
       hone_k_gemv_config_shape (c, &r, &u, &k);
-      snprintf (shape_name[c + 1], sizeof shape_name[c + 1], "%d: R%d U%d KS%d%s", c, r, u, k,
-                hone_k_gemv_config_pipelined (c) ? " PP" : "");
+      snprintf (shape_name[c + 1], sizeof shape_name[c + 1], "%d: R%d U%d KS%d", c, r, u, k);
     }
   report ("\n== rs launch shapes (AWQ g128, one token; weights rotated over >= 400 MB; median of 5x20) ==\n");
   report ("%-34s %-14s %10s %10s %8s\n", "matrix", "shape", "pack+rs us", "rs us", "%read");
