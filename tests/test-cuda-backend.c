@@ -1101,8 +1101,11 @@ test_engine_sampling (void)
  * (HONE_DECODE_AHEAD=0) get the same calls and must give the same ids. The
  * calls cross the 256-key graph tier and page edges, feed another id than the
  * one sampled (i = 20), switch greedy to seeded sampling (30), truncate (35),
- * take logits to the host (45) and ask for no step after (50); the backend
- * must report a step as run ahead exactly where it could have been. */
+ * take logits to the host (45), ask for no step after (50) and draw from a
+ * nucleus wider than the device sampler's candidates (56..59: it answers -1,
+ * the backend re-runs the step for its logits and both backends must give the
+ * same ones); the backend must report a step as run ahead exactly where it
+ * could have been. */
 static void
 test_decode_ahead (void)
 {
@@ -1112,7 +1115,8 @@ test_decode_ahead (void)
   g_autofree float *lg = NULL, *lg0 = NULL;
   g_autoptr (GRand) rng = g_rand_new_with_seed (20261204);
   HoneBatchSampling bs, prev;
-  gboolean prev_sampled = FALSE;
+  gboolean prev_sampled = FALSE, prev_fallback = FALSE;
+  int fallbacks = 0;
   gint32 feed, prev_id = -1;
   double u_next = g_rand_double (rng);
 
@@ -1129,8 +1133,8 @@ test_decode_ahead (void)
   feed = g_array_index (tokens, gint32, L);
   for (int i = 0; i < 64; i++)
     {
-      const gboolean host = i == 45;
-      gint32 got[2];
+      const gboolean host = i == 45, flat = i >= 56 && i < 60;
+      gint32 got[2], sampled[2];
       gboolean ahead[2], truncated = FALSE, expect;
 
       if (i == 20)
@@ -1148,6 +1152,14 @@ test_decode_ahead (void)
       bs.top_k = i >= 30 ? 40 : 0;
       bs.top_p = i >= 30 ? 0.95f : 1.0f;
       bs.min_p = i >= 30 ? 0.05f : 0.0f;
+      if (flat)
+        {
+          /* nearly flat: the 0.99 nucleus holds far more than the device's candidates */
+          bs.temperature = 50.0f;
+          bs.top_k = 0;
+          bs.top_p = 0.99f;
+          bs.min_p = 0.0f;
+        }
       bs.repeat_penalty = 1.0f;
       bs.u = u_next;
       u_next = g_rand_double (rng);
@@ -1155,7 +1167,7 @@ test_decode_ahead (void)
       bs.next = i != 50;
       /* run ahead: the call before asked for it, fits the same graph tier,
        * and this one is the step it started */
-      expect = i > 0 && prev_sampled && !host && prev.next && !truncated && feed == prev_id
+      expect = i > 0 && prev_sampled && !prev_fallback && !host && prev.next && !truncated && feed == prev_id
                && bs.temperature == prev.temperature && hone_k_attn_ctx_bound (L) == hone_k_attn_ctx_bound (L + 1);
       for (int k = 0; k < 2; k++)
         {
@@ -1165,8 +1177,20 @@ test_decode_ahead (void)
           g_assert_true (be[k]->klass->forward (be[k], &b, NULL, &error));
           g_assert_no_error (error);
           g_assert_cmpint (be[k]->klass->seq_length (be[k], seq[k]), ==, L + 1);
-          got[k] = host ? argmax (k ? lg : lg0, V) : b.sampled;
+          sampled[k] = b.sampled;
+          /* the engine would sample on the host from the logits; any id they fix will do here */
+          got[k] = host || b.sampled < 0 ? argmax (k ? lg : lg0, V) : b.sampled;
           ahead[k] = b.ahead;
+        }
+      if (flat)
+        {
+          float worst = 0.f;
+          for (int v = 0; v < V; v++)
+            worst = MAX (worst, fabsf (lg[v] - lg0[v]));
+          g_assert_cmpint (sampled[0], ==, -1);
+          g_assert_cmpint (sampled[1], ==, -1);
+          g_assert_cmpfloat (worst, <=, 1e-4f);
+          fallbacks++;
         }
       g_assert_cmpint (got[0], >=, 0);
       g_assert_cmpint (got[1], ==, got[0]);
@@ -1178,11 +1202,13 @@ test_decode_ahead (void)
       want += expect;
       prev = bs;
       prev_sampled = !host;
+      prev_fallback = flat;
       prev_id = got[1];
       feed = got[1];
       L++;
     }
-  g_printerr ("# decode ahead: 64 calls, the same ids with and without; %d run ahead (as expected: %d)\n", hits, want);
+  g_printerr ("# decode ahead: 64 calls, the same ids with and without; %d run ahead (as expected: %d); %d taken to "
+              "the host by the sampler, with the same logits\n", hits, want, fallbacks);
   g_assert_cmpint (hits, >, 40);
   for (int k = 0; k < 2; k++)
     hone_backend_free (be[k]);
