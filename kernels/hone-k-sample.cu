@@ -10,7 +10,8 @@
  * draws on either side and the same token up to float rounding.
  *
  * One block of 1024 threads over one logits row (≈ 7 passes over it, from
- * L2): a max/argmax pass, a pass for the softmax sum and the first radix
+ * L2, each with many 16-byte loads in flight a thread: hone-k-logits.cuh;
+ * temperature 0 needs only the first): a max/argmax pass, a pass for the softmax sum and the first radix
  * digit, three more radix passes (8 bits each) to find the K-th largest
  * logit, a gather of everything at or above it, a bitonic sort of those
  * (≤ 512), then the cut and the draw over the K best. K = top-k when set
@@ -20,6 +21,8 @@
  * the caller samples from the logits on the host instead.
  */
 #include "hone-k-common.cuh"
+#include "hone-k-logits.cuh"
+#include <stdlib.h>
 
 #define SK_THREADS 1024
 #define SK_CAND 512                       /* gathered candidates: K plus ties at the threshold */
@@ -55,15 +58,43 @@ struct SampleShared {
   int rem;
 };
 
-/* The logit of token i after the penalties. */
+/* The logit v of token i after the penalties. */
 static __device__ __forceinline__ float
-value_at (const float *l, int i, const SampleShared &sh, int nw)
+penalized (int i, float v, const SampleShared &sh, int nw)
 {
   if (nw > 0 && ((sh.bits[i >> 5] >> (i & 31)) & 1u))
     for (int j = 0; j < nw; j++)
       if (sh.wtok[j] == i)
         return sh.wval[j];
-  return l[i];
+  return v;
+}
+
+/* One pass over the row: f (i, v, valid) as logits_for_each; LEGACY: the
+ * one-load-a-thread loop this file had before session 24 (measurement only,
+ * HONE_SAMPLE_LEGACY=1, for the same-binary A/B). */
+template <bool LEGACY, class F>
+static __device__ __forceinline__ void
+row_pass (const float *l, int vocab, F f)
+{
+  if (LEGACY)
+    for (int i = threadIdx.x; i < vocab; i += SK_THREADS)
+      f (i, l[i], true);
+  else
+    logits_for_each<6> (l, vocab, f);   /* 8 spills at the 64 registers of 1024 threads */
+}
+
+/* hist[b]++ (b < 256) from every lane of the warp; LEGACY: one atomic a lane. */
+template <bool LEGACY>
+static __device__ __forceinline__ void
+hist_add (unsigned int *hist, unsigned int b)
+{
+  if (LEGACY)
+    {
+      if (b < 256)
+        atomicAdd (&hist[b], 1u);
+    }
+  else
+    hist_add_warp (hist, b, 256);
 }
 
 static __device__ unsigned long long
@@ -125,6 +156,7 @@ radix_pick (SampleShared &sh, int shift)
     }
 }
 
+template <bool LEGACY>
 __global__ void __launch_bounds__ (SK_THREADS)
 sample_chain_kernel (const float *logits, int vocab, HoneKSampleParams p, const int32_t *window, int32_t *out)
 {
@@ -173,11 +205,10 @@ sample_chain_kernel (const float *logits, int vocab, HoneKSampleParams p, const 
 
   /* ---- pass 1: max and argmax (lowest id on ties) */
   unsigned long long best = 0;
-  for (int i = tid; i < vocab; i += SK_THREADS)
-    {
-      const unsigned long long k = ((unsigned long long) fkey (value_at (l, i, sh, nw)) << 32) | (uint32_t) ~(uint32_t) i;
-      best = k > best ? k : best;
-    }
+  row_pass<LEGACY> (l, vocab, [&] (int i, float v, bool ok) {
+    const unsigned long long k = ((unsigned long long) fkey (penalized (i, v, sh, nw)) << 32) | (uint32_t) ~(uint32_t) i;
+    best = ok && k > best ? k : best;
+  });
   best = block_max_u64 (best, sh);
   const int32_t argmax = (int32_t) ~(uint32_t) (best & 0xffffffffu);
   const float max_l = key_float ((uint32_t) (best >> 32));
@@ -205,14 +236,13 @@ sample_chain_kernel (const float *logits, int vocab, HoneKSampleParams p, const 
     }
   __syncthreads ();
   double sum = 0.0;
-  for (int i = tid; i < vocab; i += SK_THREADS)
-    {
-      const float v = value_at (l, i, sh, nw);
-      if (v == v)
-        sum += (double) expf ((v - max_l) / p.temperature);
-      if (select)
-        atomicAdd (&sh.hist[fkey (v) >> 24], 1u);
-    }
+  row_pass<LEGACY> (l, vocab, [&] (int i, float v, bool ok) {
+    v = penalized (i, v, sh, nw);
+    if (ok && v == v)
+      sum += (double) expf ((v - max_l) / p.temperature);
+    if (select)
+      hist_add<LEGACY> (sh.hist, ok ? fkey (v) >> 24 : 256u);
+  });
   sum = block_sum_f64 (sum, sh);   /* syncs: the histogram is complete */
 
   /* ---- radix select of the K-th largest key */
@@ -227,12 +257,10 @@ sample_chain_kernel (const float *logits, int vocab, HoneKSampleParams p, const 
           if (tid < 256)
             sh.hist[tid] = 0;
           __syncthreads ();
-          for (int i = tid; i < vocab; i += SK_THREADS)
-            {
-              const uint32_t k = fkey (value_at (l, i, sh, nw));
-              if (((k ^ prefix) & hi) == 0)
-                atomicAdd (&sh.hist[(k >> shift) & 255u], 1u);
-            }
+          row_pass<LEGACY> (l, vocab, [&] (int i, float v, bool ok) {
+            const uint32_t k = fkey (penalized (i, v, sh, nw));
+            hist_add<LEGACY> (sh.hist, ok && ((k ^ prefix) & hi) == 0 ? (k >> shift) & 255u : 256u);
+          });
           __syncthreads ();
           radix_pick (sh, shift);
         }
@@ -251,16 +279,15 @@ sample_chain_kernel (const float *logits, int vocab, HoneKSampleParams p, const 
   for (int i = tid; i < SK_CAND; i += SK_THREADS)
     sh.cand[i] = 0;
   __syncthreads ();
-  for (int i = tid; i < vocab; i += SK_THREADS)
-    {
-      const uint32_t k = fkey (value_at (l, i, sh, nw));
-      if (k >= thr)
-        {
-          const int s = atomicAdd (&sh.n_cand, 1);
-          if (s < SK_CAND)
-            sh.cand[s] = ((unsigned long long) k << 32) | (uint32_t) ~(uint32_t) i;
-        }
-    }
+  row_pass<LEGACY> (l, vocab, [&] (int i, float v, bool ok) {
+    const uint32_t k = fkey (penalized (i, v, sh, nw));
+    if (ok && k >= thr)
+      {
+        const int s = atomicAdd (&sh.n_cand, 1);
+        if (s < SK_CAND)
+          sh.cand[s] = ((unsigned long long) k << 32) | (uint32_t) ~(uint32_t) i;
+      }
+  });
   __syncthreads ();
   /* bitonic sort, descending, of the filled prefix (the rest is 0, the smallest) */
   int ns = 2;
@@ -357,7 +384,13 @@ hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *pa
   if (vocab < 1 || p.top_k < 0 || (p.top_k > HONE_K_SAMPLE_MAX_K && p.top_k < vocab) || p.n_window < 0
       || p.n_window > HONE_K_SAMPLE_MAX_WINDOW || (p.n_window > 0 && (!window || vocab > SK_MAX_VOCAB)))
     return (int) cudaErrorInvalidValue;
-  sample_chain_kernel<<<1, SK_THREADS, 0, stream>>> (logits, vocab, p, window, out);
+  static int legacy = -1;   /* HONE_SAMPLE_LEGACY=1: the old loops (measurement only) */
+  if (legacy < 0)
+    legacy = getenv ("HONE_SAMPLE_LEGACY") && atoi (getenv ("HONE_SAMPLE_LEGACY")) == 1;
+  if (legacy)
+    sample_chain_kernel<true><<<1, SK_THREADS, 0, stream>>> (logits, vocab, p, window, out);
+  else
+    sample_chain_kernel<false><<<1, SK_THREADS, 0, stream>>> (logits, vocab, p, window, out);
   return (int) cudaGetLastError ();
 }
 

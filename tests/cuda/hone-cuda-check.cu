@@ -21,6 +21,7 @@
  *        hone-cuda-check --decode2                     (decode session 2's variants)
  *        hone-cuda-check --decode-stream | --check-stream (session 5: whole steps streamed vs per-GEMV kernels,
  *                                                       with a per-block trace / the streamed checks alone)
+ *        hone-cuda-check --bench-sample                (the samplers' time a call over a Llama-3 / Qwen2.5 row)
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -1036,6 +1037,191 @@ check_sample (void)
   for (int i = 0; i < V; i++) { const double e = N * p[i] / z; chi2 += (cnt[i] - e) * (cnt[i] - e) / e; }
   check (chi2 < 24.3, "sample Gumbel-max T=0.7: chi² of 20000 draws, 7 dof (p=0.001)", chi2, 24.3);
   cudaFree (dl); cudaFree (dout); cudaFree (dl8); cudaFree (dstep); cudaFree (dids);
+}
+
+/* The device sampler chain's pick (hone_k_sample_chain, no penalties) computed
+ * on the host as its header states it; *edge = the distance from u to the
+ * nearest cumulative boundary (a rounding of the device's sums can move the
+ * pick only when that is tiny), -1 when the device should decline. */
+static int
+chain_ref (const float *l, int V, const HoneKSampleParams &p, double *edge)
+{
+  *edge = 1.0;
+  std::vector<std::pair<float, int>> k;
+  float mx = -INFINITY;
+  int am = 0;
+  for (int i = 0; i < V; i++)
+    {
+      const float v = l[i] != l[i] ? -INFINITY : l[i];
+      if (v > mx) { mx = v; am = i; }
+      k.push_back ({ v, i });
+    }
+  if (p.temperature <= 0.f)
+    return am;
+  double sum = 0;
+  for (int i = 0; i < V; i++)
+    if (l[i] == l[i])
+      sum += (double) expf ((l[i] - mx) / p.temperature);
+  std::sort (k.begin (), k.end (), [] (const std::pair<float, int> &a, const std::pair<float, int> &b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  const bool topk = p.top_k > 0 && p.top_k < V;
+  const int K = topk ? std::min (p.top_k, HONE_K_SAMPLE_MAX_K) : std::min (V, HONE_K_SAMPLE_MAX_K);
+  std::vector<double> pr (K);
+  for (int i = 0; i < K; i++)
+    pr[i] = (float) ((double) expf ((k[i].first - mx) / p.temperature) / sum);
+  int n = K;
+  bool cut = false;
+  double mass = 1.0;
+  if (topk) { mass = 0; for (int i = 0; i < n; i++) mass += (float) pr[i]; }
+  if (p.top_p < 1.f)
+    {
+      double cum = 0;
+      for (int i = 0; i < n; i++)
+        {
+          cum += (float) pr[i] / mass;
+          *edge = std::min (*edge, fabs (cum - p.top_p));
+          if (cum >= p.top_p) { n = i + 1; cut = true; break; }
+        }
+    }
+  if (p.min_p > 0.f)
+    {
+      int kept = 1;
+      while (kept < n && (float) pr[kept] >= (float) pr[0] * p.min_p)
+        kept++;
+      cut = cut || kept < n;
+      n = kept;
+    }
+  if (!topk && V > K && !cut)
+    return -1;
+  mass = 0;
+  for (int i = 0; i < n; i++) mass += (float) pr[i];
+  double cum = 0;
+  for (int i = 0; i < n; i++)
+    {
+      cum += (float) ((float) pr[i] / mass);
+      *edge = std::min (*edge, fabs (p.u - cum));
+      if (p.u < cum)
+        return k[i].second;
+    }
+  return k[n - 1].second;
+}
+
+/* Both samplers over rows that start 4, 8 or 12 bytes past a 16-byte boundary
+ * (an odd vocabulary: hone-k-logits.cuh reads the first and last values one
+ * by one), with ties and a NaN, against host references. */
+static void
+check_sample_rows (void)
+{
+  const int V = 50001;
+  std::vector<float> buf (4 + 4 * (size_t) V);
+  for (auto &v : buf) v = (float) (rng_normal () * 3);
+  float *d = dev_upload (buf);
+  int32_t *dout = (int32_t *) dev_poisoned (16);
+  int bad = 0, n = 0, edges = 0;
+  for (int off : { 0, 1, 2, 3 })
+    {
+      float *row = buf.data () + off;
+      /* ties at the top (the lower id must win), a NaN (never the pick) */
+      const int a = (int) (rng_u64 () % V), b2 = (int) (rng_u64 () % V);
+      row[a] = row[b2] = 40.f + (float) off;
+      row[(a + 7) % V] = NAN;
+      CK (cudaMemcpy (d + off, row, (size_t) V * 4, cudaMemcpyHostToDevice));
+      double edge;
+      HoneKSampleParams p;
+      memset (&p, 0, sizeof p);
+      p.repeat_penalty = 1.f;
+      p.top_p = 1.f;
+      const int want = chain_ref (row, V, p, &edge);
+      CK (hone_k_sample (d + off, 1, V, 0.f, 1, NULL, dout, NULL, 0));
+      bad += dev_download<int32_t> (dout, 1)[0] != want;
+      CK (hone_k_sample_chain (d + off, V, &p, NULL, dout, 0));
+      bad += dev_download<int32_t> (dout, 1)[0] != want;
+      n += 2;
+      /* sampled: the CLI's defaults, and top-p alone (the 256 best must hold the nucleus) */
+      for (int c = 0; c < 2; c++)
+        for (double u : { 0.03, 0.31, 0.62, 0.97 })
+          {
+            p.temperature = c ? 1.5f : 0.8f;
+            p.top_k = c ? 0 : 40;
+            p.top_p = c ? 0.5f : 0.95f;
+            p.min_p = c ? 0.f : 0.05f;
+            p.u = u;
+            const int w = chain_ref (row, V, p, &edge);
+            CK (hone_k_sample_chain (d + off, V, &p, NULL, dout, 0));
+            const int got = dev_download<int32_t> (dout, 1)[0];
+            if (got != w && edge < 1e-5)
+              edges++;
+            else
+              bad += got != w;
+            n++;
+          }
+    }
+  check (bad == 0, "samplers over rows 4/8/12 bytes off 16-byte alignment, ties, a NaN: greedy and chain vs host",
+         bad, 0);
+  if (edges)
+    report ("  (%d of %d draws within 1e-5 of a cumulative boundary: not compared)\n", edges, n);
+  cudaFree (d); cudaFree (dout);
+}
+
+/* --bench-sample: µs a call of each sampler over one 128,256-float row held in
+ * L2 (as after the lm_head), 200 calls back to back. HONE_SAMPLE_LEGACY=1 in
+ * the environment times the loops of before session 24 (the same binary). */
+static void
+bench_sample (void)
+{
+  for (int V : { 128256, 151936 })
+    {
+      std::vector<float> l (V);
+      for (auto &v : l) v = (float) (rng_normal () * 3);
+      float *d = dev_upload (l);
+      int32_t *dout = (int32_t *) dev_poisoned (16), *dwin;
+      std::vector<int32_t> win (64);
+      for (auto &w : win) w = (int32_t) (rng_u64 () % V);
+      dwin = dev_upload (win);
+      cudaEvent_t e0, e1;
+      CK (cudaEventCreate (&e0));
+      CK (cudaEventCreate (&e1));
+      struct { const char *name; float T; int k; float tp, mp, rep; int win; int which; } cases[] = {
+        { "forward sampler, greedy", 0.f, 0, 1.f, 0.f, 1.f, 0, 0 },
+        { "forward sampler, Gumbel T=0.7", 0.7f, 0, 1.f, 0.f, 1.f, 0, 0 },
+        { "chain, greedy", 0.f, 0, 1.f, 0.f, 1.f, 0, 1 },
+        { "chain, greedy, repeat penalty (64 ids)", 0.f, 0, 1.f, 0.f, 1.1f, 64, 1 },
+        { "chain, T 0.8 top-k 40 top-p 0.95 min-p 0.05 (CLI default)", 0.8f, 40, 0.95f, 0.05f, 1.f, 0, 1 },
+        { "chain, T 0.7 top-p 0.9 (app: no top-k)", 0.7f, 0, 0.9f, 0.f, 1.f, 0, 1 },
+      };
+      for (const auto &c : cases)
+        {
+          HoneKSampleParams p;
+          memset (&p, 0, sizeof p);
+          p.temperature = c.T;
+          p.top_k = c.k;
+          p.top_p = c.tp;
+          p.min_p = c.mp;
+          p.repeat_penalty = c.rep;
+          p.n_window = c.win;
+          p.u = 0.5;
+          auto run = [&] () {
+            if (c.which == 0)
+              CK (hone_k_sample (d, 1, V, c.T, 7, NULL, dout, NULL, 0));
+            else
+              CK (hone_k_sample_chain (d, V, &p, dwin, dout, 0));
+          };
+          for (int i = 0; i < 10; i++)
+            run ();
+          const int reps = 200;
+          CK (cudaEventRecord (e0, 0));
+          for (int i = 0; i < reps; i++)
+            run ();
+          CK (cudaEventRecord (e1, 0));
+          CK (cudaEventSynchronize (e1));
+          float ms = 0;
+          CK (cudaEventElapsedTime (&ms, e0, e1));
+          report ("sample bench vocab %d: %-58s %8.2f us a call (id %d)\n", V, c.name, ms * 1e3 / reps,
+                  dev_download<int32_t> (dout, 1)[0]);
+        }
+      cudaFree (d); cudaFree (dout); cudaFree (dwin);
+      cudaEventDestroy (e0); cudaEventDestroy (e1);
+    }
 }
 
 static void
@@ -3159,7 +3345,7 @@ main (int argc, char **argv)
 {
   bool do_check = true, do_bench = true, quick = false, prefill_only = false, check_prefill = false;
   bool decode_only = false, check_staged = false, decode2 = false, check_epiq_only = false;
-  bool decode_stream = false, check_stream = false, gemv_sweep = false;
+  bool decode_stream = false, check_stream = false, gemv_sweep = false, sample_bench = false;
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp (argv[i], "--check")) do_bench = false;
@@ -3174,6 +3360,7 @@ main (int argc, char **argv)
       else if (!strcmp (argv[i], "--decode-stream")) { do_check = false; do_bench = false; decode_stream = true; }
       else if (!strcmp (argv[i], "--check-stream")) { do_check = false; do_bench = false; check_stream = true; }
       else if (!strcmp (argv[i], "--gemv-sweep")) { do_check = false; do_bench = false; gemv_sweep = true; }   /* every launch shape */
+      else if (!strcmp (argv[i], "--bench-sample")) { do_check = false; do_bench = false; sample_bench = true; }   /* decode session 24 */
     }
   const char *out = getenv ("OUT");
   if (out && *out)
@@ -3280,6 +3467,7 @@ main (int argc, char **argv)
       check_gemm (HONE_K_BF16, 640, 512, 300, false, true);   /* n >= 256: the first call times the candidates */
       check_gemm (HONE_K_Q4_0, 512, 256, 260, false, true);
       check_sample ();
+      check_sample_rows ();
       check_epiq_all (false);
       check_tiny_model (HONE_K_BF16, 0);
       check_tiny_model (HONE_K_Q8_0, 0);
@@ -3420,6 +3608,8 @@ main (int argc, char **argv)
       bench_prefill (HONE_K_Q4_0, true);
       do_bench = false;
     }
+  if (sample_bench)
+    bench_sample ();
   if (gemv_sweep)
     bench_gemvs (false);
   if (do_bench)
