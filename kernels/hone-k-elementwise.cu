@@ -1,7 +1,6 @@
 /* hone-k-elementwise.cu — RMSNorm, activation quantization, SwiGLU, embedding
  * lookup, sampling: the small kernels around the matrix work. */
 #include "hone-k-common.cuh"
-#include "hone-k-logits.cuh"
 #include <stdlib.h>
 #include <string.h>
 
@@ -331,117 +330,6 @@ hone_k_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream
     return (int) cudaErrorInvalidValue;
   dequant_kernel<<<(unsigned) ((total / 2 + 255) / 256), 256, 0, stream>>> (*w, dst, to_f16);
   return (int) cudaGetLastError ();
-}
-
-/* ---- sampling ---- */
-
-static __device__ __forceinline__ uint64_t
-mix64 (uint64_t z)
-{
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/* Orderable key: float bits made monotonic, index inverted so that ties go to
- * the lowest index under max. */
-static __device__ __forceinline__ unsigned long long
-pack_key (float v, int idx)
-{
-  uint32_t b = __float_as_uint (v);
-  b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-  return ((unsigned long long) b << 32) | (uint32_t) (~(uint32_t) idx);
-}
-
-/* One block a row, the row read with many loads in flight (hone-k-logits.cuh);
- * LEGACY: the one-load-a-thread loop of before session 24 (measurement only,
- * HONE_SAMPLE_LEGACY=1). */
-template <bool LEGACY>
-__global__ void __launch_bounds__ (1024)
-sample_kernel (const float *logits, int vocab, float temperature, uint64_t seed, const int32_t *step,
-               int32_t *out, int32_t *out2)
-{
-  __shared__ unsigned long long best[32];
-  const int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  pdl_trigger ();
-  pdl_wait ();
-  const float *l = logits + (size_t) t * vocab;
-  const uint64_t s = mix64 (seed ^ mix64 ((uint64_t) (step ? *step : 0) * 0x9e3779b97f4a7c15ull + t));
-  unsigned long long b = 0;
-  auto take = [&] (int i, float v, bool ok) {
-    if (v != v)
-      v = -INFINITY;
-    if (temperature > 0.f)
-      {
-        /* Gumbel-max: argmax(v/T + G) is an exact draw from softmax(v/T). */
-        const uint64_t h = mix64 (s + (uint64_t) i * 0xd1b54a32d192ed03ull);
-        const float u = ((float) (h >> 40) + 0.5f) * (1.0f / 16777216.0f);
-        v = v / temperature - logf (-logf (u));
-      }
-    const unsigned long long k = pack_key (v, i);
-    b = ok && k > b ? k : b;
-  };
-  if (LEGACY)
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
-      take (i, l[i], true);
-  else
-    logits_for_each<8> (l, vocab, take);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    {
-      const unsigned long long k = __shfl_xor_sync (0xffffffffu, b, o);
-      b = k > b ? k : b;
-    }
-  if (lane == 0)
-    best[warp] = b;
-  __syncthreads ();
-  if (warp == 0)
-    {
-      b = lane < (int) (blockDim.x >> 5) ? best[lane] : 0;
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1)
-        {
-          const unsigned long long k = __shfl_xor_sync (0xffffffffu, b, o);
-          b = k > b ? k : b;
-        }
-      if (lane == 0)
-        {
-          const int idx = (int) ~(uint32_t) (b & 0xffffffffu);
-          out[t] = idx;
-          if (out2)
-            out2[t] = idx;
-        }
-    }
-}
-
-/* HONE_SAMPLE_LEGACY=1: the samplers' old loops (measurement only). */
-static bool
-sample_legacy (void)
-{
-  static int legacy = -1;
-  if (legacy < 0)
-    legacy = getenv ("HONE_SAMPLE_LEGACY") && atoi (getenv ("HONE_SAMPLE_LEGACY")) == 1;
-  return legacy == 1;
-}
-
-extern "C" int
-hone_k_sample (const float *logits, int n_tok, int vocab, float temperature,
-               uint64_t seed, const int32_t *step, int32_t *out, void *scratch, cudaStream_t stream)
-{
-  (void) scratch;
-  if (n_tok < 1 || vocab < 1)
-    return (int) cudaErrorInvalidValue;
-  return hone_k_launch (sample_legacy () ? sample_kernel<true> : sample_kernel<false>, dim3 (n_tok), dim3 (1024), 0,
-                        stream, logits, vocab, temperature, seed, step, out, (int32_t *) NULL);
-}
-
-/* Used by hone_k_forward: sample, feed the ids back as the next step's input. */
-extern "C" int
-hone_k_sample_feed (const float *logits, int n_tok, int vocab, float temperature, uint64_t seed,
-                    const int32_t *step, int32_t *out, int32_t *feed, cudaStream_t stream)
-{
-  return hone_k_launch (sample_legacy () ? sample_kernel<true> : sample_kernel<false>, dim3 (n_tok), dim3 (1024), 0,
-                        stream, logits, vocab, temperature, seed, step, out, feed);
 }
 
 __global__ void

@@ -31,7 +31,7 @@
 extern "C" int hone_k_swiglu16 (const float *gu, int n_tok, int ffn, void *y16, int is_f16, cudaStream_t stream);
 extern "C" int hone_k_add_bias (float *y, int n_tok, int n, const float *b, cudaStream_t stream);
 extern "C" int hone_k_sample_feed (const float *logits, int n_tok, int vocab, float temperature, uint64_t seed,
-                                   const int32_t *step, int32_t *out, int32_t *feed, cudaStream_t stream);
+                                   const int32_t *step, int32_t *out, int32_t *feed, void *scratch, cudaStream_t stream);
 extern "C" int hone_k_advance (int32_t *pos, int n, int32_t *step, cudaStream_t stream);
 
 static bool
@@ -413,6 +413,7 @@ swiglu16in (const void *gu, int n_tok, int ffn, void *y, int is_f16, cudaStream_
 }
 
 #define ALIGN(x) (((x) + 255) & ~(size_t) 255)
+#define ALIGN16(x) (((x) + 15) & ~(size_t) 15)
 
 struct Layout {
   size_t small, h, xn, qkv, attn, gu, logits, xq, xds, xh, xhd, x16, w16, attn_s, sync, ws, total;
@@ -424,7 +425,7 @@ layout (const HoneKModel *m, int max_tok, int logits_rows)
   const HoneKConfig *c = &m->cfg;
   Layout L;
   const size_t md = max_dim (c), qkvw = (size_t) (c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
-  L.small = ALIGN (sizeof (int32_t) * (3 * (size_t) max_tok + 8) + 8 * (size_t) max_tok);
+  L.small = ALIGN (ALIGN16 (sizeof (int32_t) * (3 * (size_t) max_tok + 8)) + HONE_K_SAMPLE_SCRATCH_BYTES (max_tok));
   L.h = ALIGN ((size_t) max_tok * c->hidden * 4);
   L.xn = ALIGN ((size_t) max_tok * md * 4);
   L.qkv = ALIGN ((size_t) max_tok * qkvw * 4);
@@ -476,7 +477,7 @@ hone_k_state_alloc (HoneKState *st, const HoneKModel *m, int max_tok, int logits
   st->sampled = sm + max_tok;
   st->pos = sm + 2 * max_tok;
   st->step = sm + 2 * max_tok + 1;
-  st->sample_scratch = sm + 3 * max_tok + 8;
+  st->sample_scratch = (char *) sm + ALIGN16 (sizeof (int32_t) * (3 * (size_t) max_tok + 8));   /* zeroed with L.small */
   p += L.small;
   st->h = (float *) p; p += L.h;
   st->xn = (float *) p; p += L.xn;
@@ -1354,7 +1355,7 @@ hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_to
     return r;
   if (sample)
     HONE_K_CHECK ((cudaError_t) hone_k_sample_feed (st->logits, n_logits, m->cfg.vocab, temperature, seed, st->step,
-                                                    st->sampled, st->tokens, stream));
+                                                    st->sampled, st->tokens, st->sample_scratch, stream));
   HONE_K_CHECK ((cudaError_t) hone_k_advance (st->pos, n_tok, st->step, stream));
   if (n_tok > HONE_K_MAX_DECODE)
     pp_mark (HONE_K_PP_SAMPLE, stream);

@@ -1,22 +1,19 @@
-/* hone-k-logits.cuh — walking one logits row from a single block with many
- * loads in flight.
+/* hone-k-logits.cuh — walking a logits row (or a slice of it) from one block
+ * with many loads in flight.
  *
- * The samplers read a whole row (128,256 floats for Llama 3: 0.5 MB, in L2
- * right after the lm_head wrote it) once per pass from one block. A loop of
- * one 4-byte load a thread per iteration has a single load in flight and
- * pays ~125 serial L2 round trips a pass (ncu: 53 µs for the greedy pass with
- * L2 flushed; tests/bench/RESULTS-cuda.md, "Decode, session 24"). Here every
- * thread issues B 16-byte loads before it looks at any of them, so a pass is
- * a handful of round trips and bound by what one SM can read.
+ * The forward's sampler reads a row (128,256 floats for Llama 3: 0.5 MB, in
+ * L2 right after the lm_head wrote it), or a slice of it, once. A loop of one
+ * 4-byte load a thread per iteration keeps a single load in flight; here
+ * every thread issues B 16-byte loads before it looks at any of them
+ * (tests/bench/RESULTS-cuda.md, "Decode, session 24").
  *
  * logits_for_each (l, n, f) calls f (i, v, valid) for every index i of
- * [0, n) exactly once with valid = true, and, so that warp-synchronous code
- * inside f (__match_any_sync with a full mask) sees every lane, also with
- * valid = false on lanes that have nothing at that step: every lane of a warp
- * makes the same number of calls. The indices a thread sees are not in
- * order. l only needs 4-byte alignment (a row of an odd vocabulary): the
- * first 0–3 values before a 16-byte boundary and the last 0–3 are read one
- * by one.
+ * [0, n) exactly once with valid = true, and also with valid = false on
+ * lanes that have nothing at that step: every lane of a warp makes the same
+ * number of calls (warp-synchronous code inside f sees every lane). The
+ * indices a thread sees are not in order. l only needs 4-byte alignment (a
+ * row of an odd vocabulary): the first 0–3 values before a 16-byte boundary
+ * and the last 0–3 are read one by one.
  */
 #pragma once
 #include <cuda_runtime.h>
@@ -55,15 +52,4 @@ logits_for_each (const float *l, int n, F f)
     }
   const int t0 = head + 4 * n4;
   f (t0 + tid, t0 + tid < n ? l[t0 + tid] : 0.f, t0 + tid < n);
-}
-
-/* hist[b] += 1 for each lane whose b < nb, one shared atomic a distinct value
- * in the warp (a row's keys crowd into a few buckets: lane-by-lane atomics on
- * one address serialize). Every lane of the warp must call it. */
-static __device__ __forceinline__ void
-hist_add_warp (unsigned int *hist, unsigned int b, unsigned int nb)
-{
-  const unsigned int peers = __match_any_sync (0xffffffffu, b);
-  if (b < nb && (int) (threadIdx.x & 31) == __ffs (peers) - 1)
-    atomicAdd (&hist[b], (unsigned int) __popc (peers));
 }

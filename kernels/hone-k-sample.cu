@@ -9,9 +9,10 @@
  * would have used for this step (its seeded PRNG), so a seed gives the same
  * draws on either side and the same token up to float rounding.
  *
- * One block of 1024 threads over one logits row (≈ 7 passes over it, from
- * L2, each with many 16-byte loads in flight a thread: hone-k-logits.cuh;
- * temperature 0 needs only the first): a max/argmax pass, a pass for the softmax sum and the first radix
+ * Greedy without penalties goes to the many-block argmax below (one block
+ * is bound by its own SM: 17 µs a 128,256-float row, RESULTS-cuda.md
+ * "Decode, session 24"). Otherwise one block of 1024 threads over one logits
+ * row (≈ 7 passes over it, from L2): a max/argmax pass, a pass for the softmax sum and the first radix
  * digit, three more radix passes (8 bits each) to find the K-th largest
  * logit, a gather of everything at or above it, a bitonic sort of those
  * (≤ 512), then the cut and the draw over the K best. K = top-k when set
@@ -58,43 +59,15 @@ struct SampleShared {
   int rem;
 };
 
-/* The logit v of token i after the penalties. */
+/* The logit of token i after the penalties. */
 static __device__ __forceinline__ float
-penalized (int i, float v, const SampleShared &sh, int nw)
+value_at (const float *l, int i, const SampleShared &sh, int nw)
 {
   if (nw > 0 && ((sh.bits[i >> 5] >> (i & 31)) & 1u))
     for (int j = 0; j < nw; j++)
       if (sh.wtok[j] == i)
         return sh.wval[j];
-  return v;
-}
-
-/* One pass over the row: f (i, v, valid) as logits_for_each; LEGACY: the
- * one-load-a-thread loop this file had before session 24 (measurement only,
- * HONE_SAMPLE_LEGACY=1, for the same-binary A/B). */
-template <bool LEGACY, class F>
-static __device__ __forceinline__ void
-row_pass (const float *l, int vocab, F f)
-{
-  if (LEGACY)
-    for (int i = threadIdx.x; i < vocab; i += SK_THREADS)
-      f (i, l[i], true);
-  else
-    logits_for_each<6> (l, vocab, f);   /* 8 spills at the 64 registers of 1024 threads */
-}
-
-/* hist[b]++ (b < 256) from every lane of the warp; LEGACY: one atomic a lane. */
-template <bool LEGACY>
-static __device__ __forceinline__ void
-hist_add (unsigned int *hist, unsigned int b)
-{
-  if (LEGACY)
-    {
-      if (b < 256)
-        atomicAdd (&hist[b], 1u);
-    }
-  else
-    hist_add_warp (hist, b, 256);
+  return l[i];
 }
 
 static __device__ unsigned long long
@@ -156,7 +129,6 @@ radix_pick (SampleShared &sh, int shift)
     }
 }
 
-template <bool LEGACY>
 __global__ void __launch_bounds__ (SK_THREADS)
 sample_chain_kernel (const float *logits, int vocab, HoneKSampleParams p, const int32_t *window, int32_t *out)
 {
@@ -205,10 +177,11 @@ sample_chain_kernel (const float *logits, int vocab, HoneKSampleParams p, const 
 
   /* ---- pass 1: max and argmax (lowest id on ties) */
   unsigned long long best = 0;
-  row_pass<LEGACY> (l, vocab, [&] (int i, float v, bool ok) {
-    const unsigned long long k = ((unsigned long long) fkey (penalized (i, v, sh, nw)) << 32) | (uint32_t) ~(uint32_t) i;
-    best = ok && k > best ? k : best;
-  });
+  for (int i = tid; i < vocab; i += SK_THREADS)
+    {
+      const unsigned long long k = ((unsigned long long) fkey (value_at (l, i, sh, nw)) << 32) | (uint32_t) ~(uint32_t) i;
+      best = k > best ? k : best;
+    }
   best = block_max_u64 (best, sh);
   const int32_t argmax = (int32_t) ~(uint32_t) (best & 0xffffffffu);
   const float max_l = key_float ((uint32_t) (best >> 32));
@@ -236,13 +209,14 @@ sample_chain_kernel (const float *logits, int vocab, HoneKSampleParams p, const 
     }
   __syncthreads ();
   double sum = 0.0;
-  row_pass<LEGACY> (l, vocab, [&] (int i, float v, bool ok) {
-    v = penalized (i, v, sh, nw);
-    if (ok && v == v)
-      sum += (double) expf ((v - max_l) / p.temperature);
-    if (select)
-      hist_add<LEGACY> (sh.hist, ok ? fkey (v) >> 24 : 256u);
-  });
+  for (int i = tid; i < vocab; i += SK_THREADS)
+    {
+      const float v = value_at (l, i, sh, nw);
+      if (v == v)
+        sum += (double) expf ((v - max_l) / p.temperature);
+      if (select)
+        atomicAdd (&sh.hist[fkey (v) >> 24], 1u);
+    }
   sum = block_sum_f64 (sum, sh);   /* syncs: the histogram is complete */
 
   /* ---- radix select of the K-th largest key */
@@ -257,10 +231,12 @@ sample_chain_kernel (const float *logits, int vocab, HoneKSampleParams p, const 
           if (tid < 256)
             sh.hist[tid] = 0;
           __syncthreads ();
-          row_pass<LEGACY> (l, vocab, [&] (int i, float v, bool ok) {
-            const uint32_t k = fkey (penalized (i, v, sh, nw));
-            hist_add<LEGACY> (sh.hist, ok && ((k ^ prefix) & hi) == 0 ? (k >> shift) & 255u : 256u);
-          });
+          for (int i = tid; i < vocab; i += SK_THREADS)
+            {
+              const uint32_t k = fkey (value_at (l, i, sh, nw));
+              if (((k ^ prefix) & hi) == 0)
+                atomicAdd (&sh.hist[(k >> shift) & 255u], 1u);
+            }
           __syncthreads ();
           radix_pick (sh, shift);
         }
@@ -279,15 +255,16 @@ sample_chain_kernel (const float *logits, int vocab, HoneKSampleParams p, const 
   for (int i = tid; i < SK_CAND; i += SK_THREADS)
     sh.cand[i] = 0;
   __syncthreads ();
-  row_pass<LEGACY> (l, vocab, [&] (int i, float v, bool ok) {
-    const uint32_t k = fkey (penalized (i, v, sh, nw));
-    if (ok && k >= thr)
-      {
-        const int s = atomicAdd (&sh.n_cand, 1);
-        if (s < SK_CAND)
-          sh.cand[s] = ((unsigned long long) k << 32) | (uint32_t) ~(uint32_t) i;
-      }
-  });
+  for (int i = tid; i < vocab; i += SK_THREADS)
+    {
+      const uint32_t k = fkey (value_at (l, i, sh, nw));
+      if (k >= thr)
+        {
+          const int s = atomicAdd (&sh.n_cand, 1);
+          if (s < SK_CAND)
+            sh.cand[s] = ((unsigned long long) k << 32) | (uint32_t) ~(uint32_t) i;
+        }
+    }
   __syncthreads ();
   /* bitonic sort, descending, of the filled prefix (the rest is 0, the smallest) */
   int ns = 2;
@@ -376,22 +353,185 @@ sample_chain_kernel (const float *logits, int vocab, HoneKSampleParams p, const 
   out[0] = (int32_t) ~(uint32_t) (sh.cand[n - 1] & 0xffffffffu);
 }
 
+static int sample_rows (const float *logits, int n_tok, int vocab, float temperature, uint64_t seed,
+                        const int32_t *step, void *scratch, int32_t *out, int32_t *out2, cudaStream_t stream);
+
 extern "C" int
 hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *params, const int32_t *window,
-                     int32_t *out, cudaStream_t stream)
+                     int32_t *out, void *scratch, cudaStream_t stream)
 {
   HoneKSampleParams p = *params;
   if (vocab < 1 || p.top_k < 0 || (p.top_k > HONE_K_SAMPLE_MAX_K && p.top_k < vocab) || p.n_window < 0
       || p.n_window > HONE_K_SAMPLE_MAX_WINDOW || (p.n_window > 0 && (!window || vocab > SK_MAX_VOCAB)))
     return (int) cudaErrorInvalidValue;
-  static int legacy = -1;   /* HONE_SAMPLE_LEGACY=1: the old loops (measurement only) */
-  if (legacy < 0)
-    legacy = getenv ("HONE_SAMPLE_LEGACY") && atoi (getenv ("HONE_SAMPLE_LEGACY")) == 1;
-  if (legacy)
-    sample_chain_kernel<true><<<1, SK_THREADS, 0, stream>>> (logits, vocab, p, window, out);
-  else
-    sample_chain_kernel<false><<<1, SK_THREADS, 0, stream>>> (logits, vocab, p, window, out);
+  const bool pen = p.n_window > 0
+                   && (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f);
+  if (p.temperature <= 0.0f && !pen && scratch)   /* the same argmax (NaN as −inf, lowest id on ties) */
+    return sample_rows (logits, 1, vocab, 0.0f, 0, NULL, scratch, out, NULL, stream);
+  sample_chain_kernel<<<1, SK_THREADS, 0, stream>>> (logits, vocab, p, window, out);
   return (int) cudaGetLastError ();
+}
+
+/* ---- the forward's sampler (hone_k_sample, hone_k_sample_feed): greedy or
+ * Gumbel-max over each of n_tok rows ---------------------------------------- */
+
+static __device__ __forceinline__ uint64_t
+mix64 (uint64_t z)
+{
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* The key of logit v at index i: orderable float bits over the inverted
+ * index (the max is the best value, the lowest index on ties), v perturbed
+ * by Gumbel noise when temperature > 0 — argmax(v/T + G) is an exact draw
+ * from softmax(v/T); NaN counts as −inf. */
+static __device__ __forceinline__ unsigned long long
+sample_key (float v, int i, float temperature, uint64_t s)
+{
+  if (v != v)
+    v = -INFINITY;
+  if (temperature > 0.f)
+    {
+      const uint64_t h = mix64 (s + (uint64_t) i * 0xd1b54a32d192ed03ull);
+      const float u = ((float) (h >> 40) + 0.5f) * (1.0f / 16777216.0f);
+      v = v / temperature - logf (-logf (u));
+    }
+  uint32_t b = __float_as_uint (v);
+  b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return ((unsigned long long) b << 32) | (uint32_t) (~(uint32_t) i);
+}
+
+static __device__ __forceinline__ uint64_t
+row_seed (uint64_t seed, const int32_t *step, int t)
+{
+  return mix64 (seed ^ mix64 ((uint64_t) (step ? *step : 0) * 0x9e3779b97f4a7c15ull + t));
+}
+
+static __device__ __forceinline__ unsigned long long
+max_u64 (unsigned long long a, unsigned long long b)
+{
+  return a > b ? a : b;
+}
+
+/* The block's largest key (every thread gets it). */
+static __device__ unsigned long long
+block_best (unsigned long long b)
+{
+  __shared__ unsigned long long wbest[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    b = max_u64 (b, __shfl_xor_sync (0xffffffffu, b, o));
+  if (lane == 0)
+    wbest[warp] = b;
+  __syncthreads ();
+  b = lane < (int) (blockDim.x >> 5) ? wbest[lane] : 0;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    b = max_u64 (b, __shfl_xor_sync (0xffffffffu, b, o));
+  return b;
+}
+
+static __device__ __forceinline__ void
+put_id (unsigned long long best, int t, int32_t *out, int32_t *out2)
+{
+  const int32_t id = (int32_t) ~(uint32_t) (best & 0xffffffffu);
+  out[t] = id;
+  if (out2)
+    out2[t] = id;
+}
+
+/* One block of 1024 threads a row: without scratch. */
+__global__ void __launch_bounds__ (1024)
+sample_kernel (const float *logits, int vocab, float temperature, uint64_t seed, const int32_t *step,
+               int32_t *out, int32_t *out2)
+{
+  const int t = blockIdx.x;
+  pdl_trigger ();
+  pdl_wait ();
+  const uint64_t s = row_seed (seed, step, t);
+  unsigned long long b = 0;
+  logits_for_each<8> (logits + (size_t) t * vocab, vocab, [&] (int i, float v, bool ok) {
+    b = ok ? max_u64 (b, sample_key (v, i, temperature, s)) : b;
+  });
+  b = block_best (b);
+  if (threadIdx.x == 0)
+    put_id (b, t, out, out2);
+}
+
+/* HONE_K_ARGMAX_BLOCKS blocks a row (blockIdx.y), each over a contiguous
+ * slice; each writes its best key to the row's scratch and takes a ticket,
+ * and the block that takes the last one reduces the slices. The ticket wraps
+ * to 0 as it is taken (atomicInc), ready for the next launch. */
+__global__ void __launch_bounds__ (256)
+sample_many_kernel (const float *logits, int vocab, float temperature, uint64_t seed, const int32_t *step,
+                    unsigned long long *scratch, int32_t *out, int32_t *out2)
+{
+  __shared__ bool last;
+  const int t = blockIdx.y, nb = (int) gridDim.x;
+  pdl_trigger ();
+  pdl_wait ();
+  unsigned long long *part = scratch + (size_t) t * HONE_K_SAMPLE_SCRATCH_ROW / 8;
+  unsigned int *ticket = (unsigned int *) (part + HONE_K_ARGMAX_BLOCKS);
+  const int per = ((vocab + nb - 1) / nb + 3) & ~3;
+  const int lo = min (vocab, (int) blockIdx.x * per), hi = min (vocab, lo + per);
+  const uint64_t s = row_seed (seed, step, t);
+  unsigned long long b = 0;
+  logits_for_each<2> (logits + (size_t) t * vocab + lo, hi - lo, [&] (int i, float v, bool ok) {
+    b = ok ? max_u64 (b, sample_key (v, lo + i, temperature, s)) : b;
+  });
+  b = block_best (b);
+  if (threadIdx.x == 0)
+    {
+      part[blockIdx.x] = b;
+      __threadfence ();
+      last = atomicInc (ticket, (unsigned int) nb - 1) == (unsigned int) nb - 1;
+    }
+  __syncthreads ();
+  if (!last || threadIdx.x >= 32)
+    return;
+  __threadfence ();
+  b = 0;
+  for (int i = threadIdx.x; i < nb; i += 32)
+    b = max_u64 (b, __ldcg (part + i));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    b = max_u64 (b, __shfl_xor_sync (0xffffffffu, b, o));
+  if (threadIdx.x == 0)
+    put_id (b, t, out, out2);
+}
+
+static int
+sample_rows (const float *logits, int n_tok, int vocab, float temperature, uint64_t seed, const int32_t *step,
+             void *scratch, int32_t *out, int32_t *out2, cudaStream_t stream)
+{
+  if (n_tok < 1 || vocab < 1)
+    return (int) cudaErrorInvalidValue;
+  static int one = -1;   /* HONE_SAMPLE_ONE_BLOCK=1: a block a row even with scratch (measurement only) */
+  if (one < 0)
+    one = getenv ("HONE_SAMPLE_ONE_BLOCK") && atoi (getenv ("HONE_SAMPLE_ONE_BLOCK")) == 1;
+  if (scratch && !one)
+    return hone_k_launch (sample_many_kernel, dim3 (HONE_K_ARGMAX_BLOCKS, n_tok), dim3 (256), 0, stream, logits,
+                          vocab, temperature, seed, step, (unsigned long long *) scratch, out, out2);
+  return hone_k_launch (sample_kernel, dim3 (n_tok), dim3 (1024), 0, stream, logits, vocab, temperature, seed, step,
+                        out, out2);
+}
+
+extern "C" int
+hone_k_sample (const float *logits, int n_tok, int vocab, float temperature,
+               uint64_t seed, const int32_t *step, int32_t *out, void *scratch, cudaStream_t stream)
+{
+  return sample_rows (logits, n_tok, vocab, temperature, seed, step, scratch, out, NULL, stream);
+}
+
+/* Used by hone_k_forward: sample, feed the ids back as the next step's input. */
+extern "C" int
+hone_k_sample_feed (const float *logits, int n_tok, int vocab, float temperature, uint64_t seed,
+                    const int32_t *step, int32_t *out, int32_t *feed, void *scratch, cudaStream_t stream)
+{
+  return sample_rows (logits, n_tok, vocab, temperature, seed, step, scratch, out, feed, stream);
 }
 
 /* The input of a one-token step started before the host has read the id it

@@ -288,12 +288,21 @@ int hone_k_attn_prefill_ex (const float *qkv, int n_tok, int nq, int nkv, int hd
                             const void *k_pool, const void *v_pool, const int32_t *block_table,
                             void *out, int out_type, cudaStream_t stream);
 
+/* Device scratch of the samplers' many-block pass (kernels/hone-k-sample.cu):
+ * HONE_K_SAMPLE_SCRATCH_BYTES (rows), 8-byte aligned, zeroed once when
+ * allocated (its tickets return to 0 by themselves); a buffer serves one
+ * launch at a time. */
+#define HONE_K_ARGMAX_BLOCKS 128
+#define HONE_K_SAMPLE_SCRATCH_ROW (HONE_K_ARGMAX_BLOCKS * 8 + 16)
+#define HONE_K_SAMPLE_SCRATCH_BYTES(rows) ((size_t) (rows) * HONE_K_SAMPLE_SCRATCH_ROW)
+
 /* Greedy (temperature <= 0) or exact sampling via the Gumbel-max trick
  * (argmax of logits/T + Gumbel noise from a counter-based hash of seed and
- * step): token of each of n_tok rows of logits [n_tok][vocab] into out[t]. */
+ * step): token of each of n_tok rows of logits [n_tok][vocab] into out[t].
+ * With scratch (HONE_K_SAMPLE_SCRATCH_BYTES (n_tok)) each row is spread over
+ * HONE_K_ARGMAX_BLOCKS blocks; without, one block a row (slower). */
 int hone_k_sample (const float *logits, int n_tok, int vocab, float temperature,
-                   uint64_t seed, const int32_t *step, int32_t *out, void *scratch /* 8·n_tok bytes */,
-                   cudaStream_t stream);
+                   uint64_t seed, const int32_t *step, int32_t *out, void *scratch, cudaStream_t stream);
 
 /* The engine's whole sampler chain (src/core/hone-sampler.c) on one logits
  * row, in kernels/hone-k-sample.cu: penalties over the window ids (any order,
@@ -302,7 +311,8 @@ int hone_k_sample (const float *logits, int n_tok, int vocab, float temperature,
  * min-p → the candidate where the cumulative probability passes u (the host
  * sampler's uniform draw for this step). out[0] = the token id, or -1 when the
  * top-p/min-p set reaches past the HONE_K_SAMPLE_MAX_K best (top-k off): the
- * caller then samples on the host. One block; enqueue only. */
+ * caller then samples on the host. One block (greedy without penalties, with
+ * scratch: the many-block argmax of hone_k_sample); enqueue only. */
 #define HONE_K_SAMPLE_MAX_K 256
 #define HONE_K_SAMPLE_MAX_WINDOW 1024
 typedef struct {
@@ -314,7 +324,8 @@ typedef struct {
   double u;                 /* uniform draw in [0, 1) */
 } HoneKSampleParams;
 int hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *params, const int32_t *window,
-                         int32_t *out, cudaStream_t stream);
+                         int32_t *out, void *scratch /* HONE_K_SAMPLE_SCRATCH_BYTES (1), or NULL */,
+                         cudaStream_t stream);
 /* Input of a one-token step enqueued before the host read the id it runs on
  * (the CUDA backend's decode ahead): tokens[0] = *id (0 if it is -1), pos[0] =
  * @pos. One thread; enqueue only. */

@@ -1008,13 +1008,30 @@ check_sample (void)
   for (auto &v : l) v = rng_normal () * 3;
   float *dl = dev_upload (l);
   int32_t *dout = (int32_t *) dev_poisoned (n_tok * 4);
-  CK (hone_k_sample (dl, n_tok, vocab, 0.f, 1, NULL, dout, NULL, 0));
-  const std::vector<int32_t> got = dev_download<int32_t> (dout, n_tok);
-  bool ok = true;
-  for (int t = 0; t < n_tok; t++)
-    ok &= got[t] == (int) (std::max_element (l.begin () + (size_t) t * vocab, l.begin () + (size_t) (t + 1) * vocab)
-                           - (l.begin () + (size_t) t * vocab));
-  check (ok, "sample greedy = argmax (3 rows × 50000)", ok ? 0 : 1, 0);
+  void *scr;
+  CK (cudaMalloc (&scr, HONE_K_SAMPLE_SCRATCH_BYTES (n_tok)));
+  CK (cudaMemset (scr, 0, HONE_K_SAMPLE_SCRATCH_BYTES (n_tok)));
+  for (int many : { 0, 1, 1 })   /* one block a row; many blocks, twice (the tickets must have wrapped to 0) */
+    {
+      CK (cudaMemset (dout, 0xff, n_tok * 4));
+      CK (hone_k_sample (dl, n_tok, vocab, 0.f, 1, NULL, dout, many ? scr : NULL, 0));
+      const std::vector<int32_t> got = dev_download<int32_t> (dout, n_tok);
+      bool ok = true;
+      for (int t = 0; t < n_tok; t++)
+        ok &= got[t] == (int) (std::max_element (l.begin () + (size_t) t * vocab, l.begin () + (size_t) (t + 1) * vocab)
+                               - (l.begin () + (size_t) t * vocab));
+      check (ok, many ? "sample greedy = argmax (3 rows × 50000, 128 blocks a row)" : "sample greedy = argmax (3 rows × 50000, a block a row)",
+             ok ? 0 : 1, 0);
+    }
+  /* the Gumbel draws are the same keys whichever form reduces them */
+  {
+    int32_t *d2 = (int32_t *) dev_poisoned (n_tok * 4);
+    CK (hone_k_sample (dl, n_tok, vocab, 0.9f, 5, NULL, dout, NULL, 0));
+    CK (hone_k_sample (dl, n_tok, vocab, 0.9f, 5, NULL, d2, scr, 0));
+    const bool same = dev_download<int32_t> (dout, n_tok) == dev_download<int32_t> (d2, n_tok);
+    check (same, "sample Gumbel T=0.9: 128 blocks a row draw what one block a row draws (3 rows)", same ? 0 : 1, 0);
+    cudaFree (d2);
+  }
   /* Gumbel-max: frequencies of 8 logits at T=0.7 over 20000 steps vs softmax */
   const int V = 8, N = 20000;
   std::vector<float> l8 (V);
@@ -1027,7 +1044,7 @@ check_sample (void)
   for (int i = 0; i < N; i++) steps[i] = i;
   CK (cudaMemcpy (dstep, steps.data (), 4 * N, cudaMemcpyHostToDevice));
   for (int i = 0; i < N; i++)
-    CK (hone_k_sample (dl8, 1, V, 0.7f, 42, dstep + i, dids + i, NULL, 0));
+    CK (hone_k_sample (dl8, 1, V, 0.7f, 42, dstep + i, dids + i, scr, 0));
   const std::vector<int32_t> ids = dev_download<int32_t> (dids, N);
   std::vector<double> p (V), cnt (V, 0);
   double z = 0;
@@ -1036,7 +1053,7 @@ check_sample (void)
   double chi2 = 0;
   for (int i = 0; i < V; i++) { const double e = N * p[i] / z; chi2 += (cnt[i] - e) * (cnt[i] - e) / e; }
   check (chi2 < 24.3, "sample Gumbel-max T=0.7: chi² of 20000 draws, 7 dof (p=0.001)", chi2, 24.3);
-  cudaFree (dl); cudaFree (dout); cudaFree (dl8); cudaFree (dstep); cudaFree (dids);
+  cudaFree (dl); cudaFree (dout); cudaFree (dl8); cudaFree (dstep); cudaFree (dids); cudaFree (scr);
 }
 
 /* The device sampler chain's pick (hone_k_sample_chain, no penalties) computed
@@ -1117,6 +1134,9 @@ check_sample_rows (void)
   for (auto &v : buf) v = (float) (rng_normal () * 3);
   float *d = dev_upload (buf);
   int32_t *dout = (int32_t *) dev_poisoned (16);
+  void *scr;
+  CK (cudaMalloc (&scr, HONE_K_SAMPLE_SCRATCH_BYTES (1)));
+  CK (cudaMemset (scr, 0, HONE_K_SAMPLE_SCRATCH_BYTES (1)));
   int bad = 0, n = 0, edges = 0;
   for (int off : { 0, 1, 2, 3 })
     {
@@ -1132,11 +1152,14 @@ check_sample_rows (void)
       p.repeat_penalty = 1.f;
       p.top_p = 1.f;
       const int want = chain_ref (row, V, p, &edge);
-      CK (hone_k_sample (d + off, 1, V, 0.f, 1, NULL, dout, NULL, 0));
-      bad += dev_download<int32_t> (dout, 1)[0] != want;
-      CK (hone_k_sample_chain (d + off, V, &p, NULL, dout, 0));
-      bad += dev_download<int32_t> (dout, 1)[0] != want;
-      n += 2;
+      for (void *sc : { (void *) NULL, scr })
+        {
+          CK (hone_k_sample (d + off, 1, V, 0.f, 1, NULL, dout, sc, 0));
+          bad += dev_download<int32_t> (dout, 1)[0] != want;
+          CK (hone_k_sample_chain (d + off, V, &p, NULL, dout, sc, 0));
+          bad += dev_download<int32_t> (dout, 1)[0] != want;
+          n += 2;
+        }
       /* sampled: the CLI's defaults, and top-p alone (the 256 best must hold the nucleus) */
       for (int c = 0; c < 2; c++)
         for (double u : { 0.03, 0.31, 0.62, 0.97 })
@@ -1147,7 +1170,7 @@ check_sample_rows (void)
             p.min_p = c ? 0.f : 0.05f;
             p.u = u;
             const int w = chain_ref (row, V, p, &edge);
-            CK (hone_k_sample_chain (d + off, V, &p, NULL, dout, 0));
+            CK (hone_k_sample_chain (d + off, V, &p, NULL, dout, scr, 0));
             const int got = dev_download<int32_t> (dout, 1)[0];
             if (got != w && edge < 1e-5)
               edges++;
@@ -1160,12 +1183,11 @@ check_sample_rows (void)
          bad, 0);
   if (edges)
     report ("  (%d of %d draws within 1e-5 of a cumulative boundary: not compared)\n", edges, n);
-  cudaFree (d); cudaFree (dout);
+  cudaFree (d); cudaFree (dout); cudaFree (scr);
 }
 
 /* --bench-sample: µs a call of each sampler over one 128,256-float row held in
- * L2 (as after the lm_head), 200 calls back to back. HONE_SAMPLE_LEGACY=1 in
- * the environment times the loops of before session 24 (the same binary). */
+ * L2 (as after the lm_head), 200 calls back to back. */
 static void
 bench_sample (void)
 {
@@ -1175,6 +1197,9 @@ bench_sample (void)
       for (auto &v : l) v = (float) (rng_normal () * 3);
       float *d = dev_upload (l);
       int32_t *dout = (int32_t *) dev_poisoned (16), *dwin;
+      void *scr;
+      CK (cudaMalloc (&scr, HONE_K_SAMPLE_SCRATCH_BYTES (1)));
+      CK (cudaMemset (scr, 0, HONE_K_SAMPLE_SCRATCH_BYTES (1)));
       std::vector<int32_t> win (64);
       for (auto &w : win) w = (int32_t) (rng_u64 () % V);
       dwin = dev_upload (win);
@@ -1182,8 +1207,10 @@ bench_sample (void)
       CK (cudaEventCreate (&e0));
       CK (cudaEventCreate (&e1));
       struct { const char *name; float T; int k; float tp, mp, rep; int win; int which; } cases[] = {
-        { "forward sampler, greedy", 0.f, 0, 1.f, 0.f, 1.f, 0, 0 },
-        { "forward sampler, Gumbel T=0.7", 0.7f, 0, 1.f, 0.f, 1.f, 0, 0 },
+        { "forward sampler, greedy, 128 blocks", 0.f, 0, 1.f, 0.f, 1.f, 0, 0 },
+        { "forward sampler, Gumbel T=0.7, 128 blocks", 0.7f, 0, 1.f, 0.f, 1.f, 0, 0 },
+        { "forward sampler, greedy, one block (no scratch)", 0.f, 0, 1.f, 0.f, 1.f, 0, 2 },
+        { "forward sampler, Gumbel T=0.7, one block (no scratch)", 0.7f, 0, 1.f, 0.f, 1.f, 0, 2 },
         { "chain, greedy", 0.f, 0, 1.f, 0.f, 1.f, 0, 1 },
         { "chain, greedy, repeat penalty (64 ids)", 0.f, 0, 1.f, 0.f, 1.1f, 64, 1 },
         { "chain, T 0.8 top-k 40 top-p 0.95 min-p 0.05 (CLI default)", 0.8f, 40, 0.95f, 0.05f, 1.f, 0, 1 },
@@ -1201,10 +1228,10 @@ bench_sample (void)
           p.n_window = c.win;
           p.u = 0.5;
           auto run = [&] () {
-            if (c.which == 0)
-              CK (hone_k_sample (d, 1, V, c.T, 7, NULL, dout, NULL, 0));
+            if (c.which != 1)
+              CK (hone_k_sample (d, 1, V, c.T, 7, NULL, dout, c.which == 0 ? scr : NULL, 0));
             else
-              CK (hone_k_sample_chain (d, V, &p, dwin, dout, 0));
+              CK (hone_k_sample_chain (d, V, &p, dwin, dout, scr, 0));
           };
           for (int i = 0; i < 10; i++)
             run ();
@@ -1219,7 +1246,7 @@ bench_sample (void)
           report ("sample bench vocab %d: %-58s %8.2f us a call (id %d)\n", V, c.name, ms * 1e3 / reps,
                   dev_download<int32_t> (dout, 1)[0]);
         }
-      cudaFree (d); cudaFree (dout); cudaFree (dwin);
+      cudaFree (d); cudaFree (dout); cudaFree (dwin); cudaFree (scr);
       cudaEventDestroy (e0); cudaEventDestroy (e1);
     }
 }

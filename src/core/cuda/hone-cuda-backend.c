@@ -850,7 +850,8 @@ sample_on_device (HoneCudaBackend *b, HoneKState *st, int row, const HoneKSample
         return FALSE;
     }
   if (cuda_failed ((cudaError_t) hone_k_sample_chain (st->logits + (size_t) row * b->km.cfg.vocab, b->km.cfg.vocab, kp,
-                                                      b->d_samp + SAMP_WINDOW_OFF, b->d_samp, b->stream), "sample", error)
+                                                      b->d_samp + SAMP_WINDOW_OFF, b->d_samp, st->sample_scratch,
+                                                      b->stream), "sample", error)
       || cuda_failed (cudaMemcpyAsync (b->h_samp, b->d_samp, 4, cudaMemcpyDeviceToHost, b->stream), "download", error)
       || cuda_failed (cudaStreamSynchronize (b->stream), "sample", error))
     return FALSE;
@@ -1104,7 +1105,8 @@ enqueue_decode (HoneCudaBackend *b, Seq *s, int pos, const gint32 *token, const 
     return FALSE;
   return ensure_graph (b, s, pos, error)
          && !cuda_failed (cudaGraphLaunch (s->graph, b->stream), "graph launch", error)
-         && !cuda_failed ((cudaError_t) hone_k_sample_chain (st->logits, b->km.cfg.vocab, kp, NULL, b->d_samp, b->stream),
+         && !cuda_failed ((cudaError_t) hone_k_sample_chain (st->logits, b->km.cfg.vocab, kp, NULL, b->d_samp,
+                                                                   st->sample_scratch, b->stream),
                           "sample", error)
          && !cuda_failed (cudaMemcpyAsync (b->h_samp + 1 + slot, b->d_samp, 4, cudaMemcpyDeviceToHost, b->stream),
                           "download", error)
