@@ -1214,7 +1214,7 @@ bench_sample (void)
         { "chain, greedy", 0.f, 0, 1.f, 0.f, 1.f, 0, 1 },
         { "chain, greedy, repeat penalty (64 ids)", 0.f, 0, 1.f, 0.f, 1.1f, 64, 1 },
         { "chain, T 0.8 top-k 40 top-p 0.95 min-p 0.05 (CLI default)", 0.8f, 40, 0.95f, 0.05f, 1.f, 0, 1 },
-        { "chain, T 0.7 top-p 0.9 (app: no top-k)", 0.7f, 0, 0.9f, 0.f, 1.f, 0, 1 },
+        { "chain, T 0.7 top-p 0.9, no top-k (the 256 best)", 0.7f, 0, 0.9f, 0.f, 1.f, 0, 1 },
       };
       for (const auto &c : cases)
         {
