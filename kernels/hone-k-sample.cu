@@ -11,9 +11,10 @@
  *
  * Greedy without penalties goes to the many-block argmax below (one block
  * is bound by its own SM: 17 µs a 128,256-float row, RESULTS-cuda.md
- * "Decode, session 24"). Otherwise one block of 1024 threads over one logits
- * row (≈ 7 passes over it, from L2): a max/argmax pass, a pass for the softmax sum and the first radix
- * digit, three more radix passes (8 bits each) to find the K-th largest
+ * "Decode, session 24"). Otherwise one block of 1024 threads over one
+ * logits row (≈ 7 passes over it, from L2): a max/argmax pass, a pass for
+ * the softmax sum and the first radix digit, three more radix passes (8
+ * bits each) to find the K-th largest
  * logit, a gather of everything at or above it, a bitonic sort of those
  * (≤ 512), then the cut and the draw over the K best. K = top-k when set
  * (≤ HONE_K_SAMPLE_MAX_K); otherwise the best HONE_K_SAMPLE_MAX_K, which is
