@@ -324,6 +324,18 @@ test_ppl_and_bench_tiny (void)
   g_assert_cmpuint (json_array_get_length (json_object_get_array_member (json_node_get_object (jb), "per_run")), ==, 2);
   g_assert_cmpfloat (json_object_get_double_member (json_object_get_object_member (json_node_get_object (jb),
                                                                                     "decode_tps"), "median"), >, 0.0);
+  g_assert_cmpstr (json_object_get_string_member (json_node_get_object (jb), "sampling"), ==, "greedy");
+  run_clear (&b);
+  /* --sample: the chat's default sampling */
+  {
+    const char *sargs[] = { "bench", "-m", tiny, "--runs", "1", "--warmup", "0", "--prompt-tokens", "16",
+                            "--gen-tokens", "4", "--json", "--sample", NULL };
+    g_autoptr (JsonNode) js = NULL;
+    b = run_hone (sargs, NULL, NULL);
+    g_assert_cmpint (b.status, ==, 0);
+    js = parse_json (b.out);
+    g_assert_cmpstr (json_object_get_string_member (json_node_get_object (js), "sampling"), ==, "chat-defaults");
+  }
   run_clear (&r);
   run_clear (&b);
 }

@@ -862,7 +862,32 @@ test_bench (void)
   g_assert_cmpfloat_with_epsilon (r->roofline_fraction, r->achieved_gbs / 10.0, 1e-12);
   {
     g_autoptr (JsonNode) j = hone_bench_result_to_json (r);
+    g_autofree char *text = hone_bench_result_to_text (r);
     g_assert_true (JSON_NODE_HOLDS_OBJECT (j));
+    g_assert_cmpstr (json_object_get_string_member (json_node_get_object (j), "sampling"), ==, "greedy");
+    g_assert_nonnull (strstr (text, "greedy"));
+  }
+
+  /* Sampled (--sample): the chat's default sampler with a fixed seed. */
+  {
+    g_autoptr (HoneBenchResult) rs = NULL;
+    bp.sampled = TRUE;
+    hone_engine_bench_async (e, &bp, NULL, NULL, NULL, NULL, store_result, &res);
+    wait_for (&res);
+    rs = hone_engine_bench_finish (e, res, &error);
+    g_assert_no_error (error);
+    g_clear_object (&res);
+    g_assert_cmpuint (rs->runs->len, ==, 3);
+    for (guint i = 0; i < 3; i++)
+      g_assert_cmpint (g_array_index (rs->runs, HoneRequestMetrics, i).generated_tokens, ==, 6);
+    g_assert_cmpfloat (rs->decode_tps.median, >, 0.0);
+    {
+      g_autoptr (JsonNode) j = hone_bench_result_to_json (rs);
+      g_autofree char *text = hone_bench_result_to_text (rs);
+      g_assert_cmpstr (json_object_get_string_member (json_node_get_object (j), "sampling"), ==, "chat-defaults");
+      g_assert_nonnull (strstr (text, "top-k 40"));
+    }
+    bp.sampled = FALSE;
   }
 
   /* Does not fit the context → INVALID_ARGUMENT. */

@@ -37,12 +37,16 @@ hone_cmd_bench (int argc, char **argv)
       /* xgettext:no-c-format */
       N_("Memory bandwidth in GB/s: print decode speed as a % of this roofline "
          "(default on a GPU: its read bandwidth, measured once and cached)"), N_("GB/S") },
+    { "sample", 0, 0, G_OPTION_ARG_NONE, &bp.sampled,
+      N_("Decode with the chat's default sampling (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05; fixed seed) "
+         "instead of greedily"), NULL },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, N_("Print JSON"), NULL },
     { NULL },
   };
   g_autoptr (GOptionContext) ctx = hone_cli_context_new (NULL,
-      _("Run the baseline protocol: a fixed prompt, greedy decoding, --runs measured runs after --warmup; "
-        "median and p10/p90 of TTFT, prefill and decode tok/s, prefill share and memory."));
+      _("Run the baseline protocol: a fixed prompt, greedy decoding (--sample: the chat's default sampling), "
+        "--runs measured runs after --warmup; median and p10/p90 of TTFT, prefill and decode tok/s, prefill "
+        "share and memory."));
   g_autoptr (HoneEngine) engine = NULL;
   g_autoptr (HoneBenchResult) r = NULL;
   g_autoptr (GMainContext) mctx = NULL;

@@ -28,7 +28,11 @@ hone_bench_params_init (HoneBenchParams *params)
   params->runs = 5;
   params->warmup = 1;
   params->bandwidth_gbs = 0.0;
+  params->sampled = FALSE;
 }
+
+/* The seed of sampled bench runs: every run draws the same tokens. */
+#define BENCH_SEED 20261204
 
 static int
 cmp_double (const void *a, const void *b)
@@ -125,6 +129,7 @@ hone_bench_result_to_json (const HoneBenchResult *r)
   I ("gen_tokens", r->params.gen_tokens);
   I ("runs", r->params.runs);
   I ("warmup", r->params.warmup);
+  S ("sampling", r->params.sampled ? "chat-defaults" : "greedy");
   add_stat (b, "ttft_ms", &r->ttft_ms);
   add_stat (b, "prefill_tps", &r->prefill_tps);
   add_stat (b, "decode_tps", &r->decode_tps);
@@ -164,6 +169,15 @@ hone_bench_result_to_text (const HoneBenchResult *r)
                           r->n_threads, r->context_length);
   g_string_append_printf (s, _("protocol: %d prompt tokens, %d generated, %d runs after %d warm-up\n"),
                           r->params.prompt_tokens, r->params.gen_tokens, r->params.runs, r->params.warmup);
+  if (r->params.sampled)
+    {
+      HoneSamplerParams sp;
+      hone_sampler_params_init (&sp);
+      g_string_append_printf (s, _("sampling: temperature %.2g, top-k %d, top-p %.2g, min-p %.2g, fixed seed\n"),
+                              sp.temperature, sp.top_k, sp.top_p, sp.min_p);
+    }
+  else
+    g_string_append (s, _("sampling: greedy\n"));
   g_string_append_printf (s, "%-18s %12s %12s %12s\n", "", _("median"), "p10", "p90");
   g_string_append_printf (s, "%-18s %12.1f %12.1f %12.1f\n", _("TTFT (ms)"),
                           r->ttft_ms.median, r->ttft_ms.p10, r->ttft_ms.p90);
@@ -387,7 +401,13 @@ hone_engine_bench_async (HoneEngine *engine, const HoneBenchParams *params,
     g_array_append_vals (st->prompt, piece->data,
                          MIN (piece->len, (guint) (params->prompt_tokens - (int) st->prompt->len)));
 
-  hone_sampler_params_init_greedy (&st->sampling);
+  if (params->sampled)
+    {
+      hone_sampler_params_init (&st->sampling);
+      st->sampling.seed = BENCH_SEED;
+    }
+  else
+    hone_sampler_params_init_greedy (&st->sampling);
   st->sampling.max_tokens = params->gen_tokens;
   st->sampling.ignore_eog = TRUE;
   st->session = hone_session_new (engine);

@@ -2,8 +2,10 @@
  *
  * Protocol: a fixed prompt of prompt_tokens tokens (a fixed English text,
  * tokenized, repeated/truncated to the exact length) is run through a fresh
- * session (empty KV cache) and gen_tokens tokens are decoded greedily with
- * EOS ignored. @warmup runs are discarded, then @runs runs are measured. Each
+ * session (empty KV cache) and gen_tokens tokens are decoded with EOS
+ * ignored: greedily, or (sampled) with the chat's default sampler settings
+ * (hone_sampler_params_init: temperature 0.8, top-k 40, top-p 0.95, min-p
+ * 0.05) and a fixed seed, so that every run draws the same tokens. @warmup runs are discarded, then @runs runs are measured. Each
  * statistic is reported as median and p10/p90 (linear interpolation between
  * order statistics, as numpy.percentile's default).
  *
@@ -28,6 +30,7 @@ typedef struct {
   int runs;                 /* measured runs, default 5 */
   int warmup;               /* discarded runs, default 1 */
   double bandwidth_gbs;     /* memory bandwidth in GB/s (1e9) for the roofline; 0 = none */
+  gboolean sampled;         /* FALSE (default): greedy; TRUE: the chat's default sampling, fixed seed */
 } HoneBenchParams;
 
 void hone_bench_params_init (HoneBenchParams *params);
