@@ -61,6 +61,13 @@
 extern "C" {
 #endif
 
+/* cuBLAS and cuBLASLt are not linked: kernels/hone-k-cublas.c opens them
+ * at their first use (linking cuBLASLt alone adds ~210 MB of resident memory
+ * to every process, GPU or not). 0 when both libraries and every entry point
+ * Hone calls are there; otherwise nonzero with the reason in why (≤ n bytes,
+ * NUL-terminated). Thread-safe; the first call does the work. */
+int hone_k_cublas_open (char *why, size_t n);
+
 #define HONE_K_KV_BLOCK 64       /* tokens per KV page */
 #define HONE_K_MAX_DECODE 8      /* tokens per step taken by the GEMV path */
 #define HONE_K_ATTN_MAX_SPLITS 64

@@ -21,7 +21,7 @@ G="$(pkg-config --libs glib-2.0 gobject-2.0 gio-2.0 json-glib-1.0)"
 CU=/usr/local/cuda/lib64
 cd "$B"
 g++ -shared -o "$S/lib/libhoneall.so" -Wl,--whole-archive src/core/libhone.a kernels/libhone-kernels.a \
-  -Wl,--no-whole-archive -L$CU -lcudart -lcublas -lcublasLt $G -lm -ldl -pthread
+  -Wl,--no-whole-archive -L$CU -lcudart $G -lm -ldl -pthread   # cuBLAS: opened at first use (hone-k-cublas.c)
 # a program's own objects and static helper libraries, from its meson link line
 objs () { ninja -t commands "$1" | tail -1 | tr ' ' '\n' | sed 's/^-Xlinker=//' \
           | grep -E '\.(o|a)$' | grep -Ev 'libhone\.a|libhone-kernels\.a'; }
@@ -37,7 +37,7 @@ pids=()
 for h in "$@"; do
   case $h in
     *.cu) nvcc -std=c++17 -O3 -lineinfo -gencode arch=compute_$ARCH,code=sm_$ARCH ${NVCC_DEFS:-} -I"$R/kernels" "$h" \
-            -o "$S/bin/$(basename "$h" .cu)" -L"$S/lib" -lhoneall -lcublas -lcublasLt \
+            -o "$S/bin/$(basename "$h" .cu)" -L"$S/lib" -lhoneall \
             -Xlinker -rpath -Xlinker '$ORIGIN/../lib' & pids+=($!) ;;
     *) cp "$h" "$S/bin/" ;;
   esac

@@ -34,6 +34,7 @@
 #include "hone-error.h"
 #include "hone-i18n.h"
 #include "hone-k-awq.h"
+#include "hone-kernels.h"
 #include "cpu/hone-cpu-ops.h"
 
 #define S_BYTES ((size_t) 256 << 20)      /* attention score scratch */
@@ -141,6 +142,15 @@ hone_cuda_awq_available (GError **error)
                    _("CUDA device 0 has compute capability %d.x; AWQ on the GPU needs 8.0 or newer"), major);
       return FALSE;
     }
+  {
+    char why[512];
+    if (hone_k_cublas_open (why, sizeof why) != 0)
+      {
+        /* TRANSLATORS: %s is the dynamic loader's reason, e.g. "libcublasLt.so.13: cannot open shared object file" */
+        g_set_error (error, HONE_ERROR, HONE_ERROR_BACKEND, _("The GPU needs cuBLAS, which could not be opened: %s"), why);
+        return FALSE;
+      }
+  }
   return TRUE;
 }
 

@@ -1375,6 +1375,16 @@ hone_cuda_backend_new (int device, GError **error)
                    _("CUDA device %d has compute capability %d.%d; the kernels need 8.0 or newer"), device, major, minor);
       return NULL;
     }
+  {
+    /* cuBLAS is opened here, not linked (kernels/hone-k-cublas.c) */
+    char why[512];
+    if (hone_k_cublas_open (why, sizeof why) != 0)
+      {
+        /* TRANSLATORS: %s is the dynamic loader's reason, e.g. "libcublasLt.so.13: cannot open shared object file" */
+        g_set_error (error, HONE_ERROR, HONE_ERROR_BACKEND, _("The GPU needs cuBLAS, which could not be opened: %s"), why);
+        return NULL;
+      }
+  }
   b = g_new0 (HoneCudaBackend, 1);
   b->parent.klass = &cuda_class;
   b->device = device;
