@@ -118,7 +118,8 @@ static void
 check_run_json_deterministic (const char *model, const char *prompt, int n)
 {
   g_autofree char *ns = g_strdup_printf ("%d", n);
-  const char *args[] = { "run", "-m", model, "-p", prompt, "--json", "--temp", "0", "-n", ns, "-t", "2", NULL };
+  const char *args[] = { "run", "-m", model, "-p", prompt, "--json", "--temp", "0", "-n", ns, "-t", "2",
+                         "--device", "cpu", NULL };
   Run a = run_hone (args, NULL, NULL);
   Run b = run_hone (args, NULL, NULL);
   g_autoptr (JsonNode) ja = NULL;
@@ -292,6 +293,48 @@ test_chat_session (void)
   run_clear (&r);
 }
 
+/* --device auto, the default: the device hone_engine_pick_device picks. When
+ * that is the CPU for a reason (a CUDA build without a usable GPU), one line
+ * says why once the model is loaded, and nothing else; a build without CUDA,
+ * a GPU found, or a named device: nothing on stderr. A named GPU that is not
+ * there fails in one line, with no fallback. */
+static void
+test_device_auto (void)
+{
+  g_autofree char *why = NULL;
+  g_autofree char *picked = hone_engine_pick_device ("auto", &why);
+  const char *a[] = { "run", "-m", tiny, "-p", "hi", "-n", "2", "--temp", "0", NULL };
+  const char *b[] = { "run", "-m", tiny, "-p", "hi", "-n", "2", "--temp", "0", "--device", "auto", NULL };
+  const char *c[] = { "run", "-m", tiny, "-p", "hi", "-n", "2", "--temp", "0", "--device", "cpu", NULL };
+  g_autofree char *expected = why != NULL ? g_strdup_printf ("hone: no usable GPU, running on the CPU: %s\n", why)
+                                          : g_strdup ("");
+  Run r;
+
+  g_assert_true (g_str_equal (picked, "cpu") || g_str_has_prefix (picked, "cuda:"));
+#ifdef HONE_HAVE_CUDA
+  g_assert_true (why == NULL || g_str_equal (picked, "cpu"));
+#else
+  g_assert_cmpstr (picked, ==, "cpu");
+  g_assert_null (why);
+#endif
+  for (int i = 0; i < 2; i++)
+    {
+      r = run_hone (i == 0 ? a : b, NULL, NULL);
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_cmpstr (r.err, ==, expected);
+      run_clear (&r);
+    }
+  r = run_hone (c, NULL, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpstr (r.err, ==, "");
+  run_clear (&r);
+  if (g_str_equal (picked, "cpu"))
+    {
+      const char *d[] = { "run", "-m", tiny, "-p", "hi", "-n", "2", "--device", "cuda:0", NULL };
+      assert_one_line_failure (d, NULL, NULL, NULL);
+    }
+}
+
 static void
 test_ppl_and_bench_tiny (void)
 {
@@ -437,7 +480,7 @@ test_bad_input (void)
     for (int i = 0; i < 300; i++)
       g_string_append (big, "word ");
     {
-      const char *a[] = { "run", "-m", tiny, "-c", "32", "-p", big->str, NULL };
+      const char *a[] = { "run", "-m", tiny, "-c", "32", "-p", big->str, "--device", "cpu", NULL };
       assert_one_line_failure (a, NULL, NULL, "context");
     }
   }
@@ -611,6 +654,7 @@ main (int argc, char **argv)
       g_test_add_func ("/cli/info", test_info_tiny);
       g_test_add_func ("/cli/chat", test_chat_session);
       g_test_add_func ("/cli/ppl-bench", test_ppl_and_bench_tiny);
+      g_test_add_func ("/cli/device-auto", test_device_auto);
       g_test_add_func ("/cli/bad-input", test_bad_input);
     }
   status = g_test_run ();

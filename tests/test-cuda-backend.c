@@ -1214,12 +1214,33 @@ test_decode_ahead (void)
     hone_backend_free (be[k]);
 }
 
+/* On the GPU machine "auto" picks the first GPU, with nothing to say, and
+ * the checks the backend runs pass for it (cuBLAS opened, not linked). */
+static void
+test_pick_device (void)
+{
+  g_autofree char *why = NULL;
+  g_autofree char *picked = NULL;
+  char msg[512] = "";
+  HoneBackend *probe = new_cuda ();
+
+  if (probe == NULL)
+    return;   /* skipped: no GPU */
+  hone_backend_free (probe);
+  picked = hone_engine_pick_device ("auto", &why);
+  g_assert_cmpstr (picked, ==, "cuda:0");
+  g_assert_null (why);
+  g_assert_true (hone_cuda_device_check (0, NULL));
+  g_assert_cmpint (hone_k_cublas_open (msg, sizeof msg), ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
   int r;
 
   g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/cuda/pick-device", test_pick_device);
   g_test_add_func ("/cuda/prefill", test_prefill);
   g_test_add_func ("/cuda/decode", test_decode);
   g_test_add_func ("/cuda/memory", test_memory);

@@ -957,6 +957,64 @@ test_model_info (void)
   g_clear_error (&error);
 }
 
+/* hone_engine_pick_device: a named device is kept as it is (no check: the
+ * load says what is wrong with it); NULL, "" and "auto" pick the same, the
+ * CPU or a CUDA GPU, and say why only when a CUDA build ends on the CPU — the
+ * reason hone_cuda_device_check gives for the first GPU (or for device 0 when
+ * none is listed). */
+static void
+test_pick_device (void)
+{
+  char *why = (char *) "unset";
+  g_autofree char *cpu = hone_engine_pick_device ("cpu", &why);
+  g_autofree char *named = NULL;
+  g_autofree char *a = NULL, *b = NULL, *c = NULL;
+  g_autofree char *wa = NULL, *wb = NULL, *wc = NULL;
+
+  g_assert_cmpstr (cpu, ==, "cpu");
+  g_assert_null (why);
+  named = hone_engine_pick_device ("cuda:3", &why);
+  g_assert_cmpstr (named, ==, "cuda:3");
+  g_assert_null (why);
+  a = hone_engine_pick_device (NULL, &wa);
+  b = hone_engine_pick_device ("", &wb);
+  c = hone_engine_pick_device ("auto", &wc);
+  g_assert_cmpstr (a, ==, c);
+  g_assert_cmpstr (b, ==, c);
+  g_assert_cmpstr (wa, ==, wc);
+  g_assert_cmpstr (wb, ==, wc);
+#ifdef HONE_HAVE_CUDA
+  if (g_str_equal (c, "cpu"))
+    {
+      g_autoptr (GPtrArray) devices = hone_engine_list_devices ();
+      g_autoptr (GError) error = NULL;
+      int first = -1;
+      for (guint i = 0; i < devices->len && first < 0; i++)
+        {
+          const HoneDevice *d = g_ptr_array_index (devices, i);
+          if (d->kind == HONE_DEVICE_CUDA)
+            first = atoi (d->id + 5);
+        }
+      g_assert_false (hone_cuda_device_check (first < 0 ? 0 : first, &error));
+      g_assert_nonnull (wc);
+      g_assert_cmpstr (wc, ==, error->message);
+    }
+  else
+    {
+      g_assert_true (g_str_has_prefix (c, "cuda:"));
+      g_assert_null (wc);
+      g_assert_true (hone_cuda_device_check (atoi (c + 5), NULL));
+    }
+#else
+  g_assert_cmpstr (c, ==, "cpu");
+  g_assert_null (wc);
+#endif
+  /* without the out-parameter */
+  g_free (a);
+  a = hone_engine_pick_device ("auto", NULL);
+  g_assert_cmpstr (a, ==, c);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -973,6 +1031,7 @@ main (int argc, char **argv)
   g_assert_no_error (error);
 
   g_test_add_func ("/engine/model-info", test_model_info);
+  g_test_add_func ("/engine/pick-device", test_pick_device);
   g_test_add_func ("/engine/load", test_load);
   g_test_add_func ("/engine/load-cancel", test_load_cancel);
   g_test_add_func ("/engine/greedy-matches-backend", test_greedy_matches_backend);

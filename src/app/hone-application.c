@@ -19,6 +19,7 @@ struct _HoneApplication {
   HoneConversationStore *store;
   GSettings *settings;
   GPtrArray *load_failures;     /* GError*: conversations that did not load */
+  char *device_note;            /* why "auto" could not use the GPU this machine lists, or NULL */
 };
 
 G_DEFINE_FINAL_TYPE (HoneApplication, hone_application, ADW_TYPE_APPLICATION)
@@ -36,25 +37,37 @@ apply_color_scheme (HoneApplication *self)
   adw_style_manager_set_color_scheme (adw_style_manager_get_default (), cs);
 }
 
-/* The saved device if it still exists; "auto" picks the first GPU. */
+/* The saved device if it still exists; "auto" picks the first GPU that can
+ * run the kernels (hone_engine_pick_device), else the CPU — saying why once a
+ * window is up, when this machine does list a GPU. */
 static void
 apply_device (HoneApplication *self)
 {
   g_autofree char *wanted = g_settings_get_string (self->settings, "device");
   g_autoptr(GPtrArray) devices = hone_engine_list_devices ();
-  const char *chosen = "cpu";
+  g_autofree char *why = NULL;
+  g_autofree char *picked = NULL;
+  gboolean gpu_listed = FALSE;
 
   for (guint i = 0; i < devices->len; i++)
     {
       HoneDevice *d = g_ptr_array_index (devices, i);
-      if (g_strcmp0 (d->id, wanted) == 0 ||
-          (g_strcmp0 (wanted, "auto") == 0 && d->kind == HONE_DEVICE_CUDA))
+      gpu_listed = gpu_listed || d->kind == HONE_DEVICE_CUDA;
+      if (g_strcmp0 (d->id, wanted) == 0)
         {
-          chosen = d->id;
-          break;
+          hone_engine_set_device (self->engine, d->id);
+          return;
         }
     }
-  hone_engine_set_device (self->engine, chosen);
+  if (g_strcmp0 (wanted, "auto") != 0)
+    {
+      hone_engine_set_device (self->engine, "cpu");   /* a saved device that is gone */
+      return;
+    }
+  picked = hone_engine_pick_device ("auto", &why);
+  hone_engine_set_device (self->engine, picked);
+  if (why != NULL && gpu_listed)
+    self->device_note = g_steal_pointer (&why);
 }
 
 static gboolean
@@ -177,6 +190,13 @@ ensure_window (HoneApplication *self, gboolean *created)
         hone_window_add_toast (HONE_WINDOW (window), ((GError *) g_ptr_array_index (self->load_failures, i))->message);
       if (self->load_failures)
         g_ptr_array_set_size (self->load_failures, 0);
+      if (self->device_note != NULL)
+        {
+          /* TRANSLATORS: %s says why, e.g. "CUDA device 0 has compute capability 7.5; the kernels need 8.0 or newer" */
+          g_autofree char *msg = g_strdup_printf (_("No usable GPU, running on the CPU: %s"), self->device_note);
+          hone_window_add_toast (HONE_WINDOW (window), msg);
+          g_clear_pointer (&self->device_note, g_free);
+        }
     }
   return HONE_WINDOW (window);
 }
@@ -235,6 +255,7 @@ hone_application_finalize (GObject *object)
   g_clear_object (&self->store);
   g_clear_object (&self->settings);
   g_clear_pointer (&self->load_failures, g_ptr_array_unref);
+  g_clear_pointer (&self->device_note, g_free);
   G_OBJECT_CLASS (hone_application_parent_class)->finalize (object);
 }
 

@@ -38,7 +38,8 @@ hone_cli_model_options_add (GOptionContext *ctx, HoneCliModelOptions *o, gboolea
       N_("Model: a GGUF file or a Hugging Face folder (default: the default model)"), N_("MODEL") },
     { "threads", 't', 0, G_OPTION_ARG_INT, &o->threads, N_("CPU threads (0: all cores)"), N_("N") },
     { "context", 'c', 0, G_OPTION_ARG_INT, &o->context, N_("Context length in tokens"), N_("N") },
-    { "device", 0, 0, G_OPTION_ARG_STRING, &o->device, N_("Device: cpu (default) or cuda:N"), N_("DEVICE") },
+    { "device", 0, 0, G_OPTION_ARG_STRING, &o->device,
+      N_("Device: auto (default: the first usable GPU, else the CPU), cpu or cuda:N"), N_("DEVICE") },
     { NULL },
   };
 
@@ -50,6 +51,22 @@ hone_cli_model_options_clear (HoneCliModelOptions *o)
 {
   g_clear_pointer (&o->model, g_free);
   g_clear_pointer (&o->device, g_free);
+  g_clear_pointer (&o->device_note, g_free);
+}
+
+void
+hone_cli_pick_device (HoneCliModelOptions *o)
+{
+  char *why = NULL;
+  char *device = hone_engine_pick_device (o->device, &why);
+
+  g_free (o->device);
+  o->device = device;
+  if (why != NULL)
+    {
+      g_free (o->device_note);
+      o->device_note = why;
+    }
 }
 
 void
@@ -129,7 +146,7 @@ hone_cli_resolve_model (const char *given, GError **error)
 }
 
 HoneEngine *
-hone_cli_load_engine (const HoneCliModelOptions *o, GError **error)
+hone_cli_load_engine (HoneCliModelOptions *o, GError **error)
 {
   g_autofree char *path = hone_cli_resolve_model (o->model, error);
   g_autoptr (HoneEngine) engine = NULL;
@@ -146,10 +163,16 @@ hone_cli_load_engine (const HoneCliModelOptions *o, GError **error)
   hone_engine_set_n_threads (engine, o->threads);
   hone_engine_set_context_length (engine, o->context);
   hone_engine_set_precise (engine, o->precise);
-  if (o->device != NULL)
-    hone_engine_set_device (engine, o->device);
+  hone_cli_pick_device (o);
+  hone_engine_set_device (engine, o->device);
   if (!hone_engine_load_sync (engine, path, NULL, NULL, NULL, error))
     return NULL;
+  if (o->device_note != NULL)
+    {
+      fflush (stdout);
+      /* TRANSLATORS: %s says why, e.g. "No NVIDIA driver is installed (no CUDA GPU to use)" */
+      fprintf (stderr, _("hone: no usable GPU, running on the CPU: %s\n"), o->device_note);
+    }
   return g_steal_pointer (&engine);
 }
 

@@ -66,9 +66,15 @@ hone_cmd_bench (int argc, char **argv)
       status = hone_cli_fail_literal (msg);
       goto out;
     }
+  if (!hone_bench_params_validate (&bp, &error))
+    {
+      status = hone_cli_fail (error);
+      goto out;
+    }
   /* On a GPU the roofline is its measured read bandwidth (before the load,
    * while the memory for the measurement is free). */
-  if (bp.bandwidth_gbs == 0.0 && mo.device != NULL && g_str_has_prefix (mo.device, "cuda:"))
+  hone_cli_pick_device (&mo);
+  if (bp.bandwidth_gbs == 0.0 && g_str_has_prefix (mo.device, "cuda:"))
     {
       HoneDeviceBandwidth bw = { 0 };
       GError *bw_error = NULL;

@@ -126,6 +126,10 @@ struct _HoneBackend {
 /* Constructors; NULL + error when unavailable (e.g. no GPU: the message says why). */
 HoneBackend *hone_cpu_backend_new (GError **error);
 HoneBackend *hone_cuda_backend_new (int device, GError **error);
+/* CUDA builds: whether hone_cuda_backend_new (@device) can work here — a
+ * driver new enough, the device, compute capability ≥ 8.0, cuBLAS — without
+ * creating anything; FALSE + the same one-line error otherwise. */
+gboolean     hone_cuda_device_check (int device, GError **error);
 
 /* Thin dispatch helpers. */
 static inline gboolean

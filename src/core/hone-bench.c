@@ -31,6 +31,20 @@ hone_bench_params_init (HoneBenchParams *params)
   params->sampled = FALSE;
 }
 
+gboolean
+hone_bench_params_validate (const HoneBenchParams *params, GError **error)
+{
+  if (params->runs < 1 || params->warmup < 0 || params->prompt_tokens < 1 || params->gen_tokens < 1
+      || params->bandwidth_gbs < 0 || !isfinite (params->bandwidth_gbs))
+    {
+      g_set_error_literal (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT,
+                           _("bench needs runs ≥ 1, warm-up ≥ 0, prompt and generated tokens ≥ 1 "
+                             "and a bandwidth ≥ 0"));
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* The seed of sampled bench runs: every run draws the same tokens. */
 #define BENCH_SEED 20261204
 
@@ -369,12 +383,9 @@ hone_engine_bench_async (HoneEngine *engine, const HoneBenchParams *params,
       g_object_unref (task);
       return;
     }
-  if (params->runs < 1 || params->warmup < 0 || params->prompt_tokens < 1 || params->gen_tokens < 1
-      || params->bandwidth_gbs < 0 || !isfinite (params->bandwidth_gbs))
+  if (!hone_bench_params_validate (params, &error))
     {
-      g_task_return_new_error (task, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT, "%s",
-                               _("bench needs runs ≥ 1, warm-up ≥ 0, prompt and generated tokens ≥ 1 "
-                                 "and a bandwidth ≥ 0"));
+      g_task_return_error (task, error);
       g_object_unref (task);
       return;
     }

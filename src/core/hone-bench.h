@@ -34,6 +34,9 @@ typedef struct {
 } HoneBenchParams;
 
 void hone_bench_params_init (HoneBenchParams *params);
+/* INVALID_ARGUMENT unless runs ≥ 1, warm-up ≥ 0, prompt and generated tokens
+ * ≥ 1 and a finite bandwidth ≥ 0 (checked before a model is loaded for them). */
+gboolean hone_bench_params_validate (const HoneBenchParams *params, GError **error);
 
 typedef struct {
   double median;

@@ -694,6 +694,45 @@ load_progress_cb (double fraction, gpointer data)
   post_progress (job, f);
 }
 
+char *
+hone_engine_pick_device (const char *wanted, char **why)
+{
+  if (why != NULL)
+    *why = NULL;
+  if (wanted != NULL && *wanted != '\0' && g_strcmp0 (wanted, "auto") != 0)
+    return g_strdup (wanted);
+#ifdef HONE_HAVE_CUDA
+  {
+    g_autoptr (GPtrArray) devices = hone_engine_list_devices ();
+    GError *first = NULL;
+
+    for (guint i = 0; i < devices->len; i++)
+      {
+        const HoneDevice *d = g_ptr_array_index (devices, i);
+        GError *e = NULL;
+
+        if (d->kind != HONE_DEVICE_CUDA)
+          continue;
+        if (hone_cuda_device_check (atoi (d->id + 5), &e))
+          {
+            g_clear_error (&first);
+            return g_strdup (d->id);
+          }
+        if (first == NULL)
+          first = e;
+        else
+          g_error_free (e);
+      }
+    if (first == NULL)   /* none listed: the driver's or the runtime's reason */
+      (void) hone_cuda_device_check (0, &first);
+    if (why != NULL && first != NULL)
+      *why = g_strdup (first->message);
+    g_clear_error (&first);
+  }
+#endif
+  return g_strdup ("cpu");
+}
+
 static HoneBackend *
 create_backend (const char *device, GError **error)
 {

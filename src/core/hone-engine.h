@@ -72,6 +72,12 @@ void        hone_device_free (HoneDevice *device);
 
 /* Devices usable now, CPU first (always present). Element type HoneDevice*. */
 GPtrArray  *hone_engine_list_devices (void);
+/* The device to use for @wanted: itself when it names one ("cpu", "cuda:N");
+ * for NULL, "" or "auto" the first CUDA GPU that can run Hone's kernels
+ * (driver, compute capability ≥ 8.0, cuBLAS), else "cpu" — and then, in a
+ * CUDA build, *why (if @why) = the one-line reason no GPU is used (g_free it;
+ * NULL otherwise). Opens cuBLAS when it finds a usable GPU. */
+char       *hone_engine_pick_device (const char *wanted, char **why);
 
 /* ---- the engine ----------------------------------------------------------- */
 

@@ -1336,36 +1336,36 @@ nvml_open (HoneCudaBackend *b)
     }
 }
 
-HoneBackend *
-hone_cuda_backend_new (int device, GError **error)
+gboolean
+hone_cuda_device_check (int device, GError **error)
 {
   int count = 0, major = 0, minor = 0, drv = 0, rt = 0;
   cudaError_t e = cudaGetDeviceCount (&count);
-  HoneCudaBackend *b;
 
   if (e == cudaErrorInsufficientDriver)
     {
       cudaDriverGetVersion (&drv);
       cudaRuntimeGetVersion (&rt);
+      (void) cudaGetLastError ();
       if (drv == 0)
         g_set_error (error, HONE_ERROR, HONE_ERROR_BACKEND, _("No NVIDIA driver is installed (no CUDA GPU to use)"));
       else
         g_set_error (error, HONE_ERROR, HONE_ERROR_BACKEND,
                      _("The NVIDIA driver (CUDA %d.%d) is older than this build needs (CUDA %d.%d)"), drv / 1000,
                      drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
-      return NULL;
+      return FALSE;
     }
   if (e != cudaSuccess || count == 0)
     {
       (void) cudaGetLastError ();
       g_set_error (error, HONE_ERROR, HONE_ERROR_BACKEND, _("No usable CUDA GPU: %s"),
                    e != cudaSuccess ? cudaGetErrorString (e) : _("none found"));
-      return NULL;
+      return FALSE;
     }
   if (device < 0 || device >= count)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT, _("There is no CUDA device %d (%d found)"), device, count);
-      return NULL;
+      return FALSE;
     }
   cudaDeviceGetAttribute (&major, cudaDevAttrComputeCapabilityMajor, device);
   cudaDeviceGetAttribute (&minor, cudaDevAttrComputeCapabilityMinor, device);
@@ -1373,7 +1373,7 @@ hone_cuda_backend_new (int device, GError **error)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_BACKEND,
                    _("CUDA device %d has compute capability %d.%d; the kernels need 8.0 or newer"), device, major, minor);
-      return NULL;
+      return FALSE;
     }
   {
     /* cuBLAS is opened here, not linked (kernels/hone-k-cublas.c) */
@@ -1382,9 +1382,19 @@ hone_cuda_backend_new (int device, GError **error)
       {
         /* TRANSLATORS: %s is the dynamic loader's reason, e.g. "libcublasLt.so.13: cannot open shared object file" */
         g_set_error (error, HONE_ERROR, HONE_ERROR_BACKEND, _("The GPU needs cuBLAS, which could not be opened: %s"), why);
-        return NULL;
+        return FALSE;
       }
   }
+  return TRUE;
+}
+
+HoneBackend *
+hone_cuda_backend_new (int device, GError **error)
+{
+  HoneCudaBackend *b;
+
+  if (!hone_cuda_device_check (device, error))
+    return NULL;
   b = g_new0 (HoneCudaBackend, 1);
   b->parent.klass = &cuda_class;
   b->device = device;
