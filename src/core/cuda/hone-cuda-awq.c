@@ -26,6 +26,7 @@
  */
 #include "hone-cuda-awq.h"
 #include "hone-awq-private.h"
+#include "hone-backend.h"
 
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -34,7 +35,6 @@
 #include "hone-error.h"
 #include "hone-i18n.h"
 #include "hone-k-awq.h"
-#include "hone-kernels.h"
 #include "cpu/hone-cpu-ops.h"
 
 #define S_BYTES ((size_t) 256 << 20)      /* attention score scratch */
@@ -119,39 +119,8 @@ stage (Gpu *G, const char *name, gint64 *ts)
 gboolean
 hone_cuda_awq_available (GError **error)
 {
-  int count = 0, major = 0, drv = 0;
-  cudaError_t e = cudaGetDeviceCount (&count);
-
-  if (e == cudaErrorInsufficientDriver && cudaDriverGetVersion (&drv) == cudaSuccess && drv == 0)
-    {
-      (void) cudaGetLastError ();
-      g_set_error (error, HONE_ERROR, HONE_ERROR_BACKEND, _("No NVIDIA driver is installed (no CUDA GPU to use)"));
-      return FALSE;
-    }
-  if (e != cudaSuccess || count == 0)
-    {
-      (void) cudaGetLastError ();
-      g_set_error (error, HONE_ERROR, HONE_ERROR_BACKEND, _("No usable CUDA GPU: %s"),
-                   e != cudaSuccess ? cudaGetErrorString (e) : _("none found"));
-      return FALSE;
-    }
-  cudaDeviceGetAttribute (&major, cudaDevAttrComputeCapabilityMajor, 0);
-  if (major < 8)
-    {
-      g_set_error (error, HONE_ERROR, HONE_ERROR_BACKEND,
-                   _("CUDA device 0 has compute capability %d.x; AWQ on the GPU needs 8.0 or newer"), major);
-      return FALSE;
-    }
-  {
-    char why[512];
-    if (hone_k_cublas_open (why, sizeof why) != 0)
-      {
-        /* TRANSLATORS: %s is the dynamic loader's reason, e.g. "libcublasLt.so.13: cannot open shared object file" */
-        g_set_error (error, HONE_ERROR, HONE_ERROR_BACKEND, _("The GPU needs cuBLAS, which could not be opened: %s"), why);
-        return FALSE;
-      }
-  }
-  return TRUE;
+  /* the same device, driver and cuBLAS checks as the CUDA backend's, on device 0 */
+  return hone_cuda_device_check (0, error);
 }
 
 static int
