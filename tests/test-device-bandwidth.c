@@ -1,7 +1,8 @@
 /* test-device-bandwidth.c — the read-bandwidth cache behind `hone bench`'s
  * roofline: entries per device name with their date, kept across stores,
- * damaged entries ignored; devices that cannot be measured are errors. (The
- * measurement itself needs a GPU: tests/cuda/run-e2e.sh runs it.) */
+ * damaged entries ignored; the CPU measured once and then read from the
+ * cache; devices that cannot be measured are errors. (A GPU's measurement
+ * needs a GPU: tests/cuda/run-e2e.sh runs it.) */
 #include <glib.h>
 #include <glib/gstdio.h>
 
@@ -63,13 +64,43 @@ test_cache (void)
   g_remove (path);
 }
 
+/* The CPU: measured (a figure a real machine can have; how fast is not
+ * asserted), stored under the untranslated key, then read back from the
+ * cache unchanged. */
+static void
+test_cpu (void)
+{
+  GError *error = NULL;
+  HoneDeviceBandwidth bw = { 0 }, again = { 0 };
+  g_autofree char *name = hone_device_bandwidth_cpu_name ();
+  g_autofree char *path = hone_device_bandwidth_cache_path ();
+
+  g_assert_true (g_str_has_prefix (name, "CPU "));
+  g_assert_true (hone_device_read_bandwidth ("cpu", &bw, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (bw.device_name, ==, name);
+  g_assert_false (bw.cached);
+  g_assert_nonnull (bw.measured);
+  g_test_message ("CPU read bandwidth: %.1f GB/s", bw.read_gbs);
+  g_assert_cmpfloat (bw.read_gbs, >, 1.0);
+  g_assert_cmpfloat (bw.read_gbs, <, 1e6);
+  g_assert_true (hone_device_read_bandwidth ("cpu", &again, &error));
+  g_assert_no_error (error);
+  g_assert_true (again.cached);
+  g_assert_cmpfloat (again.read_gbs, ==, bw.read_gbs);
+  g_assert_cmpstr (again.measured, ==, bw.measured);
+  hone_device_bandwidth_clear (&bw);
+  hone_device_bandwidth_clear (&again);
+  g_remove (path);
+}
+
 static void
 test_not_measurable (void)
 {
   GError *error = NULL;
   HoneDeviceBandwidth bw;
 
-  g_assert_false (hone_device_read_bandwidth ("cpu", &bw, &error));
+  g_assert_false (hone_device_read_bandwidth ("gpu0", &bw, &error));
   g_assert_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
   g_assert_false (hone_device_read_bandwidth ("cuda:x", &bw, &error));
@@ -93,6 +124,7 @@ main (int argc, char **argv)
   g_setenv ("XDG_CACHE_HOME", tmpdir, TRUE);
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/device-bandwidth/cache", test_cache);
+  g_test_add_func ("/device-bandwidth/cpu", test_cpu);
   g_test_add_func ("/device-bandwidth/not-measurable", test_not_measurable);
   r = g_test_run ();
   dir = g_build_filename (tmpdir, "hone", NULL);

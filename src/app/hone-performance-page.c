@@ -61,8 +61,8 @@ toast (HonePerformancePage *self, const char *message)
 double
 hone_performance_page_bandwidth_for (const char *device_name)
 {
-  /* The read bandwidth `hone bench` measured on this GPU (cached by device
-   * name; the chooser's names end in " (cuda:N)"), else only bandwidths we
+  /* The read bandwidth `hone bench` measured on this device (cached by device
+   * name; the chooser's GPU names end in " (cuda:N)"), else only bandwidths we
    * measured ourselves (read-only streaming, DESIGN.md). */
   if (device_name != NULL)
     {
@@ -322,7 +322,11 @@ hone_performance_page_run_bench (HonePerformancePage *self)
     {
       HoneDevice *d = g_ptr_array_index (devices, i);
       if (g_strcmp0 (d->id, device) == 0)
-        params.bandwidth_gbs = hone_performance_page_bandwidth_for (d->name);
+        {
+          /* the CPU's entry is under its untranslated key */
+          g_autofree char *cpu = d->kind == HONE_DEVICE_CPU ? hone_device_bandwidth_cpu_name () : NULL;
+          params.bandwidth_gbs = hone_performance_page_bandwidth_for (cpu != NULL ? cpu : d->name);
+        }
     }
   self->bench_cancellable = g_cancellable_new ();
   gtk_progress_bar_set_fraction (GTK_PROGRESS_BAR (self->bench_progress), 0);

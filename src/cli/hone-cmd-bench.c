@@ -36,7 +36,7 @@ hone_cmd_bench (int argc, char **argv)
     { "bandwidth", 'b', 0, G_OPTION_ARG_DOUBLE, &bp.bandwidth_gbs,
       /* xgettext:no-c-format */
       N_("Memory bandwidth in GB/s: print decode speed as a % of this roofline "
-         "(default on a GPU: its read bandwidth, measured once and cached)"), N_("GB/S") },
+         "(default: the device's read bandwidth, measured once and cached)"), N_("GB/S") },
     { "sample", 0, 0, G_OPTION_ARG_NONE, &bp.sampled,
       N_("Decode with the chat's default sampling (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05; fixed seed) "
          "instead of greedily"), NULL },
@@ -71,10 +71,10 @@ hone_cmd_bench (int argc, char **argv)
       status = hone_cli_fail (error);
       goto out;
     }
-  /* On a GPU the roofline is its measured read bandwidth (before the load,
-   * while the memory for the measurement is free). */
+  /* The roofline is the device's measured read bandwidth, the GPU's or the
+   * CPU's (before the load, while the memory for the measurement is free). */
   hone_cli_pick_device (&mo);
-  if (bp.bandwidth_gbs == 0.0 && g_str_has_prefix (mo.device, "cuda:"))
+  if (bp.bandwidth_gbs == 0.0 && (g_str_has_prefix (mo.device, "cuda:") || g_str_equal (mo.device, "cpu")))
     {
       HoneDeviceBandwidth bw = { 0 };
       GError *bw_error = NULL;

@@ -2,7 +2,7 @@
  * of decode (which only reads weights and KV), for `hone bench` and the app.
  *
  * Measured once per device (a timed streaming read of a buffer far larger
- * than the caches) and cached in $XDG_CACHE_HOME/hone/bandwidth.ini, one
+ * than the caches; on the CPU with every core reading) and cached in $XDG_CACHE_HOME/hone/bandwidth.ini, one
  * group per device name, with the date of the measurement. */
 #pragma once
 
@@ -26,10 +26,14 @@ gboolean hone_device_bandwidth_lookup (const char *device_name, HoneDeviceBandwi
 /* Record @bw in the cache (creating the file and its folder). */
 gboolean hone_device_bandwidth_store (const HoneDeviceBandwidth *bw, GError **error);
 
-/* The read bandwidth of @device ("cuda:N"), from the cache or measured now
- * (≈ 1 s, 1 GiB of device memory for the moment) and then cached. Devices
- * without a measurement ("cpu", or no CUDA in this build):
- * HONE_ERROR_INVALID_ARGUMENT / HONE_ERROR_BACKEND naming why. */
+/* The read bandwidth of @device ("cpu" or "cuda:N"), from the cache or
+ * measured now and then cached: a GPU ≈ 1 s, 1 GiB of device memory for the
+ * moment; the CPU ≈ 1–2 s, every logical CPU reading its share of a buffer 4×
+ * the last-level cache (1–2 GiB, ≤ an eighth of the RAM). Other devices, or
+ * "cuda:N" in a build without CUDA: HONE_ERROR_INVALID_ARGUMENT /
+ * HONE_ERROR_BACKEND naming why. */
 gboolean hone_device_read_bandwidth (const char *device, HoneDeviceBandwidth *bw, GError **error);
+/* The CPU's cache key: "CPU <model name>, <n> threads" (not translated). */
+char    *hone_device_bandwidth_cpu_name (void);
 
 G_END_DECLS
