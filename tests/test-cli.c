@@ -372,7 +372,7 @@ test_ppl_and_bench_tiny (void)
   /* --sample: the chat's default sampling */
   {
     const char *sargs[] = { "bench", "-m", tiny, "--runs", "1", "--warmup", "0", "--prompt-tokens", "16",
-                            "--gen-tokens", "4", "--json", "--sample", NULL };
+                            "--gen-tokens", "4", "--json", "--sample", "--bandwidth", "20", NULL };
     g_autoptr (JsonNode) js = NULL;
     b = run_hone (sargs, NULL, NULL);
     g_assert_cmpint (b.status, ==, 0);
