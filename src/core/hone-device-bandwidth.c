@@ -81,20 +81,8 @@ hone_device_bandwidth_store (const HoneDeviceBandwidth *bw, GError **error)
 char *
 hone_device_bandwidth_cpu_name (void)
 {
-  g_autofree char *info = NULL;
-  g_autofree char *model = NULL;
+  g_autofree char *model = hone_metrics_cpu_model ();
 
-  if (g_file_get_contents ("/proc/cpuinfo", &info, NULL, NULL))
-    {
-      g_auto (GStrv) lines = g_strsplit (info, "\n", -1);
-      for (int i = 0; lines[i] != NULL && model == NULL; i++)
-        if (g_str_has_prefix (lines[i], "model name"))
-          {
-            const char *colon = strchr (lines[i], ':');
-            if (colon != NULL)
-              model = g_strstrip (g_strdup (colon + 1));
-          }
-    }
   /* not translated: a cache key, the same in every locale */
   return g_strdup_printf ("CPU %s, %u threads", model != NULL ? model : "unknown", g_get_num_processors ());
 }
@@ -155,10 +143,10 @@ read_share (gpointer data)
 
 /* Every logical CPU reads its share of a buffer 4× the last-level cache
  * (STREAM's rule; at least 1 GiB, at most 2 GiB and an eighth of the RAM);
- * the first pass writes the pages, the median of the next 5 is the figure
- * (a VM's passes now and then come out far faster than its memory can be
- * read — 79 against 47–50 GB/s on the 2-vCPU EPYC VM of 2026-12-04 — so the
- * best, right for a GPU's ramping clocks, would overstate it). */
+ * the first pass writes the pages, the median of the next 5 is the figure:
+ * a shared machine's passes scatter (one pass of 79 GB/s among 47–50 on the
+ * 2-vCPU EPYC VM of 2026-12-04, whose bandwidth later read 75–80 throughout),
+ * and the best, right for a GPU's ramping clocks, follows the outlier. */
 static gboolean
 measure_cpu (double *gbs, GError **error)
 {

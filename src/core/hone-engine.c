@@ -83,33 +83,12 @@ hone_device_free (HoneDevice *device)
   g_free (device);
 }
 
-static char *
-cpu_model_name (void)
-{
-  g_autofree char *info = NULL;
-  char **lines;
-  char *name = NULL;
-
-  if (!g_file_get_contents ("/proc/cpuinfo", &info, NULL, NULL))
-    return NULL;
-  lines = g_strsplit (info, "\n", -1);
-  for (int i = 0; lines[i] != NULL && name == NULL; i++)
-    if (g_str_has_prefix (lines[i], "model name"))
-      {
-        const char *colon = strchr (lines[i], ':');
-        if (colon != NULL)
-          name = g_strstrip (g_strdup (colon + 1));
-      }
-  g_strfreev (lines);
-  return name;
-}
-
 GPtrArray *
 hone_engine_list_devices (void)
 {
   GPtrArray *devices = g_ptr_array_new_with_free_func ((GDestroyNotify) hone_device_free);
   HoneDevice *cpu = g_new0 (HoneDevice, 1);
-  g_autofree char *model = cpu_model_name ();
+  g_autofree char *model = hone_metrics_cpu_model ();
 
   cpu->id = g_strdup ("cpu");
   cpu->kind = HONE_DEVICE_CPU;

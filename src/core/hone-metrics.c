@@ -158,3 +158,24 @@ hone_metrics_physical_memory (void)
     return 0;
   return (gint64) pages * page;
 }
+
+char *
+hone_metrics_cpu_model (void)
+{
+  g_autofree char *info = NULL;
+  char **lines;
+  char *name = NULL;
+
+  if (!g_file_get_contents ("/proc/cpuinfo", &info, NULL, NULL))
+    return NULL;
+  lines = g_strsplit (info, "\n", -1);
+  for (int i = 0; lines[i] != NULL && name == NULL; i++)
+    if (g_str_has_prefix (lines[i], "model name"))
+      {
+        const char *colon = strchr (lines[i], ':');
+        if (colon != NULL)
+          name = g_strstrip (g_strdup (colon + 1));
+      }
+  g_strfreev (lines);
+  return name;
+}

@@ -103,6 +103,8 @@ void               hone_engine_metrics_free (HoneEngineMetrics *metrics);
 gint64 hone_metrics_process_rss (void);
 /* Total physical memory in bytes (0 if unknown). */
 gint64 hone_metrics_physical_memory (void);
+/* The CPU's model name (/proc/cpuinfo "model name"; g_free), or NULL if unknown. */
+char  *hone_metrics_cpu_model (void);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HoneRequestMetrics, hone_request_metrics_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HoneEngineMetrics, hone_engine_metrics_free)
