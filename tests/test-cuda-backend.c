@@ -33,6 +33,7 @@
  * q|k|v this replaces would be ~35 % more) and the before-load estimate
  * within 5 % of the device memory the load took.
  */
+#include <cuda_runtime_api.h>
 #include <glib.h>
 #include <math.h>
 #include <stdio.h>
@@ -1234,6 +1235,101 @@ test_pick_device (void)
   g_assert_cmpint (hone_k_cublas_open (msg, sizeof msg), ==, 0);
 }
 
+/* ---- "auto" on a GPU without the memory for the model ----------------------- */
+
+static void
+assert_loaded_on (HoneEngine *e, const char *device, const char *note_part)
+{
+  g_autofree char *active = NULL, *note = NULL;
+
+  g_object_get (e, "active-device", &active, "device-note", &note, NULL);
+  g_assert_cmpint (hone_engine_get_state (e), ==, HONE_ENGINE_STATE_READY);
+  g_assert_cmpstr (active, ==, device);
+  if (note_part == NULL)
+    g_assert_null (note);
+  else
+    {
+      g_assert_nonnull (note);
+      g_assert_nonnull (strstr (note, note_part));
+      g_assert_null (strchr (note, '\n'));
+    }
+}
+
+/* With the GPU's memory taken (by this process, so that free memory is just
+ * below what the default model needs there): "auto" loads on the CPU and the
+ * device note carries the GPU's out-of-memory error; a named GPU fails with
+ * that error and keeps the loaded model; with the memory back, "auto" takes
+ * the GPU again, with no note. */
+static void
+test_auto_fallback (void)
+{
+  GError *error = NULL;
+  g_autofree char *path = NULL;
+  g_autoptr (HoneEngine) e = NULL;
+  g_autoptr (GPtrArray) hogs = g_ptr_array_new ();
+  HoneBackend *be = new_cuda ();
+  HoneBackendOptions opt = { 0 };
+  HoneModel *m;
+  gint64 need;
+  size_t free_b = 0, total_b = 0;
+
+  if (be == NULL)
+    return;   /* skipped: no GPU */
+  path = hone_default_model_find (&error);
+  if (path == NULL)
+    {
+      g_test_skip (error->message);
+      g_error_free (error);
+      hone_backend_free (be);
+      return;
+    }
+  m = hone_model_open (path, &error);
+  g_assert_no_error (error);
+  opt.max_context = 1024;
+  need = be->klass->estimate (be, m, &opt);
+  hone_backend_free (be);
+  hone_model_unref (m);
+  g_assert_cmpint (need, >, 64 << 20);
+
+  /* Take the GPU's memory down to need - 32 MiB (the backend also keeps 64 MiB
+   * of staging beyond the estimate): enough for a context and cuBLAS, not for
+   * the model. */
+  g_assert_cmpint (cudaMemGetInfo (&free_b, &total_b), ==, cudaSuccess);
+  while ((gint64) free_b > need - (32 << 20))
+    {
+      size_t take = MIN ((size_t) 1 << 30, free_b - (size_t) (need - (32 << 20)));
+      void *p = NULL;
+      if (take < (2u << 20) || cudaMalloc (&p, take) != cudaSuccess)
+        break;
+      g_ptr_array_add (hogs, p);
+      g_assert_cmpint (cudaMemGetInfo (&free_b, &total_b), ==, cudaSuccess);
+    }
+  g_assert_cmpint ((gint64) free_b, <, need + (64 << 20));
+
+  e = hone_engine_new ();
+  hone_engine_set_context_length (e, 1024);
+  hone_engine_set_device (e, "auto");
+  g_assert_true (hone_engine_load_sync (e, path, NULL, NULL, NULL, &error));
+  g_assert_no_error (error);
+  assert_loaded_on (e, "cpu", "The model does not fit on cuda:0");
+  assert_loaded_on (e, "cpu", "GPU memory");
+
+  hone_engine_set_device (e, "cuda:0");
+  g_assert_false (hone_engine_load_sync (e, path, NULL, NULL, NULL, &error));
+  g_assert_error (error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY);
+  g_assert_nonnull (strstr (error->message, "GPU memory"));
+  g_clear_error (&error);
+  /* the previous load (the CPU's, with its note) is back */
+  assert_loaded_on (e, "cpu", "The model does not fit on cuda:0");
+
+  for (guint i = 0; i < hogs->len; i++)
+    g_assert_cmpint (cudaFree (g_ptr_array_index (hogs, i)), ==, cudaSuccess);
+  hone_engine_set_device (e, "auto");
+  g_assert_true (hone_engine_load_sync (e, path, NULL, NULL, NULL, &error));
+  g_assert_no_error (error);
+  assert_loaded_on (e, "cuda:0", NULL);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1241,6 +1337,7 @@ main (int argc, char **argv)
 
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cuda/pick-device", test_pick_device);
+  g_test_add_func ("/cuda/auto-fallback", test_auto_fallback);
   g_test_add_func ("/cuda/prefill", test_prefill);
   g_test_add_func ("/cuda/decode", test_decode);
   g_test_add_func ("/cuda/memory", test_memory);

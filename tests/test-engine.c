@@ -1015,6 +1015,66 @@ test_pick_device (void)
   g_assert_cmpstr (a, ==, c);
 }
 
+/* The engine's "auto" device: resolved at each load to what
+ * hone_engine_pick_device picks, with its reason as the device note (a CUDA
+ * build without a usable GPU), or no note (a GPU found, a build without CUDA,
+ * a named device); the note goes with the model (NULL after unload) and is
+ * announced on the owner's context. (A GPU too small for the model: the
+ * /cuda/auto-fallback test on the GPU machine.) */
+static void
+test_device_auto (void)
+{
+  g_autoptr (HoneEngine) e = new_engine ();
+  g_autofree char *why = NULL;
+  g_autofree char *picked = hone_engine_pick_device ("auto", &why);
+  GAsyncResult *res = NULL;
+  GError *error = NULL;
+  int note_notifies = 0;
+
+  g_signal_connect (e, "notify::device-note", G_CALLBACK (on_notify), &note_notifies);
+  for (int round = 0; round < 2; round++)
+    {
+      g_autofree char *active = NULL, *note = NULL;
+
+      hone_engine_set_device (e, round == 0 ? "auto" : "");
+      g_assert_cmpstr (hone_engine_get_device (e), ==, round == 0 ? "auto" : "");
+      g_assert_true (hone_engine_load_sync (e, model_path, NULL, NULL, NULL, &error));
+      g_assert_no_error (error);
+      g_object_get (e, "active-device", &active, "device-note", &note, NULL);
+      g_assert_cmpstr (active, ==, picked);
+      g_assert_cmpstr (note, ==, why);
+    }
+  while (g_main_context_iteration (NULL, FALSE))
+    ;
+  if (why != NULL)
+    g_assert_cmpint (note_notifies, >=, 1);
+
+  /* a named device: no note, and none left from the previous load */
+  hone_engine_set_device (e, "cpu");
+  g_assert_true (hone_engine_load_sync (e, model_path, NULL, NULL, NULL, &error));
+  g_assert_no_error (error);
+  {
+    g_autofree char *active = NULL, *note = NULL;
+    g_object_get (e, "active-device", &active, "device-note", &note, NULL);
+    g_assert_cmpstr (active, ==, "cpu");
+    g_assert_null (note);
+  }
+
+  /* unloading drops the note with the model */
+  hone_engine_set_device (e, "auto");
+  g_assert_true (hone_engine_load_sync (e, model_path, NULL, NULL, NULL, &error));
+  hone_engine_unload_async (e, NULL, store_result, &res);
+  wait_for (&res);
+  g_assert_true (hone_engine_unload_finish (e, res, &error));
+  g_assert_no_error (error);
+  g_object_unref (res);
+  {
+    g_autofree char *note = NULL;
+    g_object_get (e, "device-note", &note, NULL);
+    g_assert_null (note);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1032,6 +1092,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/engine/model-info", test_model_info);
   g_test_add_func ("/engine/pick-device", test_pick_device);
+  g_test_add_func ("/engine/device-auto", test_device_auto);
   g_test_add_func ("/engine/load", test_load);
   g_test_add_func ("/engine/load-cancel", test_load_cancel);
   g_test_add_func ("/engine/greedy-matches-backend", test_greedy_matches_backend);

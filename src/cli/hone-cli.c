@@ -55,21 +55,6 @@ hone_cli_model_options_clear (HoneCliModelOptions *o)
 }
 
 void
-hone_cli_pick_device (HoneCliModelOptions *o)
-{
-  char *why = NULL;
-  char *device = hone_engine_pick_device (o->device, &why);
-
-  g_free (o->device);
-  o->device = device;
-  if (why != NULL)
-    {
-      g_free (o->device_note);
-      o->device_note = why;
-    }
-}
-
-void
 hone_cli_sampling_add (GOptionContext *ctx, HoneCliSampling *s)
 {
   HoneSamplerParams d;
@@ -163,15 +148,28 @@ hone_cli_load_engine (HoneCliModelOptions *o, GError **error)
   hone_engine_set_n_threads (engine, o->threads);
   hone_engine_set_context_length (engine, o->context);
   hone_engine_set_precise (engine, o->precise);
-  hone_cli_pick_device (o);
-  hone_engine_set_device (engine, o->device);
+  hone_engine_set_device (engine, o->device != NULL ? o->device : "auto");
   if (!hone_engine_load_sync (engine, path, NULL, NULL, NULL, error))
-    return NULL;
+    {
+      if (g_error_matches (*error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY)
+          && o->device != NULL && g_str_has_prefix (o->device, "cuda"))
+        {
+          /* TRANSLATORS: appended to a GPU out-of-memory error; keep the options untranslated */
+          char *message = g_strdup_printf (_("%s (--device auto or cpu runs it on the CPU; a smaller "
+                                             "--context needs less)"), (*error)->message);
+          g_free ((*error)->message);
+          (*error)->message = message;
+        }
+      return NULL;
+    }
+  g_clear_pointer (&o->device, g_free);
+  g_clear_pointer (&o->device_note, g_free);
+  g_object_get (engine, "active-device", &o->device, "device-note", &o->device_note, NULL);
   if (o->device_note != NULL)
     {
       fflush (stdout);
       /* TRANSLATORS: %s says why, e.g. "No NVIDIA driver is installed (no CUDA GPU to use)" */
-      fprintf (stderr, _("hone: no usable GPU, running on the CPU: %s\n"), o->device_note);
+      fprintf (stderr, _("hone: running on the CPU: %s\n"), o->device_note);
     }
   return g_steal_pointer (&engine);
 }

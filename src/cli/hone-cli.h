@@ -27,9 +27,9 @@ typedef struct {
   char *model;          /* -m; NULL → the default model */
   int threads;          /* -t; 0 = all cores */
   int context;          /* -c; 0 = engine default */
-  char *device;         /* --device; after hone_cli_pick_device, the device used */
+  char *device;         /* --device; after hone_cli_load_engine, the device used */
   gboolean precise;     /* --precise (run, ppl, chat): CPU f32 activations */
-  char *device_note;    /* why "auto" ended on the CPU (hone_cli_pick_device), or NULL */
+  char *device_note;    /* why "auto" ended on the CPU (hone_cli_load_engine), or NULL */
 } HoneCliModelOptions;
 
 /* Sampling flags (run, chat). */
@@ -54,13 +54,11 @@ gboolean hone_cli_parse (GOptionContext *ctx, int *argc, char ***argv);
 
 /* The given path or the default model (NO_MODEL with a `hone fetch` hint). */
 char    *hone_cli_resolve_model (const char *given, GError **error);
-/* --device resolved in place: "auto" (the default) becomes the first usable
- * GPU or "cpu" (with the reason in device_note); a named device stays. Idempotent. */
-void     hone_cli_pick_device (HoneCliModelOptions *opts);
-/* A new engine with the options applied and the model loaded (the device
- * picked first). When "auto" ended on the CPU for a reason, one line
- * "hone: no usable GPU, running on the CPU: …" goes to stderr once the model
- * is loaded. */
+/* A new engine with the options applied and the model loaded. --device auto
+ * (the default) is resolved by the engine at the load; afterwards opts->device
+ * is the device the model runs on and opts->device_note, when "auto" ended on
+ * the CPU for a reason, the reason — printed as one line "hone: running on
+ * the CPU: …" on stderr. A GPU's out-of-memory error says how to run anyway. */
 HoneEngine *hone_cli_load_engine (HoneCliModelOptions *opts, GError **error);
 
 /* All of stdin (NUL-terminated). */

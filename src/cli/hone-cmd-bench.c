@@ -22,6 +22,39 @@ show_progress (double fraction, gpointer data)
   fflush (stderr);
 }
 
+/* The read bandwidth of @device ("cpu" or "cuda:N"), measured once and
+ * cached, with a line saying where it comes from; 0 (and a line why) when it
+ * cannot be had. */
+static double
+measure_roofline (const char *device, gboolean json)
+{
+  HoneDeviceBandwidth bw = { 0 };
+  GError *error = NULL;
+  double gbs = 0.0;
+
+  if (!g_str_has_prefix (device, "cuda:") && !g_str_equal (device, "cpu"))
+    return 0.0;
+  if (hone_device_read_bandwidth (device, &bw, &error))
+    {
+      g_autofree char *cache = hone_device_bandwidth_cache_path ();
+      gbs = bw.read_gbs;
+      /* TRANSLATORS: "roofline: 4520 GB/s read bandwidth of NVIDIA H200, measured 2026-11-29T… (cached in …)" */
+      if (bw.cached)
+        fprintf (json ? stderr : stdout, _("roofline: %.0f GB/s read bandwidth of %s, measured %s (from %s)\n"),
+                 bw.read_gbs, bw.device_name, bw.measured, cache);
+      else
+        fprintf (json ? stderr : stdout, _("roofline: %.0f GB/s read bandwidth of %s, measured %s (saved to %s)\n"),
+                 bw.read_gbs, bw.device_name, bw.measured, cache);
+    }
+  else
+    {
+      fprintf (stderr, _("roofline unknown: %s\n"), error->message);
+      g_error_free (error);
+    }
+  hone_device_bandwidth_clear (&bw);
+  return gbs;
+}
+
 int
 hone_cmd_bench (int argc, char **argv)
 {
@@ -54,6 +87,8 @@ hone_cmd_bench (int argc, char **argv)
   GError *error = NULL;
   Wait w = { 0 };
   int status = 0;
+  gboolean roofline;
+  g_autofree char *picked = NULL;
 
   hone_bench_params_init (&bp);
   g_option_context_add_main_entries (ctx, entries, GETTEXT_PACKAGE);
@@ -72,32 +107,16 @@ hone_cmd_bench (int argc, char **argv)
       goto out;
     }
   /* The roofline is the device's measured read bandwidth, the GPU's or the
-   * CPU's (before the load, while the memory for the measurement is free). */
-  hone_cli_pick_device (&mo);
-  if (bp.bandwidth_gbs == 0.0 && (g_str_has_prefix (mo.device, "cuda:") || g_str_equal (mo.device, "cpu")))
-    {
-      HoneDeviceBandwidth bw = { 0 };
-      GError *bw_error = NULL;
-      if (hone_device_read_bandwidth (mo.device, &bw, &bw_error))
-        {
-          g_autofree char *cache = hone_device_bandwidth_cache_path ();
-          bp.bandwidth_gbs = bw.read_gbs;
-          /* TRANSLATORS: "roofline: 4520 GB/s read bandwidth of NVIDIA H200, measured 2026-11-29T… (cached in …)" */
-          if (bw.cached)
-            fprintf (json ? stderr : stdout, _("roofline: %.0f GB/s read bandwidth of %s, measured %s (from %s)\n"),
-                     bw.read_gbs, bw.device_name, bw.measured, cache);
-          else
-            fprintf (json ? stderr : stdout, _("roofline: %.0f GB/s read bandwidth of %s, measured %s (saved to %s)\n"),
-                     bw.read_gbs, bw.device_name, bw.measured, cache);
-        }
-      else
-        {
-          fprintf (stderr, _("roofline unknown: %s\n"), bw_error->message);
-          g_error_free (bw_error);
-        }
-      hone_device_bandwidth_clear (&bw);
-    }
+   * CPU's: measured before the load, while the memory for it is free, on the
+   * device "auto" picks; again after the load if the model went elsewhere (a
+   * GPU too small for it). */
+  roofline = bp.bandwidth_gbs == 0.0;
+  picked = hone_engine_pick_device (mo.device, NULL);
+  if (roofline)
+    bp.bandwidth_gbs = measure_roofline (picked, json);
   engine = hone_cli_load_engine (&mo, &error);
+  if (engine != NULL && roofline && g_strcmp0 (mo.device, picked) != 0)
+    bp.bandwidth_gbs = measure_roofline (mo.device, json);
   if (engine == NULL)
     {
       status = hone_cli_fail (error);

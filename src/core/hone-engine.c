@@ -244,7 +244,7 @@ enum {
   PROP_DEVICE, PROP_N_THREADS, PROP_CONTEXT_LENGTH, PROP_MEMORY_BUDGET,
   PROP_INT8_KV, PROP_SPECULATIVE, PROP_PD_SPLIT, PROP_PRECISE,
   PROP_STATE, PROP_MODEL_INFO, PROP_MODEL_PATH, PROP_CAPABILITIES, PROP_LOAD_PROGRESS,
-  PROP_ACTIVE_CONTEXT_LENGTH, PROP_ACTIVE_DEVICE,
+  PROP_ACTIVE_CONTEXT_LENGTH, PROP_ACTIVE_DEVICE, PROP_DEVICE_NOTE,
   N_PROPS
 };
 static GParamSpec *props[N_PROPS];
@@ -264,6 +264,7 @@ struct _HoneEngine {
   HoneModelInfo *model_info;
   char *model_path;
   char *active_device;
+  char *device_note;            /* why "auto" ended on the CPU for the loaded model, or NULL */
   HoneEngineCaps caps;
   double load_progress;
   int active_context;
@@ -648,6 +649,11 @@ drop_model (HoneEngine *self)
   self->generation++;
   self->active_context = 0;
   self->snap.memory_peak = 0;
+  if (self->device_note != NULL)
+    {
+      g_ptr_array_add (self->retired, g_steal_pointer (&self->device_note));
+      mark_changed_locked (self, PROP_DEVICE_NOTE);
+    }
   mark_changed_locked (self, PROP_MODEL_INFO);
   mark_changed_locked (self, PROP_MODEL_PATH);
   mark_changed_locked (self, PROP_ACTIVE_CONTEXT_LENGTH);
@@ -731,18 +737,25 @@ create_backend (const char *device, GError **error)
   return NULL;
 }
 
-/* Create the backend for @options, load self->model into it and publish it as the
- * engine's model. @job (NULL when restoring a previous model) gets the progress and can
- * cancel. On failure the backend is gone and self->model is left for the caller. */
 static gboolean
-activate_model (HoneEngine *self, HoneModelInfo **info, const char *path,
-                const Options *options, Job *job, GError **error)
+is_auto (const char *device)
+{
+  return device == NULL || *device == '\0' || g_str_equal (device, "auto");
+}
+
+/* Create the backend for @device (a real one, not "auto"), load self->model into it
+ * and publish it as the engine's model, with @note as the device note. @job (NULL
+ * when restoring a previous model) gets the progress and can cancel. On failure the
+ * backend is gone and self->model is left for the caller. */
+static gboolean
+activate_on (HoneEngine *self, HoneModelInfo **info, const char *path, const Options *options,
+             const char *device, const char *note, Job *job, GError **error)
 {
   HoneBackendOptions bo = { 0 };
   HoneEngineCaps caps;
   int trained;
 
-  self->backend = create_backend (options->device, error);
+  self->backend = create_backend (device, error);
   if (self->backend == NULL)
     return FALSE;
   caps = (HoneEngineCaps) self->backend->klass->caps (self->backend);
@@ -754,8 +767,8 @@ activate_model (HoneEngine *self, HoneModelInfo **info, const char *path,
     self->n_ctx = trained > 0 ? MIN (trained, DEFAULT_CONTEXT) : DEFAULT_CONTEXT;
   bo.n_threads = options->n_threads;
   bo.device = 0;
-  if (options->device != NULL && g_str_has_prefix (options->device, "cuda:"))
-    bo.device = atoi (options->device + 5);
+  if (g_str_has_prefix (device, "cuda:"))
+    bo.device = atoi (device + 5);
   bo.max_context = self->n_ctx;
   bo.int8_kv = options->int8_kv && (caps & HONE_ENGINE_CAP_INT8_KV);
   bo.memory_budget = options->memory_budget;
@@ -795,7 +808,10 @@ activate_model (HoneEngine *self, HoneModelInfo **info, const char *path,
   self->model_path = g_strdup (path);
   if (self->active_device != NULL)
     g_ptr_array_add (self->retired, self->active_device);
-  self->active_device = g_strdup (options->device != NULL ? options->device : "cpu");
+  self->active_device = g_strdup (device);
+  if (self->device_note != NULL)
+    g_ptr_array_add (self->retired, self->device_note);
+  self->device_note = g_strdup (note);
   self->shared_model = hone_model_ref (self->model);
   self->caps = caps;
   self->active_context = self->n_ctx;
@@ -806,10 +822,58 @@ activate_model (HoneEngine *self, HoneModelInfo **info, const char *path,
   mark_changed_locked (self, PROP_CAPABILITIES);
   mark_changed_locked (self, PROP_ACTIVE_CONTEXT_LENGTH);
   mark_changed_locked (self, PROP_ACTIVE_DEVICE);
+  mark_changed_locked (self, PROP_DEVICE_NOTE);
   mark_changed_locked (self, PROP_LOAD_PROGRESS);
   g_mutex_unlock (&self->lock);
   sample_memory (self);
   return TRUE;
+}
+
+/* activate_on() for options->device; "auto" (or none) is resolved here, at every load:
+ * the first usable GPU (hone_engine_pick_device), and the CPU when there is none or when
+ * the model does not fit in that GPU's memory — the device note then says why. */
+static gboolean
+activate_model (HoneEngine *self, HoneModelInfo **info, const char *path,
+                const Options *options, Job *job, GError **error)
+{
+  g_autofree char *why = NULL;
+  g_autofree char *device = NULL;
+  g_autofree char *note = NULL;
+  GError *gpu_error = NULL, *cpu_error = NULL;
+
+  if (!is_auto (options->device))
+    return activate_on (self, info, path, options, options->device, NULL, job, error);
+  device = hone_engine_pick_device ("auto", &why);
+  if (g_str_equal (device, "cpu"))
+    return activate_on (self, info, path, options, "cpu", why, job, error);
+  if (activate_on (self, info, path, options, device, NULL, job, &gpu_error))
+    return TRUE;
+  /* Only a GPU too small for the model (or its context) goes to the CPU; a corrupt
+   * file, a cancel or a driver failure is the answer as it is. */
+  if (!g_error_matches (gpu_error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY))
+    {
+      g_propagate_error (error, gpu_error);
+      return FALSE;
+    }
+  /* TRANSLATORS: the first %s is the device ("cuda:0"), the second the out-of-memory
+   * error, e.g. "Not enough GPU memory: the model needs 17.20 GiB (…), 7.90 GiB free" */
+  note = g_strdup_printf (_("The model does not fit on %s (%s)"), device, gpu_error->message);
+  if (activate_on (self, info, path, options, "cpu", note, job, &cpu_error))
+    {
+      g_error_free (gpu_error);
+      return TRUE;
+    }
+  if (g_error_matches (cpu_error, HONE_ERROR, HONE_ERROR_CANCELLED))
+    g_propagate_error (error, g_steal_pointer (&cpu_error));
+  else
+    {
+      /* TRANSLATORS: "<the GPU's error>; on the CPU: <the CPU's error>" */
+      g_set_error (error, cpu_error->domain, cpu_error->code, _("%s; on the CPU: %s"),
+                   gpu_error->message, cpu_error->message);
+      g_error_free (cpu_error);
+    }
+  g_error_free (gpu_error);
+  return FALSE;
 }
 
 /* After a failed load that had already let go of the previous model (the backend ran
@@ -1705,6 +1769,7 @@ hone_engine_finalize (GObject *object)
   g_clear_object (&self->model_info);
   g_free (self->model_path);
   g_free (self->active_device);
+  g_free (self->device_note);
   g_ptr_array_unref (self->retired);
   g_ptr_array_unref (self->retired_objects);
   g_main_context_unref (self->owner);
@@ -1736,6 +1801,7 @@ hone_engine_get_property (GObject *object, guint prop_id, GValue *value, GParamS
     case PROP_LOAD_PROGRESS: g_value_set_double (value, self->load_progress); break;
     case PROP_ACTIVE_CONTEXT_LENGTH: g_value_set_int (value, self->active_context); break;
     case PROP_ACTIVE_DEVICE: g_value_set_string (value, self->active_device); break;
+    case PROP_DEVICE_NOTE: g_value_set_string (value, self->device_note); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
     }
   g_mutex_unlock (&self->lock);
@@ -1788,6 +1854,7 @@ hone_engine_class_init (HoneEngineClass *klass)
   props[PROP_LOAD_PROGRESS] = g_param_spec_double ("load-progress", NULL, NULL, 0.0, 1.0, 0.0, ro);
   props[PROP_ACTIVE_CONTEXT_LENGTH] = g_param_spec_int ("active-context-length", NULL, NULL, 0, G_MAXINT, 0, ro);
   props[PROP_ACTIVE_DEVICE] = g_param_spec_string ("active-device", NULL, NULL, NULL, ro);
+  props[PROP_DEVICE_NOTE] = g_param_spec_string ("device-note", NULL, NULL, NULL, ro);
   g_object_class_install_properties (oc, N_PROPS, props);
 }
 

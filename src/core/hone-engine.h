@@ -98,7 +98,10 @@ typedef void (*HoneEngineProgressFunc) (double fraction, gpointer user_data);
 typedef void (*HoneTokenFunc) (const char *piece, gint32 token_id, gpointer user_data);
 
 /* Properties:
- *   device          string  rw  "cpu" (default) or an id from hone_engine_list_devices()
+ *   device          string  rw  "cpu" (default), an id from hone_engine_list_devices(), or
+ *                               "auto": at each load the first usable GPU
+ *                               (hone_engine_pick_device), else — or when the model does
+ *                               not fit in that GPU's memory — the CPU
  *   n-threads       int     rw  CPU worker threads, 0 = all cores (default 0)
  *   context-length  int     rw  tokens per session, 0 = min(model's trained length, 4096) (default 0)
  *   memory-budget   int64   rw  bytes the backend may use, 0 = no limit
@@ -112,7 +115,10 @@ typedef void (*HoneTokenFunc) (const char *piece, gint32 token_id, gpointer user
  *   capabilities    HoneEngineCaps   r  of the backend of the current device
  *   load-progress   double  r   0..1 during a load
  *   active-context-length int r  context length of the loaded model (0 when empty)
- *   active-device   string  r   device of the loaded model
+ *   active-device   string  r   device of the loaded model (never "auto")
+ *   device-note     string  r   why "auto" put the loaded model on the CPU (no usable
+ *                               GPU: the picker's reason; or the GPU's out-of-memory
+ *                               error), NULL otherwise and when empty
  */
 HoneEngine *hone_engine_new (void);
 
