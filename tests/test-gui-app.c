@@ -285,6 +285,58 @@ test_option_switches (void)
   run_app (switch_steps, NULL);
 }
 
+/* The device chooser: "Automatic (…)" first, naming what "auto" picks, then
+ * every listed device; choosing an entry sets the engine's device and the
+ * setting; a load under "auto" runs where the picker says (the card says so). */
+static void
+device_steps (HoneApplication *app, HoneWindow *window, gpointer data)
+{
+  HoneEngine *engine = hone_application_get_engine (app);
+  HoneModelPage *page = hone_window_get_model_page (window);
+  GSettings *settings = hone_application_get_settings (app);
+  AdwComboRow *row = ADW_COMBO_ROW (hone_model_page_get_device_row (page));
+  GListModel *names = adw_combo_row_get_model (row);
+  g_autoptr (GPtrArray) devices = hone_engine_list_devices ();
+  g_autofree char *picked = hone_engine_pick_device ("auto", NULL);
+  g_autofree char *first = NULL, *active = NULL, *setting = NULL;
+  const char *picked_name = NULL;
+
+  for (guint i = 0; i < devices->len; i++)
+    if (g_str_equal (((HoneDevice *) devices->pdata[i])->id, picked))
+      picked_name = ((HoneDevice *) devices->pdata[i])->name;
+  g_assert_nonnull (picked_name);
+  g_assert_cmpuint (g_list_model_get_n_items (names), ==, devices->len + 1);
+  first = g_strdup (gtk_string_list_get_string (GTK_STRING_LIST (names), 0));
+  g_assert_true (g_str_has_prefix (first, "Automatic ("));
+  g_assert_nonnull (strstr (first, picked_name));
+  for (guint i = 0; i < devices->len; i++)
+    g_assert_cmpstr (gtk_string_list_get_string (GTK_STRING_LIST (names), i + 1), ==,
+                     ((HoneDevice *) devices->pdata[i])->name);
+  /* the default setting is "auto", shown as the first entry */
+  g_assert_cmpstr (hone_engine_get_device (engine), ==, "auto");
+  g_assert_cmpuint (adw_combo_row_get_selected (row), ==, 0);
+
+  adw_combo_row_set_selected (row, 1);   /* the CPU */
+  g_assert_cmpstr (hone_engine_get_device (engine), ==, "cpu");
+  setting = g_settings_get_string (settings, "device");
+  g_assert_cmpstr (setting, ==, "cpu");
+  g_free (setting);
+  adw_combo_row_set_selected (row, 0);
+  g_assert_cmpstr (hone_engine_get_device (engine), ==, "auto");
+  setting = g_settings_get_string (settings, "device");
+  g_assert_cmpstr (setting, ==, "auto");
+
+  load_model (app, window);
+  g_object_get (engine, "active-device", &active, NULL);
+  g_assert_cmpstr (active, ==, picked);
+}
+
+static void
+test_device_chooser (void)
+{
+  run_app (device_steps, NULL);
+}
+
 /* The Bench button runs the engine's protocol and fills the table. */
 static void
 bench_steps (HoneApplication *app, HoneWindow *window, gpointer data)
@@ -594,6 +646,7 @@ main (int argc, char *argv[])
   g_test_add_func ("/app/store-corrupt", test_store_corrupt);
   g_test_add_func ("/app/chat-stream-stop-restart", test_chat_and_restart);
   g_test_add_func ("/app/option-switches", test_option_switches);
+  g_test_add_func ("/app/device-chooser", test_device_chooser);
   g_test_add_func ("/app/load-error", test_load_error);
   g_test_add_func ("/app/drop-model", test_drop);
   g_test_add_func ("/app/dialogs", test_dialogs);

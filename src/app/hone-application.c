@@ -19,7 +19,8 @@ struct _HoneApplication {
   HoneConversationStore *store;
   GSettings *settings;
   GPtrArray *load_failures;     /* GError*: conversations that did not load */
-  char *device_note;            /* why "auto" could not use the GPU this machine lists, or NULL */
+  gboolean gpu_listed;          /* this machine lists a CUDA GPU */
+  char *device_note_shown;      /* the engine's last device note told to the user */
 };
 
 G_DEFINE_FINAL_TYPE (HoneApplication, hone_application, ADW_TYPE_APPLICATION)
@@ -37,37 +38,45 @@ apply_color_scheme (HoneApplication *self)
   adw_style_manager_set_color_scheme (adw_style_manager_get_default (), cs);
 }
 
-/* The saved device if it still exists; "auto" picks the first GPU that can
- * run the kernels (hone_engine_pick_device), else the CPU — saying why once a
- * window is up, when this machine does list a GPU. */
+/* The saved device if it still exists, else "auto": at each load the engine
+ * takes the first GPU that can run the kernels and the model, else the CPU
+ * (hone_engine_pick_device). */
 static void
 apply_device (HoneApplication *self)
 {
   g_autofree char *wanted = g_settings_get_string (self->settings, "device");
   g_autoptr(GPtrArray) devices = hone_engine_list_devices ();
-  g_autofree char *why = NULL;
-  g_autofree char *picked = NULL;
-  gboolean gpu_listed = FALSE;
+  const char *device = "auto";
 
   for (guint i = 0; i < devices->len; i++)
     {
       HoneDevice *d = g_ptr_array_index (devices, i);
-      gpu_listed = gpu_listed || d->kind == HONE_DEVICE_CUDA;
+      self->gpu_listed = self->gpu_listed || d->kind == HONE_DEVICE_CUDA;
       if (g_strcmp0 (d->id, wanted) == 0)
-        {
-          hone_engine_set_device (self->engine, d->id);
-          return;
-        }
+        device = d->id;
     }
-  if (g_strcmp0 (wanted, "auto") != 0)
-    {
-      hone_engine_set_device (self->engine, "cpu");   /* a saved device that is gone */
-      return;
-    }
-  picked = hone_engine_pick_device ("auto", &why);
-  hone_engine_set_device (self->engine, picked);
-  if (why != NULL && gpu_listed)
-    self->device_note = g_steal_pointer (&why);
+  hone_engine_set_device (self->engine, device);
+}
+
+/* "auto" put the loaded model on the CPU: say why in a toast — when this machine
+ * lists a GPU (a machine without one is not told at every load), and once for
+ * the same reason. */
+static void
+on_device_note (HoneEngine *engine, GParamSpec *pspec, HoneApplication *self)
+{
+  g_autofree char *note = NULL;
+  GtkWindow *window = gtk_application_get_active_window (GTK_APPLICATION (self));
+
+  g_object_get (engine, "device-note", &note, NULL);
+  if (note == NULL || !self->gpu_listed || window == NULL || g_strcmp0 (note, self->device_note_shown) == 0)
+    return;
+  {
+    /* TRANSLATORS: %s says why, e.g. "CUDA device 0 has compute capability 7.5; the kernels need 8.0 or newer" */
+    g_autofree char *msg = g_strdup_printf (_("Running on the CPU: %s"), note);
+    hone_window_add_toast (HONE_WINDOW (window), msg);
+  }
+  g_free (self->device_note_shown);
+  self->device_note_shown = g_steal_pointer (&note);
 }
 
 static gboolean
@@ -165,6 +174,7 @@ hone_application_startup (GApplication *app)
   /* One engine for the app; its options follow the settings both ways. */
   self->engine = hone_engine_new ();
   apply_device (self);
+  g_signal_connect (self->engine, "notify::device-note", G_CALLBACK (on_device_note), self);
   g_settings_bind (self->settings, "context-length", self->engine, "context-length", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (self->settings, "kv-int8", self->engine, "int8-kv", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (self->settings, "speculative", self->engine, "speculative", G_SETTINGS_BIND_DEFAULT);
@@ -190,13 +200,6 @@ ensure_window (HoneApplication *self, gboolean *created)
         hone_window_add_toast (HONE_WINDOW (window), ((GError *) g_ptr_array_index (self->load_failures, i))->message);
       if (self->load_failures)
         g_ptr_array_set_size (self->load_failures, 0);
-      if (self->device_note != NULL)
-        {
-          /* TRANSLATORS: %s says why, e.g. "CUDA device 0 has compute capability 7.5; the kernels need 8.0 or newer" */
-          g_autofree char *msg = g_strdup_printf (_("No usable GPU, running on the CPU: %s"), self->device_note);
-          hone_window_add_toast (HONE_WINDOW (window), msg);
-          g_clear_pointer (&self->device_note, g_free);
-        }
     }
   return HONE_WINDOW (window);
 }
@@ -255,7 +258,7 @@ hone_application_finalize (GObject *object)
   g_clear_object (&self->store);
   g_clear_object (&self->settings);
   g_clear_pointer (&self->load_failures, g_ptr_array_unref);
-  g_clear_pointer (&self->device_note, g_free);
+  g_clear_pointer (&self->device_note_shown, g_free);
   G_OBJECT_CLASS (hone_application_parent_class)->finalize (object);
 }
 

@@ -16,7 +16,8 @@ struct _HoneModelPage {
   char *pending_path;            /* card being read */
   GCancellable *info_cancellable;
   GCancellable *load_cancellable;
-  GPtrArray *devices;            /* HoneDevice* */
+  GPtrArray *devices;            /* HoneDevice*; the chooser lists "Automatic" first, then these */
+  guint auto_index;              /* the one of them "auto" picks */
   GPtrArray *card_rows;          /* rows added for the tensor types */
   gboolean updating_device;
 
@@ -150,11 +151,16 @@ add_recent (HoneModelPage *self, const char *path)
 
 /* ---- card and estimate ---------------------------------------------------- */
 
+/* The device chosen, or for "Automatic" the one it picks now. */
 static HoneDevice *
 selected_device (HoneModelPage *self)
 {
   guint i = adw_combo_row_get_selected (ADW_COMBO_ROW (self->device_row));
-  return self->devices && i < self->devices->len ? g_ptr_array_index (self->devices, i) : NULL;
+
+  if (self->devices == NULL || i == GTK_INVALID_LIST_POSITION)
+    return NULL;
+  i = i == 0 ? self->auto_index : i - 1;
+  return i < self->devices->len ? g_ptr_array_index (self->devices, i) : NULL;
 }
 
 static void
@@ -332,9 +338,10 @@ update_state (HoneModelPage *self)
     case HONE_ENGINE_STATE_BUSY:
       {
         g_autofree char *base = g_path_get_basename (loaded ? loaded : "");
+        g_autofree char *active = NULL;
+        g_object_get (self->engine, "active-device", &active, NULL);
         /* Translators: "model.gguf, on cpu, 4096 tokens of context" */
-        text = g_strdup_printf (_("%s, on %s, %d tokens of context"), base,
-                                hone_engine_get_device (self->engine),
+        text = g_strdup_printf (_("%s, on %s, %d tokens of context"), base, active ? active : "cpu",
                                 hone_engine_get_active_context_length (self->engine));
       }
       break;
@@ -472,11 +479,13 @@ static void
 on_device_selected (HoneModelPage *self)
 {
   HoneDevice *device = selected_device (self);
+  const char *id;
 
   if (!device || self->updating_device)
     return;
-  hone_engine_set_device (self->engine, device->id);
-  g_settings_set_string (self->settings, "device", device->id);
+  id = adw_combo_row_get_selected (ADW_COMBO_ROW (self->device_row)) == 0 ? "auto" : device->id;
+  hone_engine_set_device (self->engine, id);
+  g_settings_set_string (self->settings, "device", id);
   update_capabilities (self);
   update_estimate (self);
 }
@@ -607,6 +616,7 @@ void
 hone_model_page_setup (HoneModelPage *self, HoneEngine *engine, GSettings *settings)
 {
   g_autoptr(GtkStringList) names = gtk_string_list_new (NULL);
+  g_autofree char *picked = NULL;
   const char *current;
   guint selected = 0;
 
@@ -615,12 +625,22 @@ hone_model_page_setup (HoneModelPage *self, HoneEngine *engine, GSettings *setti
 
   self->devices = hone_engine_list_devices ();
   current = hone_engine_get_device (engine);
+  picked = hone_engine_pick_device ("auto", NULL);
+  for (guint i = 0; i < self->devices->len; i++)
+    if (g_strcmp0 (((HoneDevice *) g_ptr_array_index (self->devices, i))->id, picked) == 0)
+      self->auto_index = i;
+  {
+    /* Translators: the device chooser's first entry, with the device it picks now: "Automatic (NVIDIA H200)" */
+    g_autofree char *automatic = g_strdup_printf (_("Automatic (%s)"),
+        ((HoneDevice *) g_ptr_array_index (self->devices, self->auto_index))->name);
+    gtk_string_list_append (names, automatic);
+  }
   for (guint i = 0; i < self->devices->len; i++)
     {
       HoneDevice *d = g_ptr_array_index (self->devices, i);
       gtk_string_list_append (names, d->name);
       if (g_strcmp0 (d->id, current) == 0)
-        selected = i;
+        selected = i + 1;
     }
   self->updating_device = TRUE;
   adw_combo_row_set_model (ADW_COMBO_ROW (self->device_row), G_LIST_MODEL (names));
@@ -646,4 +666,11 @@ hone_model_page_setup (HoneModelPage *self, HoneEngine *engine, GSettings *setti
   update_recent (self);
   update_capabilities (self);
   update_state (self);
+}
+
+GtkWidget *
+hone_model_page_get_device_row (HoneModelPage *self)
+{
+  g_return_val_if_fail (HONE_IS_MODEL_PAGE (self), NULL);
+  return self->device_row;
 }

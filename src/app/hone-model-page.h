@@ -24,5 +24,8 @@ void           hone_model_page_unload (HoneModelPage *self);
 HoneModelInfo *hone_model_page_get_info (HoneModelPage *self);   /* the card shown, may be NULL */
 /* The switch for an engine option ("int8-kv", "speculative", "pd-split"). */
 GtkWidget     *hone_model_page_get_option_switch (HoneModelPage *self, const char *option);
+/* The device chooser (an AdwComboRow): "Automatic (<what it picks now>)", then
+ * hone_engine_list_devices() in order. */
+GtkWidget     *hone_model_page_get_device_row (HoneModelPage *self);
 
 G_END_DECLS

@@ -299,7 +299,7 @@ hone_performance_page_run_bench (HonePerformancePage *self)
 {
   HoneBenchParams params;
   g_autoptr(GPtrArray) devices = hone_engine_list_devices ();
-  const char *device = hone_engine_get_device (self->engine);
+  g_autofree char *device = NULL;
   int ctx = hone_engine_get_active_context_length (self->engine);
 
   if (self->bench_cancellable)
@@ -311,6 +311,7 @@ hone_performance_page_run_bench (HonePerformancePage *self)
                      : _("Load a model first"));
       return;
     }
+  g_object_get (self->engine, "active-device", &device, NULL);
   hone_bench_params_init (&params);
   /* Keep the run inside the loaded context. */
   if (ctx > 0 && params.prompt_tokens + params.gen_tokens > ctx)
