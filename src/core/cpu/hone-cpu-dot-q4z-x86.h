@@ -36,6 +36,7 @@ X(tile_q4z) (int K, const void *w, size_t w_stride, const void *x, size_t x_stri
       for (int r = 0; r < R; r++)
         {
           const HoneBlockQ4Z *blk = (const HoneBlockQ4Z *) ((const uint8_t *) w + (size_t) r * w_stride) + b;
+          hone_cpu_prefetch_ahead (blk);
           dw[r] = X(f16) (blk->s);
           q[r] = X(unpack_nibbles) (blk->qs);
         }

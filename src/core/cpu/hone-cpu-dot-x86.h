@@ -111,6 +111,7 @@ X(tile_q4) (int K, const void *w, size_t w_stride, const void *x, size_t x_strid
         {
           const uint8_t *blk = (const uint8_t *) w + (size_t) r * w_stride + (size_t) b * bbytes;
           uint16_t dbits;
+          hone_cpu_prefetch_ahead (blk);
           memcpy (&dbits, blk, 2);
           dw[r] = X(f16) (dbits);
           q[r] = X(unpack_nibbles) (blk + (has_min ? 4 : 2));
@@ -183,6 +184,7 @@ X(tile_q8_0) (int K, const void *w, size_t w_stride, const void *x, size_t x_str
       for (int r = 0; r < R; r++)
         {
           const HoneBlockQ8_0 *blk = (const HoneBlockQ8_0 *) ((const uint8_t *) w + (size_t) r * w_stride) + b;
+          hone_cpu_prefetch_ahead (blk);
           dw[r] = X(f16) (blk->d);
           wv[r] = _mm256_loadu_si256 ((const __m256i *) blk->qs);
           aw[r] = _mm256_sign_epi8 (wv[r], wv[r]);   /* |w| as unsigned bytes (−128 → 128) */
@@ -238,6 +240,8 @@ X(tile_q4_k) (int K, const void *w, size_t w_stride, const void *x, size_t x_str
         {
           float d, dmin;
           blk[r] = (const HoneBlockQ4_K *) ((const uint8_t *) w + (size_t) r * w_stride) + i;
+          for (size_t o = 0; o < sizeof (HoneBlockQ4_K); o += 64)
+            hone_cpu_prefetch_ahead ((const uint8_t *) blk[r] + o);
           d = X(f16) (blk[r]->d);
           dmin = X(f16) (blk[r]->dmin);
           for (int j = 0; j < 8; j++)
@@ -311,6 +315,8 @@ X(tile_q6_k) (int K, const void *w, size_t w_stride, const void *x, size_t x_str
       for (int r = 0; r < R; r++)
         {
           blk[r] = (const HoneBlockQ6_K *) ((const uint8_t *) w + (size_t) r * w_stride) + i;
+          for (size_t o = 0; o < sizeof (HoneBlockQ6_K); o += 64)
+            hone_cpu_prefetch_ahead ((const uint8_t *) blk[r] + o);
           d[r] = X(f16) (blk[r]->d);
         }
       for (int n = 0; n < 2; n++)
@@ -410,7 +416,12 @@ X(tile_float) (int K, const void *w, size_t w_stride, const void *x, size_t x_st
       __m256 wv[4];
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++)
-        wv[r] = X(load8) ((const uint8_t *) w + (size_t) r * w_stride, k, kind);
+        {
+          /* one prefetch a 64-byte line: every 16 (F32) or 32 (F16, BF16) values */
+          if ((k & (kind == 0 ? 15 : 31)) == 0)
+            hone_cpu_prefetch_ahead ((const uint8_t *) w + (size_t) r * w_stride + (size_t) k * (kind == 0 ? 4 : 2));
+          wv[r] = X(load8) ((const uint8_t *) w + (size_t) r * w_stride, k, kind);
+        }
 #pragma GCC unroll 4
       for (int t = 0; t < T; t++)
         {

@@ -210,6 +210,9 @@ dot_float (int K, const uint8_t *w, const float *x, int kind)
         {                                                                                   \
           const uint8_t *wr = (const uint8_t *) w + (size_t) r * w_stride;                  \
           const void *xt = (const uint8_t *) x + (size_t) t * x_stride;                     \
+          if (t == 0)                                                                       \
+            for (size_t o = 0; o < w_stride; o += 64)                                       \
+              hone_cpu_prefetch_ahead (wr + o);                                             \
           out[(size_t) t * out_stride + r] = EXPR;                                          \
         }                                                                                   \
   }

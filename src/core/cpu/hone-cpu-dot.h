@@ -27,6 +27,23 @@ G_BEGIN_DECLS
 #define HONE_CPU_TILE_R 4
 #define HONE_CPU_TILE_T 4
 
+/* Decode (one token) reads every weight once, from memory: the hardware
+ * prefetcher alone left a thread waiting on its weight loads (perf: half of
+ * the Q4_1 kernel's samples on them, 6.7 GB/s a thread). So each kernel asks,
+ * as it reads a weight block, for the bytes this far ahead — a tile's rows are
+ * contiguous, so that is the same spot of rows a few tiles on. 32 KiB: the
+ * best of 4–64 KiB on a 2-thread EPYC (Zen 4) VM (tests/bench/RESULTS-cpu.md).
+ * Into L2 (locality 2), not L1: 32 KiB ahead is an L1's whole size on many
+ * CPUs (as fast as L1 here). A prefetch never faults, past the end of the
+ * weights included. */
+#define HONE_CPU_PREFETCH_BYTES 32768
+
+static inline void
+hone_cpu_prefetch_ahead (const void *p)
+{
+  __builtin_prefetch ((const char *) p + HONE_CPU_PREFETCH_BYTES, 0, 2);
+}
+
 typedef struct {
   float d;                      /* scale: x ≈ d·q */
   float ds;                     /* d · Σ q (for weight offsets and mins) */
