@@ -231,9 +231,11 @@ test_matmul (void)
   const int K = 512;
   const int Ts[] = { 1, 3, 7, 13 };
   HoneCpuPool *pools[3];
+  HoneCpuPool *crowd = hone_cpu_pool_new (8, NULL);   /* more threads than cores: some are descheduled */
 
   for (int nth = 1; nth <= 3; nth++)
     g_assert_nonnull ((pools[nth - 1] = hone_cpu_pool_new (nth, NULL)));
+  g_assert_nonnull (crowd);
   for (guint ti = 0; ti < G_N_ELEMENTS (all_types); ti++)
     for (guint tt = 0; tt < G_N_ELEMENTS (Ts); tt++)
       {
@@ -252,7 +254,7 @@ test_matmul (void)
           hone_cpu_quantize_act (x + t * K, xq + t * (K / 32), K);
         outs[0] = (HoneCpuMatmulOut) { &a.tensor, ya };
         outs[1] = (HoneCpuMatmulOut) { &b.tensor, yb };
-        for (int nth = 1; nth <= 3; nth++)
+        for (int nth = 1; nth <= 4; nth++)
           for (int isa = HONE_CPU_ISA_PORTABLE; isa <= (int) best; isa++)
             {
               if (!hone_cpu_isa_supported (isa))
@@ -260,7 +262,7 @@ test_matmul (void)
               hone_cpu_set_isa (isa);
               memset (ya, 0xff, T * 37 * sizeof (float));   /* NaN: every output must be written */
               memset (yb, 0xff, T * 70 * sizeof (float));
-              hone_cpu_matmul (pools[nth - 1], outs, 2, x, xq, K, T);
+              hone_cpu_matmul (nth == 4 ? crowd : pools[nth - 1], outs, 2, x, xq, K, T);
               check_output (&a, x, xq, T, ya);
               check_output (&b, x, xq, T, yb);
             }
@@ -270,8 +272,53 @@ test_matmul (void)
       }
   for (int nth = 1; nth <= 3; nth++)
     hone_cpu_pool_free (pools[nth - 1]);
+  hone_cpu_pool_free (crowd);
   hone_cpu_set_isa (HONE_CPU_ISA_COUNT_);
   g_rand_free (r);
+}
+
+/* A matmul of more rows than 65,531 chunks of the usual length cover (the
+ * chunk numbers are 16-bit): every row still computed, once. Q8_0 rows of 32
+ * weights, all q = (n mod 7) − 3 at d = 1, against x = 1 … 1 and 2 … 2. */
+static void
+test_matmul_many_rows (void)
+{
+  const int K = 32, N = 1100000, T = 2;
+  HoneBlockQ8_0 *w = g_new (HoneBlockQ8_0, N);
+  float x[2 * 32], *y = g_new (float, (gsize) T * N);
+  HoneQ8Act xq[2];
+  HoneTensor tensor = { 0 };
+  HoneCpuMatmulOut out = { &tensor, y };
+  HoneCpuPool *pool = hone_cpu_pool_new (2, NULL);
+
+  for (int n = 0; n < N; n++)
+    {
+      w[n].d = 0x3c00;   /* 1.0 */
+      memset (w[n].qs, (n % 7) - 3, sizeof w[n].qs);
+    }
+  for (int k = 0; k < K; k++)
+    x[k] = 1.0f, x[K + k] = 2.0f;
+  hone_cpu_quantize_act (x, xq, K);
+  hone_cpu_quantize_act (x + K, xq + 1, K);
+  tensor.type = HONE_DTYPE_Q8_0;
+  tensor.n_dims = 2;
+  tensor.ne[0] = K;
+  tensor.ne[1] = N;
+  tensor.data = w;
+  tensor.nbytes = sizeof (HoneBlockQ8_0) * (gsize) N;
+  for (int t = 1; t <= T; t++)
+    {
+      memset (y, 0xff, (gsize) T * N * sizeof (float));
+      hone_cpu_matmul (pool, &out, 1, x, xq, K, t);
+      for (int tt = 0; tt < t; tt++)
+        for (int n = 0; n < N; n++)
+          if (!(fabsf (y[(gsize) tt * N + n] - 32.0f * (tt + 1) * ((n % 7) - 3)) <= 1e-3f))   /* NaN fails */
+            g_error ("T %d: row %d of token %d is %g, not %g", t, n, tt, y[(gsize) tt * N + n],
+                     32.0 * (tt + 1) * ((n % 7) - 3));
+    }
+  hone_cpu_pool_free (pool);
+  g_free (w);
+  g_free (y);
 }
 
 typedef struct {
@@ -498,6 +545,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cpu/kernels/act-quantize", test_act_quantize);
   g_test_add_func ("/cpu/kernels/tiles", test_tiles);
   g_test_add_func ("/cpu/kernels/matmul", test_matmul);
+  g_test_add_func ("/cpu/kernels/matmul-many-rows", test_matmul_many_rows);
   g_test_add_func ("/cpu/kernels/pool", test_pool);
   g_test_add_func ("/cpu/kernels/norm-softmax-swiglu", test_rmsnorm_softmax_swiglu);
   g_test_add_func ("/cpu/kernels/rope-freq", test_rope_freq);

@@ -20,8 +20,49 @@ typedef struct {
    * thread's slice of scratch (chunk_rows × K floats) and run by fn[i] = F32 */
   gboolean dequant[MAX_OUTS];
   float *scratch;
-  atomic_int next;
+  /* Thread i owns the chunks in range[i] = (lo, hi) (16 bits each) and takes
+   * them from the front, in order, so its weight stream is contiguous and its
+   * prefetches ahead (hone_cpu_prefetch_ahead) land in rows it reads next. A
+   * thread done with its own takes from the others' backs, far from where
+   * their owners read (and prefetch), so a descheduled thread does not hold
+   * the whole matmul up. */
+  _Atomic guint32 range[HONE_CPU_POOL_MAX_THREADS];
 } MatmulJob;
+
+#define RANGE(lo, hi) ((guint32) (lo) | ((guint32) (hi) << 16))
+
+/* One chunk from range @r: the front (@back FALSE) or the back; -1 when
+ * there is none to take. */
+static int
+take_from (_Atomic guint32 *r, gboolean back)
+{
+  guint32 cur = atomic_load_explicit (r, memory_order_relaxed);
+
+  for (;;)
+    {
+      int lo = cur & 0xffff, hi = cur >> 16;
+      /* A thief leaves the owner's next chunk (already prefetched) to it. */
+      if (hi - lo < (back ? 2 : 1))
+        return -1;
+      if (atomic_compare_exchange_weak_explicit (r, &cur, back ? RANGE (lo, hi - 1) : RANGE (lo + 1, hi),
+                                                 memory_order_relaxed, memory_order_relaxed))
+        return back ? hi - 1 : lo;
+    }
+}
+
+/* The next chunk for thread @ith: its own, else one taken from another
+ * thread's back (starting with the next thread); -1 when none is left. */
+static int
+take_chunk (MatmulJob *job, int ith, int nth, int *victim)
+{
+  for (; *victim < ith + nth; (*victim)++)
+    {
+      int c = take_from (&job->range[*victim % nth], *victim != ith);
+      if (c >= 0)
+        return c;
+    }
+  return -1;
+}
 
 static void
 matmul_worker (gpointer data, int ith, int nth)
@@ -30,10 +71,11 @@ matmul_worker (gpointer data, int ith, int nth)
   const size_t q8_stride = (size_t) (job->K / HONE_CPU_QK) * sizeof (HoneQ8Act);
   const size_t f_stride = (size_t) job->K * sizeof (float);
   const int rstep = job->T == 1 ? HONE_CPU_TILE_R : 2 * (HONE_CPU_TILE_R / 2);
+  int victim = ith;
 
   for (;;)
     {
-      int c = atomic_fetch_add_explicit (&job->next, 1, memory_order_relaxed);
+      int c = take_chunk (job, ith, nth, &victim);
       int m = 0, r0, r1, N, rbase = 0;
       const HoneTensor *w;
       const uint8_t *wdata;
@@ -42,7 +84,7 @@ matmul_worker (gpointer data, int ith, int nth)
       const void *x;
       size_t x_stride;
 
-      if (c >= job->total_chunks)
+      if (c < 0)
         break;
       while (c >= job->n_chunks[m])
         c -= job->n_chunks[m++];
@@ -109,18 +151,25 @@ matmul_run (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
       job.fn[i] = hone_cpu_tile_func (job.dequant[i] ? HONE_DTYPE_F32 : outs[i].w->type, isa);
     }
   job.scratch = scratch;
-  /* Enough chunks that threads finish together (≥ 8 per thread), few enough
-   * that the atomic counter costs nothing; multiples of 4 rows keep tiles whole. */
+  /* Enough chunks that threads finish together (≥ 8 per thread, stealing
+   * evens out the rest), few enough that the atomic counters cost nothing;
+   * multiples of 4 rows keep tiles whole. */
   job.chunk_rows = (int) CLAMP (rows / (8 * nth), 4, T == 1 ? 64 : 16);
   job.chunk_rows = (job.chunk_rows + 3) & ~3;
   if (scratch != NULL)
     job.chunk_rows = MIN (job.chunk_rows, HONE_CPU_PRECISE_CHUNK_ROWS);
+  /* Chunk numbers are 16-bit (MatmulJob.range): rows the chunks cannot cover
+   * in 65,531 of them (+ one partial chunk an output) make the chunks longer —
+   * past 1M rows, more than any model's matmul and than the precise scratch. */
+  job.chunk_rows = MAX (job.chunk_rows, (int) ((rows + 65530) / 65531 + 3) & ~3);
+  g_return_if_fail (scratch == NULL || job.chunk_rows <= HONE_CPU_PRECISE_CHUNK_ROWS);
   for (int i = 0; i < n_outs; i++)
     {
       job.n_chunks[i] = (int) ((outs[i].w->ne[1] + job.chunk_rows - 1) / job.chunk_rows);
       job.total_chunks += job.n_chunks[i];
     }
-  atomic_init (&job.next, 0);
+  for (int i = 0; i < nth; i++)
+    atomic_init (&job.range[i], RANGE ((gint64) job.total_chunks * i / nth, (gint64) job.total_chunks * (i + 1) / nth));
   hone_cpu_pool_run (pool, matmul_worker, &job);
 }
 

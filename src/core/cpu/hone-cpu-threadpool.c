@@ -87,7 +87,7 @@ hone_cpu_pool_new (int n_threads, GError **error)
       long n = sysconf (_SC_NPROCESSORS_ONLN);
       n_threads = n > 0 ? (int) n : 1;
     }
-  n_threads = MIN (n_threads, 256);
+  n_threads = MIN (n_threads, HONE_CPU_POOL_MAX_THREADS);
 
   pool = g_new0 (HoneCpuPool, 1);
   pool->n_threads = n_threads;

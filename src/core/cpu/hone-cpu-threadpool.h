@@ -13,6 +13,8 @@ G_BEGIN_DECLS
 
 typedef struct _HoneCpuPool HoneCpuPool;
 
+#define HONE_CPU_POOL_MAX_THREADS 256
+
 /* ith in [0, nth): which thread runs this call. */
 typedef void (*HoneCpuPoolFunc) (gpointer ctx, int ith, int nth);
 
