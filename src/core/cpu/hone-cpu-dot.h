@@ -32,7 +32,7 @@ G_BEGIN_DECLS
  * the Q4_1 kernel's samples on them, 6.7 GB/s a thread). So each kernel asks,
  * as it reads a weight block, for the bytes this far ahead — a tile's rows are
  * contiguous, so that is the same spot of rows a few tiles on. 32 KiB: the
- * best of 4–64 KiB on a 2-thread EPYC (Zen 4) VM (tests/bench/RESULTS-cpu.md).
+ * best of 4–64 KiB on a 2-thread EPYC (Zen 5) VM (tests/bench/RESULTS.md).
  * Into L2 (locality 2), not L1: 32 KiB ahead is an L1's whole size on many
  * CPUs (as fast as L1 here). A prefetch never faults, past the end of the
  * weights included. */
