@@ -18,6 +18,7 @@
 #include "hone-chart.h"
 #include "hone-conversation-list.h"
 #include "hone-conversation-store.h"
+#include "hone-device-bandwidth.h"
 #include "hone-gguf.h"
 #include "hone-markdown.h"
 #include "hone-test-models.h"
@@ -344,9 +345,21 @@ bench_steps (HoneApplication *app, HoneWindow *window, gpointer data)
   HonePerformancePage *perf = hone_window_get_performance_page (window);
   const HoneBenchResult *r;
 
+  g_autofree char *cpu = hone_device_bandwidth_cpu_name ();
+  HoneDeviceBandwidth bw = { 0 };
+
   load_model (app, window);
   hone_window_show_page (window, "performance");
   g_assert_null (hone_performance_page_get_last_bench (perf));
+  /* This CPU has no measured bandwidth yet (a private cache): the bench
+   * measures it first; cancelled then, no bench runs. */
+  g_assert_false (hone_device_bandwidth_lookup (cpu, &bw));
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (perf), "perf.bench", NULL));
+  g_assert_true (hone_performance_page_get_bench_running (perf));
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (perf), "perf.bench-cancel", NULL));
+  WAIT_UNTIL (!hone_performance_page_get_bench_running (perf), 120);
+  g_assert_null (hone_performance_page_get_last_bench (perf));
+
   g_assert_true (gtk_widget_activate_action (GTK_WIDGET (perf), "perf.bench", NULL));
   g_assert_true (hone_performance_page_get_bench_running (perf));
   WAIT_UNTIL (!hone_performance_page_get_bench_running (perf), 240);
@@ -356,9 +369,14 @@ bench_steps (HoneApplication *app, HoneWindow *window, gpointer data)
   g_assert_cmpfloat (r->decode_tps.median, >, 0);
   g_assert_cmpfloat (r->ttft_ms.p10, <=, r->ttft_ms.median);
   g_assert_cmpfloat (r->ttft_ms.median, <=, r->ttft_ms.p90);
-  /* No measured bandwidth for this CPU: no roofline claimed. */
-  g_assert_cmpfloat (r->params.bandwidth_gbs, ==, 0);
-  g_assert_cmpfloat (r->roofline_fraction, ==, 0);
+  /* The roofline is the CPU's bandwidth, measured and cached (as `hone bench` does). */
+  g_assert_true (hone_device_bandwidth_lookup (cpu, &bw));
+  g_assert_cmpfloat (bw.read_gbs, >, 0.1);
+  g_assert_cmpfloat (bw.read_gbs, <, 10000);
+  g_assert_cmpfloat (r->params.bandwidth_gbs, ==, bw.read_gbs);
+  g_assert_cmpfloat (r->roofline_fraction, >, 0);
+  g_assert_cmpfloat_with_epsilon (r->roofline_fraction, r->achieved_gbs / r->params.bandwidth_gbs, 1e-9);
+  hone_device_bandwidth_clear (&bw);
 }
 
 static void

@@ -22,6 +22,9 @@ struct _HonePerformancePage {
   gint64 last_peak;
   int n_requests;
   GCancellable *bench_cancellable;
+  HoneBenchParams pending;     /* the bench to run once the bandwidth is measured */
+  char *bandwidth_error;       /* why the roofline of the last bench is unknown, or NULL */
+  guint pulse_id;              /* the progress bar's pulse while measuring */
   HoneBenchResult *last_bench;
 
   HoneChart *memory_chart;
@@ -246,6 +249,8 @@ show_bench (HonePerformancePage *self, const HoneBenchResult *r)
       ? g_strdup_printf (_("%.1f %% of %.0f GB/s"), 100.0 * r->roofline_fraction, r->params.bandwidth_gbs)
       : g_strdup (_("Unknown bandwidth for this device"));
     GtkWidget *l = gtk_label_new (s);
+    if (r->params.bandwidth_gbs <= 0 && self->bandwidth_error != NULL)
+      gtk_widget_set_tooltip_text (l, self->bandwidth_error);
     gtk_label_set_xalign (GTK_LABEL (l), 1);
     gtk_widget_add_css_class (l, "numeric");
     gtk_grid_attach (grid, l, 1, row, 3, 1);
@@ -294,6 +299,66 @@ on_bench_done (GObject *source, GAsyncResult *result, gpointer data)
   g_object_unref (self);
 }
 
+static void
+start_bench (HonePerformancePage *self)
+{
+  gtk_label_set_text (GTK_LABEL (self->bench_status), "");
+  gtk_progress_bar_set_fraction (GTK_PROGRESS_BAR (self->bench_progress), 0);
+  hone_engine_bench_async (self->engine, &self->pending, on_bench_progress, g_object_ref (self), g_object_unref,
+                           self->bench_cancellable, on_bench_done, g_object_ref (self));
+}
+
+/* A worker thread: the read bandwidth of the device (task data), measured and
+ * cached as `hone bench` does. */
+static void
+measure_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  HoneDeviceBandwidth bw = { 0 };
+  GError *error = NULL;
+
+  if (hone_device_read_bandwidth (data, &bw, &error))
+    {
+      double *gbs = g_new (double, 1);
+      *gbs = bw.read_gbs;
+      g_task_return_pointer (task, gbs, g_free);
+    }
+  else
+    g_task_return_error (task, error);
+  hone_device_bandwidth_clear (&bw);
+}
+
+static gboolean
+pulse (gpointer data)
+{
+  HonePerformancePage *self = data;
+  gtk_progress_bar_pulse (GTK_PROGRESS_BAR (self->bench_progress));
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+on_measured (GObject *source, GAsyncResult *result, gpointer data)
+{
+  HonePerformancePage *self = HONE_PERFORMANCE_PAGE (source);
+  g_autoptr(GError) error = NULL;
+  g_autofree double *gbs = g_task_propagate_pointer (G_TASK (result), &error);
+
+  g_clear_handle_id (&self->pulse_id, g_source_remove);
+  if (self->engine == NULL)
+    return;   /* the page went away meanwhile */
+  if (self->bench_cancellable == NULL || g_cancellable_is_cancelled (self->bench_cancellable))
+    {
+      g_clear_object (&self->bench_cancellable);
+      gtk_label_set_text (GTK_LABEL (self->bench_status), "");
+      set_benching (self, FALSE);
+      return;
+    }
+  if (gbs != NULL)
+    self->pending.bandwidth_gbs = *gbs;
+  else
+    self->bandwidth_error = g_strdup (error->message);   /* shown with the result */
+  start_bench (self);
+}
+
 void
 hone_performance_page_run_bench (HonePerformancePage *self)
 {
@@ -330,10 +395,25 @@ hone_performance_page_run_bench (HonePerformancePage *self)
         }
     }
   self->bench_cancellable = g_cancellable_new ();
-  gtk_progress_bar_set_fraction (GTK_PROGRESS_BAR (self->bench_progress), 0);
+  self->pending = params;
+  g_clear_pointer (&self->bandwidth_error, g_free);
   set_benching (self, TRUE);
-  hone_engine_bench_async (self->engine, &params, on_bench_progress, g_object_ref (self), g_object_unref,
-                           self->bench_cancellable, on_bench_done, g_object_ref (self));
+  if (params.bandwidth_gbs <= 0 && (g_str_has_prefix (device, "cuda:") || g_str_equal (device, "cpu")))
+    {
+      /* Not measured on this device yet: measure it first (a second or two;
+       * cached for later benches and for `hone bench`), so that the result
+       * says how near the roofline it is. */
+      g_autoptr(GTask) task = g_task_new (self, NULL, on_measured, NULL);
+      /* TRANSLATORS: %s is a device id, "cpu" or "cuda:0" */
+      g_autofree char *status = g_strdup_printf (_("Measuring the memory bandwidth of %s…"), device);
+
+      gtk_label_set_text (GTK_LABEL (self->bench_status), status);
+      self->pulse_id = g_timeout_add (100, pulse, self);
+      g_task_set_task_data (task, g_strdup (device), g_free);
+      g_task_run_in_thread (task, measure_thread);
+      return;
+    }
+  start_bench (self);
 }
 
 gboolean
@@ -406,6 +486,8 @@ hone_performance_page_dispose (GObject *object)
   HonePerformancePage *self = HONE_PERFORMANCE_PAGE (object);
 
   g_clear_handle_id (&self->poll_id, g_source_remove);
+  g_clear_handle_id (&self->pulse_id, g_source_remove);
+  g_clear_pointer (&self->bandwidth_error, g_free);
   if (self->bench_cancellable)
     g_cancellable_cancel (self->bench_cancellable);
   g_clear_object (&self->bench_cancellable);
