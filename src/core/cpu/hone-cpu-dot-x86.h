@@ -92,6 +92,50 @@ X(tile_q4) (int K, const void *w, size_t w_stride, const void *x, size_t x_strid
   __m256 acc[4][4];
   float sacc[4][4];
 
+  if (T == 1)
+    {
+      /* One token (decode): R accumulators leave registers free, so the
+       * offset/min term stays in the one loop, and a block's d and m come
+       * from one 4-byte load and one conversion (Q4_0: m = −8·d, the upper
+       * half is quants, unused). */
+      __m256 acc1[4];
+      float sacc1[4];
+
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++)
+        {
+          acc1[r] = _mm256_setzero_ps ();
+          sacc1[r] = 0.0f;
+        }
+      for (int b = 0; b < nb; b++)
+        {
+          const HoneQ8Act *a = XACT (0, b);
+          __m256i xv = _mm256_loadu_si256 ((const __m256i *) a->qs);
+          const float xd = a->d, xs = a->ds;
+
+#pragma GCC unroll 4
+          for (int r = 0; r < R; r++)
+            {
+              const uint8_t *blk = (const uint8_t *) w + (size_t) r * w_stride + (size_t) b * bbytes;
+              uint32_t hdr;
+              __m128 dm;
+              float d;
+
+              hone_cpu_prefetch_ahead (blk);
+              memcpy (&hdr, blk, 4);
+              dm = _mm_cvtph_ps (_mm_cvtsi32_si128 ((int) hdr));
+              d = _mm_cvtss_f32 (dm);
+              acc1[r] = _mm256_fmadd_ps (_mm256_cvtepi32_ps (XMADD (X(unpack_nibbles) (blk + (has_min ? 4 : 2)), xv)),
+                                         _mm256_set1_ps (d * xd), acc1[r]);
+              sacc1[r] += (has_min ? _mm_cvtss_f32 (_mm_movehdup_ps (dm)) : -8.0f * d) * xs;
+            }
+        }
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++)
+        out[r] = X(hsum) (acc1[r]) + sacc1[r];
+      return;
+    }
+
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
