@@ -273,11 +273,13 @@ tile_func_portable (HoneDType type)
 #define X(name) name##_avx512
 #define XTARGET __attribute__((target ("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512dq,avx512vnni")))
 #define XMADD(u, s) _mm256_dpbusd_epi32 (_mm256_setzero_si256 (), (u), (s))
+#define XHAVE512 1
 #include "hone-cpu-dot-x86.h"
 #include "hone-cpu-dot-q4z-x86.h"
 #undef X
 #undef XTARGET
 #undef XMADD
+#undef XHAVE512
 
 #endif
 
