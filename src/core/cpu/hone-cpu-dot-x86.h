@@ -83,15 +83,16 @@ X(quantize_act) (const float *x, HoneQ8Act *y, int64_t n)
 #define XACT(t, b) ((const HoneQ8Act *) ((const uint8_t *) x + (size_t) (t) * x_stride) + (b))
 
 #ifdef XHAVE512
-/* One token, Q4_0/Q4_1, two blocks a step in 512-bit registers (AVX-512 VNNI).
- * Lanes of 128 bits: block b's elements 0–15, b+1's 0–15, b's 16–31, b+1's
- * 16–31 — the weights as their nibbles unpack, the activations shuffled to
- * match. A step's two (d, m) pairs come from two 4-byte loads and one
- * conversion; [d·xd, m·xs] for both blocks is one multiply, its m halves are
- * summed on the side and its d halves spread over the lanes by one permute. */
+/* Q4_0/Q4_1, two blocks a step in 512-bit registers (AVX-512 VNNI), R rows ×
+ * T tokens (R·T ≤ 8 as everywhere). Lanes of 128 bits: block b's elements
+ * 0–15, b+1's 0–15, b's 16–31, b+1's 16–31 — the weights as their nibbles
+ * unpack, the activations shuffled to match. A row's two (d, m) come from two
+ * 4-byte loads and one conversion; [d·xd, m·xs] for both blocks is one
+ * multiply, its m halves are summed on the side and its d halves spread over
+ * the lanes by one permute. */
 XINLINE void
-X(tile_q4_t1_512) (int K, const void *w, size_t w_stride, const void *x, float *out, const int R,
-                   const int has_min)
+X(tile_q4_512) (int K, const void *w, size_t w_stride, const void *x, size_t x_stride,
+                float *out, size_t out_stride, const int R, const int T, const int has_min)
 {
   const int nb = K / 32;
   const size_t bbytes = has_min ? sizeof (HoneBlockQ4_1) : sizeof (HoneBlockQ4_0);
@@ -99,81 +100,99 @@ X(tile_q4_t1_512) (int K, const void *w, size_t w_stride, const void *x, float *
   const __m512i m4 = _mm512_set1_epi8 (0x0f);
   const __m512i spread = _mm512_setr_epi32 (0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2);
   const __m128 q40 = _mm_setr_ps (1.0f, -8.0f, 1.0f, -8.0f);
-  const HoneQ8Act *xa = x;
-  __m512 acc[4];
-  __m128 macc[4];
-  float tail[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+  __m512 acc[4][4];
+  __m128 macc[4][4];
+  float tail[4][4];
   int b;
 
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
-    {
-      acc[r] = _mm512_setzero_ps ();
-      macc[r] = _mm_setzero_ps ();
-    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      {
+        acc[r][t] = _mm512_setzero_ps ();
+        macc[r][t] = _mm_setzero_ps ();
+        tail[r][t] = 0.0f;
+      }
   for (b = 0; b + 1 < nb; b += 2)
     {
-      const HoneQ8Act *a0 = xa + b, *a1 = a0 + 1;
-      __m512i xz = _mm512_inserti64x4 (_mm512_castsi256_si512 (_mm256_loadu_si256 ((const __m256i *) a0->qs)),
-                                       _mm256_loadu_si256 ((const __m256i *) a1->qs), 1);
-      /* [d0, ds0, d1, ds1]: the first 8 bytes of each activation block */
-      __m128 xdm = _mm_castpd_ps (_mm_loadh_pd (_mm_load_sd ((const double *) (const void *) &a0->d),
-                                                (const double *) (const void *) &a1->d));
+      __m512i qz[4];
+      __m128 dm[4];
 
-      xz = _mm512_shuffle_i64x2 (xz, xz, _MM_SHUFFLE (3, 1, 2, 0));
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++)
         {
           const uint8_t *blk = (const uint8_t *) w + (size_t) r * w_stride + (size_t) b * bbytes;
           uint32_t h0, h1;
           __m256i raw;
-          __m512i qz;
-          __m128 dm, sv;
 
           hone_cpu_prefetch_ahead (blk);
           hone_cpu_prefetch_ahead (blk + 64);
           memcpy (&h0, blk, 4);
           memcpy (&h1, blk + bbytes, 4);
-          dm = _mm_cvtph_ps (_mm_insert_epi32 (_mm_cvtsi32_si128 ((int) h0), (int) h1, 1));   /* d0 m0 d1 m1 */
+          dm[r] = _mm_cvtph_ps (_mm_insert_epi32 (_mm_cvtsi32_si128 ((int) h0), (int) h1, 1));   /* d0 m0 d1 m1 */
           if (!has_min)
-            dm = _mm_mul_ps (_mm_moveldup_ps (dm), q40);                                   /* d0 −8d0 d1 −8d1 */
-          sv = _mm_mul_ps (dm, xdm);
-          macc[r] = _mm_add_ps (macc[r], sv);
+            dm[r] = _mm_mul_ps (_mm_moveldup_ps (dm[r]), q40);                               /* d0 −8d0 d1 −8d1 */
           raw = _mm256_set_m128i (_mm_loadu_si128 ((const __m128i *) (blk + bbytes + qoff)),
                                   _mm_loadu_si128 ((const __m128i *) (blk + qoff)));
-          qz = _mm512_and_si512 (_mm512_inserti64x4 (_mm512_castsi256_si512 (raw), _mm256_srli_epi16 (raw, 4), 1), m4);
-          acc[r] = _mm512_fmadd_ps (_mm512_cvtepi32_ps (_mm512_dpbusd_epi32 (_mm512_setzero_si512 (), qz, xz)),
-                                    _mm512_permutexvar_ps (spread, _mm512_castps128_ps512 (sv)), acc[r]);
+          qz[r] = _mm512_and_si512 (_mm512_inserti64x4 (_mm512_castsi256_si512 (raw), _mm256_srli_epi16 (raw, 4), 1),
+                                    m4);
+        }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++)
+        {
+          const HoneQ8Act *a0 = XACT (t, b), *a1 = a0 + 1;
+          __m512i xz = _mm512_inserti64x4 (_mm512_castsi256_si512 (_mm256_loadu_si256 ((const __m256i *) a0->qs)),
+                                           _mm256_loadu_si256 ((const __m256i *) a1->qs), 1);
+          /* [d0, ds0, d1, ds1]: the first 8 bytes of each activation block */
+          __m128 xdm = _mm_castpd_ps (_mm_loadh_pd (_mm_load_sd ((const double *) (const void *) &a0->d),
+                                                    (const double *) (const void *) &a1->d));
+
+          xz = _mm512_shuffle_i64x2 (xz, xz, _MM_SHUFFLE (3, 1, 2, 0));
+#pragma GCC unroll 4
+          for (int r = 0; r < R; r++)
+            {
+              __m128 sv = _mm_mul_ps (dm[r], xdm);
+              macc[r][t] = _mm_add_ps (macc[r][t], sv);
+              acc[r][t] = _mm512_fmadd_ps (_mm512_cvtepi32_ps (_mm512_dpbusd_epi32 (_mm512_setzero_si512 (), qz[r], xz)),
+                                           _mm512_permutexvar_ps (spread, _mm512_castps128_ps512 (sv)), acc[r][t]);
+            }
         }
     }
   if (b < nb)   /* an odd last block */
     {
-      const HoneQ8Act *a = xa + b;
-      __m256i xv = _mm256_loadu_si256 ((const __m256i *) a->qs);
-
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++)
         {
           const uint8_t *blk = (const uint8_t *) w + (size_t) r * w_stride + (size_t) b * bbytes;
           uint32_t hdr;
           __m128 dm;
-          float d;
+          __m256i q = X(unpack_nibbles) (blk + qoff);
+          float d, m;
 
           memcpy (&hdr, blk, 4);
           dm = _mm_cvtph_ps (_mm_cvtsi32_si128 ((int) hdr));
           d = _mm_cvtss_f32 (dm);
-          tail[r] = X(hsum) (_mm256_mul_ps (_mm256_cvtepi32_ps (XMADD (X(unpack_nibbles) (blk + qoff), xv)),
-                                            _mm256_set1_ps (d * a->d)))
-                    + (has_min ? _mm_cvtss_f32 (_mm_movehdup_ps (dm)) : -8.0f * d) * a->ds;
+          m = has_min ? _mm_cvtss_f32 (_mm_movehdup_ps (dm)) : -8.0f * d;
+#pragma GCC unroll 4
+          for (int t = 0; t < T; t++)
+            {
+              const HoneQ8Act *a = XACT (t, b);
+              __m256i xv = _mm256_loadu_si256 ((const __m256i *) a->qs);
+              tail[r][t] = X(hsum) (_mm256_cvtepi32_ps (XMADD (q, xv))) * (d * a->d) + m * a->ds;
+            }
         }
     }
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
-    {
-      /* the m·xs halves: lanes 1 and 3 */
-      __m128 m = _mm_add_ps (macc[r], _mm_movehl_ps (macc[r], macc[r]));
-      out[r] = _mm512_reduce_add_ps (acc[r]) + _mm_cvtss_f32 (_mm_movehdup_ps (m)) + tail[r];
-    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      {
+        /* the m·xs halves: lanes 1 and 3 */
+        __m128 m = _mm_add_ps (macc[r][t], _mm_movehl_ps (macc[r][t], macc[r][t]));
+        out[(size_t) t * out_stride + r] = _mm512_reduce_add_ps (acc[r][t]) + _mm_cvtss_f32 (_mm_movehdup_ps (m))
+                                           + tail[r][t];
+      }
 }
 #endif
 
@@ -187,11 +206,13 @@ X(tile_q4) (int K, const void *w, size_t w_stride, const void *x, size_t x_strid
   __m256 acc[4][4];
   float sacc[4][4];
 
+#ifdef XHAVE512
+  /* every tile: the 256-bit forms below are AVX2's and AVX-VNNI's */
+  X(tile_q4_512) (K, w, w_stride, x, x_stride, out, out_stride, R, T, has_min);
+  return;
+#endif
   if (T == 1)
     {
-#ifdef XHAVE512
-      X(tile_q4_t1_512) (K, w, w_stride, x, out, R, has_min);
-#else
       /* One token (decode): R accumulators leave registers free, so the
        * offset/min term stays in the one loop, and a block's d and m come
        * from one 4-byte load and one conversion (Q4_0: m = −8·d, the upper
@@ -231,7 +252,6 @@ X(tile_q4) (int K, const void *w, size_t w_stride, const void *x, size_t x_strid
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++)
         out[r] = X(hsum) (acc1[r]) + sacc1[r];
-#endif
       return;
     }
 
