@@ -18,6 +18,11 @@ X(tile_q4z) (int K, const void *w, size_t w_stride, const void *x, size_t x_stri
   __m256 acc[4][4];
   float sacc[4][4];
 
+#ifdef XHAVE512
+  /* the 512-bit Q4 tile: a Q4Z block is a Q4_1 block with m = −z·s */
+  X(tile_q4_512) (K, w, w_stride, x, x_stride, out, out_stride, R, T, 2);
+  return;
+#endif
   if (T == 1)
     {
       /* One token (decode): the zero-point term in the one loop, as

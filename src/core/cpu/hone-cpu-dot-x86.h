@@ -83,7 +83,7 @@ X(quantize_act) (const float *x, HoneQ8Act *y, int64_t n)
 #define XACT(t, b) ((const HoneQ8Act *) ((const uint8_t *) x + (size_t) (t) * x_stride) + (b))
 
 #ifdef XHAVE512
-/* Q4_0/Q4_1, two blocks a step in 512-bit registers (AVX-512 VNNI), R rows ×
+/* Q4_0/Q4_1/Q4Z (@kind 0/1/2), two blocks a step in 512-bit registers (AVX-512 VNNI), R rows ×
  * T tokens (R·T ≤ 8 as everywhere). Lanes of 128 bits: block b's elements
  * 0–15, b+1's 0–15, b's 16–31, b+1's 16–31 — the weights as their nibbles
  * unpack, the activations shuffled to match. A row's two (d, m) come from two
@@ -92,11 +92,12 @@ X(quantize_act) (const float *x, HoneQ8Act *y, int64_t n)
  * the lanes by one permute. */
 XINLINE void
 X(tile_q4_512) (int K, const void *w, size_t w_stride, const void *x, size_t x_stride,
-                float *out, size_t out_stride, const int R, const int T, const int has_min)
+                float *out, size_t out_stride, const int R, const int T, const int kind)
 {
   const int nb = K / 32;
-  const size_t bbytes = has_min ? sizeof (HoneBlockQ4_1) : sizeof (HoneBlockQ4_0);
-  const size_t qoff = has_min ? 4 : 2;
+  /* Q4_1 and Q4Z: 2-byte scale, 2 bytes (m; or z and a pad byte), 16 of quants */
+  const size_t bbytes = kind ? sizeof (HoneBlockQ4_1) : sizeof (HoneBlockQ4_0);
+  const size_t qoff = kind ? 4 : 2;
   const __m512i m4 = _mm512_set1_epi8 (0x0f);
   const __m512i spread = _mm512_setr_epi32 (0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2);
   const __m128 q40 = _mm_setr_ps (1.0f, -8.0f, 1.0f, -8.0f);
@@ -131,8 +132,12 @@ X(tile_q4_512) (int K, const void *w, size_t w_stride, const void *x, size_t x_s
           memcpy (&h0, blk, 4);
           memcpy (&h1, blk + bbytes, 4);
           dm[r] = _mm_cvtph_ps (_mm_insert_epi32 (_mm_cvtsi32_si128 ((int) h0), (int) h1, 1));   /* d0 m0 d1 m1 */
-          if (!has_min)
+          if (kind == 0)
             dm[r] = _mm_mul_ps (_mm_moveldup_ps (dm[r]), q40);                               /* d0 −8d0 d1 −8d1 */
+          else if (kind == 2)                                                                /* s0 −z0s0 s1 −z1s1 */
+            dm[r] = _mm_mul_ps (_mm_moveldup_ps (dm[r]),
+                                _mm_cvtepi32_ps (_mm_setr_epi32 (1, -(int) ((h0 >> 16) & 0xff), 1,
+                                                                 -(int) ((h1 >> 16) & 0xff))));
           raw = _mm256_set_m128i (_mm_loadu_si128 ((const __m128i *) (blk + bbytes + qoff)),
                                   _mm_loadu_si128 ((const __m128i *) (blk + qoff)));
           qz[r] = _mm512_and_si512 (_mm512_inserti64x4 (_mm512_castsi256_si512 (raw), _mm256_srli_epi16 (raw, 4), 1),
@@ -173,7 +178,7 @@ X(tile_q4_512) (int K, const void *w, size_t w_stride, const void *x, size_t x_s
           memcpy (&hdr, blk, 4);
           dm = _mm_cvtph_ps (_mm_cvtsi32_si128 ((int) hdr));
           d = _mm_cvtss_f32 (dm);
-          m = has_min ? _mm_cvtss_f32 (_mm_movehdup_ps (dm)) : -8.0f * d;
+          m = kind == 1 ? _mm_cvtss_f32 (_mm_movehdup_ps (dm)) : kind == 2 ? -(float) ((hdr >> 16) & 0xff) * d : -8.0f * d;
 #pragma GCC unroll 4
           for (int t = 0; t < T; t++)
             {
