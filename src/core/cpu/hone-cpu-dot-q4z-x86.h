@@ -25,38 +25,7 @@ X(tile_q4z) (int K, const void *w, size_t w_stride, const void *x, size_t x_stri
 #endif
   if (T == 1)
     {
-      /* One token (decode): the zero-point term in the one loop, as
-       * tile_q4 does for Q4_1's min (R accumulators leave registers free). */
-      __m256 acc1[4];
-      float sacc1[4];
-
-#pragma GCC unroll 4
-      for (int r = 0; r < R; r++)
-        {
-          acc1[r] = _mm256_setzero_ps ();
-          sacc1[r] = 0.0f;
-        }
-      for (int b = 0; b < nb; b++)
-        {
-          const HoneQ8Act *a = XQACT (0, b);
-          __m256i xv = _mm256_loadu_si256 ((const __m256i *) a->qs);
-          const float xd = a->d, xs = a->ds;
-
-#pragma GCC unroll 4
-          for (int r = 0; r < R; r++)
-            {
-              const HoneBlockQ4Z *blk = (const HoneBlockQ4Z *) ((const uint8_t *) w + (size_t) r * w_stride) + b;
-              const float sc = X(f16) (blk->s);
-
-              hone_cpu_prefetch_ahead (blk);
-              acc1[r] = _mm256_fmadd_ps (_mm256_cvtepi32_ps (XMADD (X(unpack_nibbles) (blk->qs), xv)),
-                                         _mm256_set1_ps (sc * xd), acc1[r]);
-              sacc1[r] -= (float) blk->z * sc * xs;
-            }
-        }
-#pragma GCC unroll 4
-      for (int r = 0; r < R; r++)
-        out[r] = X(hsum) (acc1[r]) + sacc1[r];
+      X(tile_q4_t1) (K, w, w_stride, x, out, R, 2);   /* a Q4Z block is a Q4_1 block with m = −z·s */
       return;
     }
 

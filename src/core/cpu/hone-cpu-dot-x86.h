@@ -201,6 +201,55 @@ X(tile_q4_512) (int K, const void *w, size_t w_stride, const void *x, size_t x_s
 }
 #endif
 
+/* One token (decode), Q4_0/Q4_1/Q4Z (@kind 0/1/2), 256-bit: R accumulators
+ * leave registers free, so the offset term (Q4_0 −8·d, Q4_1 m, Q4Z −z·s)
+ * stays in the one loop, and a block's scale and offset come from one 4-byte
+ * load and one conversion. */
+XINLINE void
+X(tile_q4_t1) (int K, const void *w, size_t w_stride, const void *x, float *out, const int R, const int kind)
+{
+  const int nb = K / 32;
+  /* Q4_1 and Q4Z: 2-byte scale, 2 bytes (m; or z and a pad byte), 16 of quants */
+  const size_t bbytes = kind ? sizeof (HoneBlockQ4_1) : sizeof (HoneBlockQ4_0);
+  const HoneQ8Act *xa = x;
+  __m256 acc[4];
+  float sacc[4];
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+    {
+      acc[r] = _mm256_setzero_ps ();
+      sacc[r] = 0.0f;
+    }
+  for (int b = 0; b < nb; b++)
+    {
+      const HoneQ8Act *a = xa + b;
+      __m256i xv = _mm256_loadu_si256 ((const __m256i *) a->qs);
+      const float xd = a->d, xs = a->ds;
+
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++)
+        {
+          const uint8_t *blk = (const uint8_t *) w + (size_t) r * w_stride + (size_t) b * bbytes;
+          uint32_t hdr;
+          __m128 dm;
+          float d, m;
+
+          hone_cpu_prefetch_ahead (blk);
+          memcpy (&hdr, blk, 4);
+          dm = _mm_cvtph_ps (_mm_cvtsi32_si128 ((int) hdr));
+          d = _mm_cvtss_f32 (dm);
+          m = kind == 1 ? _mm_cvtss_f32 (_mm_movehdup_ps (dm)) : kind == 2 ? -(float) ((hdr >> 16) & 0xff) * d : -8.0f * d;
+          acc[r] = _mm256_fmadd_ps (_mm256_cvtepi32_ps (XMADD (X(unpack_nibbles) (blk + (kind ? 4 : 2)), xv)),
+                                    _mm256_set1_ps (d * xd), acc[r]);
+          sacc[r] += m * xs;
+        }
+    }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+    out[r] = X(hsum) (acc[r]) + sacc[r];
+}
+
 /* Q4_0 and Q4_1 share one kernel: value = q·d + m, with m = −8·d for Q4_0. */
 XINLINE void
 X(tile_q4) (int K, const void *w, size_t w_stride, const void *x, size_t x_stride,
@@ -218,45 +267,7 @@ X(tile_q4) (int K, const void *w, size_t w_stride, const void *x, size_t x_strid
 #endif
   if (T == 1)
     {
-      /* One token (decode): R accumulators leave registers free, so the
-       * offset/min term stays in the one loop, and a block's d and m come
-       * from one 4-byte load and one conversion (Q4_0: m = −8·d, the upper
-       * half is quants, unused). */
-      __m256 acc1[4];
-      float sacc1[4];
-
-#pragma GCC unroll 4
-      for (int r = 0; r < R; r++)
-        {
-          acc1[r] = _mm256_setzero_ps ();
-          sacc1[r] = 0.0f;
-        }
-      for (int b = 0; b < nb; b++)
-        {
-          const HoneQ8Act *a = XACT (0, b);
-          __m256i xv = _mm256_loadu_si256 ((const __m256i *) a->qs);
-          const float xd = a->d, xs = a->ds;
-
-#pragma GCC unroll 4
-          for (int r = 0; r < R; r++)
-            {
-              const uint8_t *blk = (const uint8_t *) w + (size_t) r * w_stride + (size_t) b * bbytes;
-              uint32_t hdr;
-              __m128 dm;
-              float d;
-
-              hone_cpu_prefetch_ahead (blk);
-              memcpy (&hdr, blk, 4);
-              dm = _mm_cvtph_ps (_mm_cvtsi32_si128 ((int) hdr));
-              d = _mm_cvtss_f32 (dm);
-              acc1[r] = _mm256_fmadd_ps (_mm256_cvtepi32_ps (XMADD (X(unpack_nibbles) (blk + (has_min ? 4 : 2)), xv)),
-                                         _mm256_set1_ps (d * xd), acc1[r]);
-              sacc1[r] += (has_min ? _mm_cvtss_f32 (_mm_movehdup_ps (dm)) : -8.0f * d) * xs;
-            }
-        }
-#pragma GCC unroll 4
-      for (int r = 0; r < R; r++)
-        out[r] = X(hsum) (acc1[r]) + sacc1[r];
+      X(tile_q4_t1) (K, w, w_stride, x, out, R, has_min);
       return;
     }
 
