@@ -1255,6 +1255,17 @@ assert_loaded_on (HoneEngine *e, const char *device, const char *note_part)
     }
 }
 
+/* load-progress as the owner's context sees it: never back within one load. */
+static void
+on_load_progress (GObject *e, GParamSpec *pspec, gpointer data)
+{
+  double *last = data, p = 0.0;
+
+  g_object_get (e, "load-progress", &p, NULL);
+  g_assert_cmpfloat (p, >=, *last);
+  *last = p;
+}
+
 /* With the GPU's memory taken (by this process, so that free memory is just
  * below what the default model needs there): "auto" loads on the CPU and the
  * device note carries the GPU's out-of-memory error; a named GPU fails with
@@ -1272,6 +1283,8 @@ test_auto_fallback (void)
   HoneModel *m;
   gint64 need;
   size_t free_b = 0, total_b = 0;
+  double last_progress = 0.0;
+  gulong handler;
 
   if (be == NULL)
     return;   /* skipped: no GPU */
@@ -1309,8 +1322,13 @@ test_auto_fallback (void)
   e = hone_engine_new ();
   hone_engine_set_context_length (e, 1024);
   hone_engine_set_device (e, "auto");
+  handler = g_signal_connect (e, "notify::load-progress", G_CALLBACK (on_load_progress), &last_progress);
   g_assert_true (hone_engine_load_sync (e, path, NULL, NULL, NULL, &error));
   g_assert_no_error (error);
+  while (g_main_context_iteration (NULL, FALSE))
+    ;   /* the last notifications */
+  g_signal_handler_disconnect (e, handler);
+  g_assert_cmpfloat (last_progress, ==, 1.0);
   assert_loaded_on (e, "cpu", "The model does not fit on cuda:0");
   assert_loaded_on (e, "cpu", "GPU memory");
 

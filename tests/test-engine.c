@@ -227,12 +227,27 @@ on_notify (GObject *obj, GParamSpec *pspec, gpointer data)
   (*(int *) data)++;
 }
 
+/* notify::load-progress: the property, read on the owner's context, never steps back. */
+static void
+on_load_progress (GObject *e, GParamSpec *pspec, gpointer data)
+{
+  Progress *p = data;
+  double f = 0.0;
+
+  g_object_get (e, "load-progress", &f, NULL);
+  if (f < p->last)
+    p->monotonic = FALSE;
+  p->last = f;
+  p->calls++;
+}
+
 static void
 test_load (void)
 {
   g_autoptr (HoneEngine) e = new_engine ();
   GAsyncResult *res = NULL;
   Progress p = { -1.0, 0, TRUE, FALSE };
+  Progress prop = { 0.0, 0, TRUE, FALSE };
   GError *error = NULL;
   int state_notifies = 0;
   HoneModelInfo *info;
@@ -244,6 +259,7 @@ test_load (void)
 
   g_assert_cmpint (hone_engine_get_state (e), ==, HONE_ENGINE_STATE_EMPTY);
   g_signal_connect (e, "notify::state", G_CALLBACK (on_notify), &state_notifies);
+  g_signal_connect (e, "notify::load-progress", G_CALLBACK (on_load_progress), &prop);
   hone_engine_load_async (e, model_path, on_progress, &p, NULL, NULL, store_result, &res);
   wait_for (&res);
   g_assert_true (hone_engine_load_finish (e, res, &error));
@@ -258,6 +274,10 @@ test_load (void)
   while (g_main_context_iteration (NULL, FALSE))
     ;
   g_assert_cmpint (state_notifies, >=, 1);
+  g_signal_handlers_disconnect_by_func (e, on_load_progress, &prop);
+  g_assert_true (prop.monotonic);
+  g_assert_cmpint (prop.calls, >=, 1);
+  g_assert_cmpfloat (prop.last, ==, 1.0);
 
   info = hone_engine_get_model_info (e);
   g_assert_nonnull (info);

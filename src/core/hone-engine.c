@@ -210,6 +210,7 @@ struct _Job {
   gpointer progress_data;
   GDestroyNotify progress_destroy;
   double last_progress;
+  double load_base;   /* where a retried load's progress starts (the CPU after a GPU OOM) */
   HoneTokenFunc token_func;
   gpointer token_data;
   GDestroyNotify token_destroy;
@@ -669,6 +670,10 @@ load_progress_cb (double fraction, gpointer data)
   HoneEngine *self = job->engine;
   double f = 0.05 + 0.95 * CLAMP (fraction, 0.0, 1.0);
 
+  /* A second try (the CPU after the GPU ran out of memory) goes on from where the
+   * first stopped, so the bar never steps back. */
+  f = job->load_base + (1.0 - job->load_base) * f;
+
   /* Stop at 0.99 until the load is really over: 1.0 means "done". */
   f = MIN (f, 0.99);
   g_mutex_lock (&self->lock);
@@ -858,6 +863,12 @@ activate_model (HoneEngine *self, HoneModelInfo **info, const char *path,
   /* TRANSLATORS: the first %s is the device ("cuda:0"), the second the out-of-memory
    * error, e.g. "Not enough GPU memory: the model needs 17.20 GiB (…), 7.90 GiB free" */
   note = g_strdup_printf (_("The model does not fit on %s (%s)"), device, gpu_error->message);
+  if (job != NULL)
+    {
+      g_mutex_lock (&self->lock);
+      job->load_base = self->load_progress;
+      g_mutex_unlock (&self->lock);
+    }
   if (activate_on (self, info, path, options, "cpu", note, job, &cpu_error))
     {
       g_error_free (gpu_error);
