@@ -425,7 +425,8 @@ layout (const HoneKModel *m, int max_tok, int logits_rows)
   const HoneKConfig *c = &m->cfg;
   Layout L;
   const size_t md = max_dim (c), qkvw = (size_t) (c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
-  L.small = ALIGN (ALIGN16 (sizeof (int32_t) * (3 * (size_t) max_tok + 8)) + HONE_K_SAMPLE_SCRATCH_BYTES (max_tok));
+  L.small = ALIGN (ALIGN16 (sizeof (int32_t) * (3 * (size_t) max_tok + 8))
+                   + std::max (HONE_K_SAMPLE_SCRATCH_BYTES (max_tok), HONE_K_SAMPLE_CHAIN_SCRATCH_BYTES));
   L.h = ALIGN ((size_t) max_tok * c->hidden * 4);
   L.xn = ALIGN ((size_t) max_tok * md * 4);
   L.qkv = ALIGN ((size_t) max_tok * qkvw * 4);

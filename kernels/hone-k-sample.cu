@@ -9,14 +9,17 @@
  * would have used for this step (its seeded PRNG), so a seed gives the same
  * draws on either side and the same token up to float rounding.
  *
- * Greedy without penalties goes to the many-block argmax below (one block
- * is bound by its own SM: 17 µs a 128,256-float row, RESULTS-cuda.md
- * "Decode, session 24"). Otherwise one block of 1024 threads over one
- * logits row (≈ 7 passes over it, from L2): a max/argmax pass, a pass for
- * the softmax sum and the first radix digit, three more radix passes (8
- * bits each) to find the K-th largest
- * logit, a gather of everything at or above it, a bitonic sort of those
- * (≤ 512), then the cut and the draw over the K best. K = top-k when set
+ * With scratch (and a vocabulary ≤ 262,144) the chain runs over many blocks:
+ * the many-block argmax below, then, when sampling with top-k, chain_many_kernel
+ * (one block is bound by its own SM: 17 µs for the argmax of a 128,256-float
+ * row, ~120 µs for the sampled chain, RESULTS-cuda.md "Decode, session 24");
+ * penalties are applied per slice. Sampling without top-k stays on one block
+ * (HONE_SAMPLE_CHAIN_MANY=1 sends it to chain_many_kernel as well). Without scratch, one block of 1024
+ * threads over one logits row (≈ 7 passes over it, from L2): a max/argmax
+ * pass, a pass for the softmax sum and the first radix digit, three more
+ * radix passes (8 bits each) to find the K-th largest logit, a gather of
+ * everything at or above it, a bitonic sort of those (≤ 512), then the cut
+ * and the draw over the K best. K = top-k when set
  * (≤ HONE_K_SAMPLE_MAX_K); otherwise the best HONE_K_SAMPLE_MAX_K, which is
  * exact whenever the top-p nucleus or the min-p set ends inside them. When it
  * does not (or more than 512 logits tie at the threshold), out[0] = -1 and
@@ -25,6 +28,8 @@
 #include "hone-k-common.cuh"
 #include "hone-k-logits.cuh"
 #include <stdlib.h>
+#include <string.h>
+#include <type_traits>
 
 #define SK_THREADS 1024
 #define SK_CAND 512                       /* gathered candidates: K plus ties at the threshold */
@@ -128,6 +133,110 @@ radix_pick (SampleShared &sh, int shift)
         }
       sh.rem = rem;
     }
+}
+
+/* Sort a[0..ns) best first (ns a power of two; empty slots hold 0, the
+ * smallest key). Every thread of the block calls it. */
+static __device__ void
+bitonic_desc (unsigned long long *a, int ns)
+{
+  for (int size = 2; size <= ns; size <<= 1)
+    for (int stride = size >> 1; stride > 0; stride >>= 1)
+      {
+        for (int i = threadIdx.x; i < ns / 2; i += blockDim.x)
+          {
+            const int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+            const bool desc = (lo & size) == 0;
+            const unsigned long long x = a[lo], y = a[hi];
+            if ((x < y) == desc)
+              {
+                a[lo] = y;
+                a[hi] = x;
+              }
+          }
+        __syncthreads ();
+      }
+}
+
+/* The chain's end over the candidates cand[0..n_cand) (any order, the slots
+ * up to the next power of two and to SK_CAND hold 0): sorted best first, the
+ * K best's probabilities (sum: the softmax denominator), top-k mass, top-p,
+ * min-p, the draw into out[0] (−1: the set reaches past the K best). Every
+ * thread of the block calls it; prob holds HONE_K_SAMPLE_MAX_K floats. */
+static __device__ void
+chain_draw (unsigned long long *cand, int n_cand, float *prob, int K, bool topk_on, bool truncated, float max_l,
+            double sum, const HoneKSampleParams &p, int32_t *out)
+{
+  const int tid = threadIdx.x;
+  int ns = 2;
+  while (ns < min (n_cand, SK_CAND))
+    ns <<= 1;
+  bitonic_desc (cand, ns);
+
+  /* ---- probabilities of the K best, as the host computes them */
+  const int n0 = min (K, n_cand);
+  for (int i = tid; i < n0; i += blockDim.x)
+    {
+      const float v = key_float ((uint32_t) (cand[i] >> 32));
+      const float e = v == v ? expf ((v - max_l) / p.temperature) : 0.0f;
+      prob[i] = (float) ((double) e / sum);
+    }
+  __syncthreads ();
+  if (tid != 0)
+    return;
+
+  /* ---- the cut and the draw (few candidates: one thread) */
+  int n = n0;
+  double mass = 1.0, cum = 0.0;
+  bool cut = false;
+  if (topk_on)
+    {
+      mass = 0.0;
+      for (int i = 0; i < n; i++)
+        mass += prob[i];
+    }
+  if (p.top_p < 1.0f)
+    {
+      for (int i = 0; i < n; i++)
+        {
+          cum += prob[i] / mass;
+          if (cum >= p.top_p)
+            {
+              n = i + 1;
+              cut = true;
+              break;
+            }
+        }
+    }
+  if (p.min_p > 0.0f)
+    {
+      const float floor_p = prob[0] * p.min_p;
+      int kept = 1;
+      while (kept < n && prob[kept] >= floor_p)
+        kept++;
+      cut = cut || kept < n;
+      n = kept;
+    }
+  if (truncated && !cut)
+    {
+      /* the set reaches past the K best: only the host sees all of it */
+      out[0] = -1;
+      return;
+    }
+  mass = 0.0;
+  for (int i = 0; i < n; i++)
+    mass += prob[i];
+  cum = 0.0;
+  for (int i = 0; i < n; i++)
+    {
+      cum += (float) (prob[i] / mass);
+      if (p.u < cum)
+        {
+          out[0] = (int32_t) ~(uint32_t) (cand[i] & 0xffffffffu);
+          return;
+        }
+    }
+  out[0] = (int32_t) ~(uint32_t) (cand[n - 1] & 0xffffffffu);
 }
 
 __global__ void __launch_bounds__ (SK_THREADS)
@@ -267,95 +376,20 @@ sample_chain_kernel (const float *logits, int vocab, HoneKSampleParams p, const 
         }
     }
   __syncthreads ();
-  /* bitonic sort, descending, of the filled prefix (the rest is 0, the smallest) */
-  int ns = 2;
-  while (ns < min (sh.n_cand, SK_CAND))
-    ns <<= 1;
-  for (int size = 2; size <= ns; size <<= 1)
-    for (int stride = size >> 1; stride > 0; stride >>= 1)
-      {
-        for (int i = tid; i < ns / 2; i += SK_THREADS)
-          {
-            const int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
-            const bool desc = (lo & size) == 0;
-            const unsigned long long a = sh.cand[lo], b = sh.cand[hi];
-            if ((a < b) == desc)
-              {
-                sh.cand[lo] = b;
-                sh.cand[hi] = a;
-              }
-          }
-        __syncthreads ();
-      }
-
-  /* ---- probabilities of the K best, as the host computes them */
-  const int n0 = min (K, sh.n_cand);
-  if (tid < n0)
-    {
-      const float v = key_float ((uint32_t) (sh.cand[tid] >> 32));
-      const float e = v == v ? expf ((v - max_l) / p.temperature) : 0.0f;
-      sh.prob[tid] = (float) ((double) e / sum);
-    }
-  __syncthreads ();
-  if (tid != 0)
-    return;
-
-  /* ---- the cut and the draw (few candidates: one thread) */
-  int n = n0;
-  double mass = 1.0, cum = 0.0;
-  bool cut = false;
-  if (topk_on)
-    {
-      mass = 0.0;
-      for (int i = 0; i < n; i++)
-        mass += sh.prob[i];
-    }
-  if (p.top_p < 1.0f)
-    {
-      for (int i = 0; i < n; i++)
-        {
-          cum += sh.prob[i] / mass;
-          if (cum >= p.top_p)
-            {
-              n = i + 1;
-              cut = true;
-              break;
-            }
-        }
-    }
-  if (p.min_p > 0.0f)
-    {
-      const float floor_p = sh.prob[0] * p.min_p;
-      int kept = 1;
-      while (kept < n && sh.prob[kept] >= floor_p)
-        kept++;
-      cut = cut || kept < n;
-      n = kept;
-    }
-  if (truncated && !cut)
-    {
-      /* the set reaches past the K best: only the host sees all of it */
-      out[0] = -1;
-      return;
-    }
-  mass = 0.0;
-  for (int i = 0; i < n; i++)
-    mass += sh.prob[i];
-  cum = 0.0;
-  for (int i = 0; i < n; i++)
-    {
-      cum += (float) (sh.prob[i] / mass);
-      if (p.u < cum)
-        {
-          out[0] = (int32_t) ~(uint32_t) (sh.cand[i] & 0xffffffffu);
-          return;
-        }
-    }
-  out[0] = (int32_t) ~(uint32_t) (sh.cand[n - 1] & 0xffffffffu);
+  chain_draw (sh.cand, sh.n_cand, sh.prob, K, topk_on, truncated, max_l, sum, p, out);
 }
+
 
 static int sample_rows (const float *logits, int n_tok, int vocab, float temperature, uint64_t seed,
                         const int32_t *step, void *scratch, int32_t *out, int32_t *out2, cudaStream_t stream);
+#define CM_THREADS 256
+#define CM_SLICE 2048   /* vocab ≤ HONE_K_ARGMAX_BLOCKS · CM_SLICE */
+template <bool PEN>
+__global__ void sample_many_kernel (const float *logits, int vocab, float temperature, uint64_t seed,
+                                    const int32_t *step, unsigned long long *scratch, int32_t *out, int32_t *out2,
+                                    const int32_t *window, HoneKSampleParams pp);
+__global__ void chain_many_kernel (const float *logits, int vocab, HoneKSampleParams p, const int32_t *window,
+                                   unsigned char *scratch, int32_t *out);
 
 extern "C" int
 hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *params, const int32_t *window,
@@ -367,8 +401,30 @@ hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *pa
     return (int) cudaErrorInvalidValue;
   const bool pen = p.n_window > 0
                    && (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f);
-  if (p.temperature <= 0.0f && !pen && scratch)   /* the same argmax (NaN as −inf, lowest id on ties) */
-    return sample_rows (logits, 1, vocab, 0.0f, 0, NULL, scratch, out, NULL, stream);
+  const bool slices = vocab <= HONE_K_ARGMAX_BLOCKS * CM_SLICE;   /* every slice fits a block's bitmap / keys */
+  /* Sampling without top-k stays on one block: there the last block of the many-block
+   * chain merges 128 × 256 candidates, 430 µs against the one block's 142 (H200,
+   * vocab 128,256; RESULTS-cuda.md "Decode, session 27"). */
+  static int many_always = -1;   /* HONE_SAMPLE_CHAIN_MANY=1: no top-k over many blocks too (checks, measurement) */
+  if (many_always < 0)
+    many_always = getenv ("HONE_SAMPLE_CHAIN_MANY") && atoi (getenv ("HONE_SAMPLE_CHAIN_MANY")) == 1;
+  const bool topk_on = many_always || (p.top_k > 0 && p.top_k < vocab);
+  if (scratch && ((p.temperature <= 0.0f && !pen) || (slices && (p.temperature <= 0.0f || topk_on))))
+    {
+      /* the argmax over many blocks (NaN as −inf, lowest id on ties; penalties applied per slice); its best key
+       * stays in the scratch for the chain */
+      if (!pen)
+        p.n_window = 0;
+      const int r = pen ? hone_k_launch (sample_many_kernel<true>, dim3 (HONE_K_ARGMAX_BLOCKS, 1), dim3 (256), 0,
+                                         stream, logits, vocab, 0.0f, (uint64_t) 0, (const int32_t *) NULL,
+                                         (unsigned long long *) scratch, out, (int32_t *) NULL, window, p)
+                        : sample_rows (logits, 1, vocab, 0.0f, 0, NULL, scratch, out, NULL, stream);
+      if (r || p.temperature <= 0.0f)
+        return r;
+      chain_many_kernel<<<HONE_K_ARGMAX_BLOCKS, CM_THREADS, 0, stream>>> (logits, vocab, p, window,
+                                                                            (unsigned char *) scratch, out);
+      return (int) cudaGetLastError ();
+    }
   sample_chain_kernel<<<1, SK_THREADS, 0, stream>>> (logits, vocab, p, window, out);
   return (int) cudaGetLastError ();
 }
@@ -462,15 +518,76 @@ sample_kernel (const float *logits, int vocab, float temperature, uint64_t seed,
     put_id (b, t, out, out2);
 }
 
+/* The penalties of the window's tokens that fall in one block's slice
+ * [lo, lo + n) (n ≤ CM_SLICE), as sample_chain_kernel applies them: each
+ * distinct token once, with its count over the window. A bit a slice index
+ * says "penalised"; its value is then looked up in the short list. */
+struct SlicePen {
+  uint32_t bits[CM_SLICE / 32];
+  int16_t id[HONE_K_SAMPLE_MAX_WINDOW];   /* index in the slice */
+  float val[HONE_K_SAMPLE_MAX_WINDOW];
+  int n;
+};
+
+/* Every thread of the block calls it (two barriers). ls = the row + lo. */
+static __device__ void
+slice_pen_setup (SlicePen &sp, const float *ls, int lo, int n, const int32_t *window, const HoneKSampleParams &p)
+{
+  for (int j = threadIdx.x; j < CM_SLICE / 32; j += blockDim.x)
+    sp.bits[j] = 0;
+  if (threadIdx.x == 0)
+    sp.n = 0;
+  __syncthreads ();
+  for (int j = threadIdx.x; j < p.n_window; j += blockDim.x)
+    {
+      const int32_t t = window[j];
+      if (t < lo || t >= lo + n)
+        continue;
+      int count = 0, first = j;
+      for (int k = p.n_window - 1; k >= 0; k--)
+        if (window[k] == t)
+          {
+            count++;
+            first = k;
+          }
+      if (first != j)
+        continue;
+      float v = ls[t - lo];
+      v = v > 0.0f ? v / p.repeat_penalty : v * p.repeat_penalty;
+      v -= (float) count * p.frequency_penalty + p.presence_penalty;
+      const int s = atomicAdd (&sp.n, 1);
+      sp.id[s] = (int16_t) (t - lo);
+      sp.val[s] = v;
+      atomicOr (&sp.bits[(t - lo) >> 5], 1u << ((t - lo) & 31));
+    }
+  __syncthreads ();
+}
+
+/* The value at slice index i (0 ≤ i < n) after the penalties. */
+static __device__ __forceinline__ float
+pen_value (const SlicePen &sp, int i, float v)
+{
+  if ((sp.bits[i >> 5] >> (i & 31)) & 1u)
+    for (int s = 0; s < sp.n; s++)
+      if (sp.id[s] == i)
+        return sp.val[s];
+  return v;
+}
+
+struct NoPen {};
+
 /* HONE_K_ARGMAX_BLOCKS blocks a row (blockIdx.y), each over a contiguous
  * slice; each writes its best key to the row's scratch and takes a ticket,
  * and the block that takes the last one reduces the slices. The ticket wraps
  * to 0 as it is taken (atomicInc), ready for the next launch. */
+template <bool PEN>
 __global__ void __launch_bounds__ (256)
 sample_many_kernel (const float *logits, int vocab, float temperature, uint64_t seed, const int32_t *step,
-                    unsigned long long *scratch, int32_t *out, int32_t *out2)
+                    unsigned long long *scratch, int32_t *out, int32_t *out2, const int32_t *window,
+                    HoneKSampleParams pp)
 {
   __shared__ bool last;
+  __shared__ typename std::conditional<PEN, SlicePen, NoPen>::type sp;
   const int t = blockIdx.y, nb = (int) gridDim.x;
   pdl_trigger ();
   pdl_wait ();
@@ -479,8 +596,12 @@ sample_many_kernel (const float *logits, int vocab, float temperature, uint64_t 
   const int per = ((vocab + nb - 1) / nb + 3) & ~3;
   const int lo = min (vocab, (int) blockIdx.x * per), hi = min (vocab, lo + per);
   const uint64_t s = row_seed (seed, step, t);
+  if constexpr (PEN)
+    slice_pen_setup (sp, logits + (size_t) t * vocab + lo, lo, hi - lo, window, pp);
   unsigned long long b = 0;
   logits_for_each<2> (logits + (size_t) t * vocab + lo, hi - lo, [&] (int i, float v, bool ok) {
+    if constexpr (PEN)
+      v = ok ? pen_value (sp, i, v) : v;
     b = ok ? max_u64 (b, sample_key (v, lo + i, temperature, s)) : b;
   });
   b = block_best (b);
@@ -501,7 +622,229 @@ sample_many_kernel (const float *logits, int vocab, float temperature, uint64_t 
   for (int o = 16; o > 0; o >>= 1)
     b = max_u64 (b, __shfl_xor_sync (0xffffffffu, b, o));
   if (threadIdx.x == 0)
-    put_id (b, t, out, out2);
+    {
+      put_id (b, t, out, out2);
+      part[HONE_K_ARGMAX_BLOCKS + 1] = b;   /* the row's best key, for chain_many_kernel */
+    }
+}
+
+/* ---- the chain over many blocks (temperature > 0, no penalties) -----------
+ * After sample_many_kernel's argmax of the row (its best key left in the
+ * scratch), HONE_K_ARGMAX_BLOCKS blocks each take a slice of ≤ CM_SLICE
+ * values (penalised as in sample_chain_kernel when p.n_window > 0): their
+ * softmax terms' sum, and their candidates — the slice sorted
+ * best first, cut after its K-th value and every tie of it (every value at or
+ * above the row's K-th largest is among them). The block taking the last
+ * ticket finds the row's K-th largest value over the candidates (radix
+ * select), gathers those at or above it and ends as the one-block chain does
+ * (chain_draw). The same picks as sample_chain_kernel up to the order of the
+ * softmax sum; a slice with more than SK_CAND candidates (a crowd of equal
+ * values) sends the draw to the host (−1). */
+struct ChainScratch {   /* after the argmax row's slots in the scratch */
+  double psum[HONE_K_ARGMAX_BLOCKS];
+  int cnt[HONE_K_ARGMAX_BLOCKS];
+  unsigned int ticket, pad[3];
+  unsigned long long cand[HONE_K_ARGMAX_BLOCKS][SK_CAND];
+};
+
+static_assert (HONE_K_SAMPLE_SCRATCH_ROW + sizeof (ChainScratch) <= HONE_K_SAMPLE_CHAIN_SCRATCH_BYTES
+               && HONE_K_SAMPLE_SCRATCH_ROW % 8 == 0, "the chain's scratch");
+
+struct ChainManyShared {
+  unsigned long long keys[CM_SLICE];   /* the slice; in the last block, the gathered candidates */
+  unsigned int hist[CM_THREADS / 32][256];
+  float prob[HONE_K_SAMPLE_MAX_K];
+  double dred[CM_THREADS / 32];
+  int off[HONE_K_ARGMAX_BLOCKS + 1];
+  SlicePen pen;
+  int n_cand, cut, rem;
+  uint32_t prefix;
+  bool last;
+};
+
+__global__ void __launch_bounds__ (CM_THREADS)
+chain_many_kernel (const float *logits, int vocab, HoneKSampleParams p, const int32_t *window,
+                   unsigned char *scratch, int32_t *out)
+{
+  __shared__ ChainManyShared sh;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nb = (int) gridDim.x, blk = blockIdx.x;
+  const unsigned long long best = __ldcg ((const unsigned long long *) scratch + HONE_K_ARGMAX_BLOCKS + 1);
+  ChainScratch *cs = (ChainScratch *) (scratch + HONE_K_SAMPLE_SCRATCH_ROW);
+  const float max_l = key_float ((uint32_t) (best >> 32));
+  if (!isfinite (max_l))   /* as the one-block chain: the argmax */
+    {
+      if (blk == 0 && tid == 0)
+        out[0] = (int32_t) ~(uint32_t) (best & 0xffffffffu);
+      return;
+    }
+  const bool topk_on = p.top_k > 0 && p.top_k < vocab;
+  const int K = topk_on ? min (p.top_k, HONE_K_SAMPLE_MAX_K) : min (vocab, HONE_K_SAMPLE_MAX_K);
+  const bool truncated = !topk_on && vocab > K;
+
+  /* ---- the slice: keys (value bits over the inverted id) and softmax terms */
+  const int per = ((vocab + nb - 1) / nb + 3) & ~3;
+  const int lo = min (vocab, blk * per), n = min (vocab, lo + per) - lo;
+  for (int j = tid; j < CM_SLICE; j += CM_THREADS)
+    sh.keys[j] = 0;
+  if (p.n_window > 0)   /* penalties (the host passes n_window 0 without them) */
+    slice_pen_setup (sh.pen, logits + lo, lo, n, window, p);
+  __syncthreads ();
+  double sum = 0.0;
+  logits_for_each<2> (logits + lo, n, [&] (int i, float v, bool ok) {
+    if (!ok)
+      return;
+    if (p.n_window > 0)
+      v = pen_value (sh.pen, i, v);
+    if (v == v)
+      sum += (double) expf ((v - max_l) / p.temperature);
+    sh.keys[i] = ((unsigned long long) fkey (v) << 32) | (uint32_t) ~(uint32_t) (lo + i);
+  });
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    sum += __shfl_xor_sync (0xffffffffu, sum, o);
+  if (lane == 0)
+    sh.dred[warp] = sum;
+  int ns = 2;
+  while (ns < n)
+    ns <<= 1;
+  __syncthreads ();
+  bitonic_desc (sh.keys, ns);
+  /* the block's K best and every tie of the K-th value: up to the first key below it */
+  const int k0 = min (K, n);
+  if (tid == 0)
+    sh.cut = n;
+  __syncthreads ();
+  if (k0 > 0)
+    {
+      const uint32_t thr = (uint32_t) (sh.keys[k0 - 1] >> 32);
+      for (int j = k0 + tid; j < n; j += CM_THREADS)
+        if ((uint32_t) (sh.keys[j] >> 32) < thr && (uint32_t) (sh.keys[j - 1] >> 32) >= thr)
+          sh.cut = j;
+    }
+  __syncthreads ();
+  const int c = k0 > 0 ? sh.cut : 0;
+  if (c <= SK_CAND)
+    for (int j = tid; j < c; j += CM_THREADS)
+      cs->cand[blk][j] = sh.keys[j];
+  if (tid == 0)
+    {
+      double s = 0.0;
+      for (int w = 0; w < CM_THREADS / 32; w++)
+        s += sh.dred[w];
+      cs->psum[blk] = s;
+      cs->cnt[blk] = c <= SK_CAND ? c : SK_CAND + 1;
+    }
+  __threadfence ();   /* every thread's candidate stores, before the ticket */
+  __syncthreads ();
+  if (tid == 0)
+    {
+      sh.last = atomicInc (&cs->ticket, (unsigned int) nb - 1) == (unsigned int) nb - 1;
+    }
+  __syncthreads ();
+  if (!sh.last)
+    return;
+  __threadfence ();
+
+  /* ---- the last block: where each slice's candidates start, and their sum */
+  if (tid == 0)
+    {
+      int o = 0;
+      bool crowd = false;
+      double s = 0.0;
+      for (int b = 0; b < nb; b++)
+        {
+          const int cb = __ldcg (&cs->cnt[b]);
+          crowd = crowd || cb > SK_CAND;
+          sh.off[b] = o;
+          o += cb > SK_CAND ? 0 : cb;
+          s += __ldcg (&cs->psum[b]);
+        }
+      sh.off[nb] = o;
+      sh.dred[0] = s;
+      sh.n_cand = crowd ? -1 : 0;
+      sh.prefix = 0;
+      sh.rem = K;
+    }
+  __syncthreads ();
+  if (sh.n_cand < 0)
+    {
+      if (tid == 0)
+        out[0] = -1;
+      return;
+    }
+  const double total = sh.dred[0];
+  const int nu = sh.off[nb];
+  /* candidate u of the union: the b with off[b] ≤ u < off[b + 1] */
+  auto cand_at = [&] (int u) {
+    int a = 0, z = nb;   /* off[a] ≤ u < off[z] */
+    while (z - a > 1)
+      {
+        const int m = (a + z) >> 1;
+        if (sh.off[m] <= u)
+          a = m;
+        else
+          z = m;
+      }
+    return __ldcg (&cs->cand[a][u - sh.off[a]]);
+  };
+
+  /* ---- the row's K-th largest value over the union: four 8-bit radix passes */
+  for (int shift = 24; shift >= 0; shift -= 8)
+    {
+      for (int j = tid; j < (CM_THREADS / 32) * 256; j += CM_THREADS)
+        (&sh.hist[0][0])[j] = 0;
+      __syncthreads ();
+      const uint32_t prefix = sh.prefix, hi = shift == 24 ? 0u : ~0u << (shift + 8);
+      for (int u = tid; u < nu; u += CM_THREADS)
+        {
+          const uint32_t k = (uint32_t) (cand_at (u) >> 32);
+          if (((k ^ prefix) & hi) == 0)
+            atomicAdd (&sh.hist[warp][(k >> shift) & 255u], 1u);
+        }
+      __syncthreads ();
+      if (tid == 0)
+        {
+          int rem = sh.rem;
+          for (int b = 255; b >= 0; b--)
+            {
+              int cnt = 0;
+              for (int w = 0; w < CM_THREADS / 32; w++)
+                cnt += (int) sh.hist[w][b];
+              if (cnt >= rem)
+                {
+                  sh.prefix |= (uint32_t) b << shift;
+                  break;
+                }
+              rem -= cnt;
+            }
+          sh.rem = rem;
+        }
+      __syncthreads ();
+    }
+  const uint32_t thr = sh.prefix;
+
+  /* ---- gather the candidates at or above it, then the one-block chain's end */
+  for (int j = tid; j < SK_CAND; j += CM_THREADS)
+    sh.keys[j] = 0;
+  __syncthreads ();
+  for (int u = tid; u < nu; u += CM_THREADS)
+    {
+      const unsigned long long k = cand_at (u);
+      if ((uint32_t) (k >> 32) >= thr)
+        {
+          const int s = atomicAdd (&sh.n_cand, 1);
+          if (s < SK_CAND)
+            sh.keys[s] = k;
+        }
+    }
+  __syncthreads ();
+  if (sh.n_cand > SK_CAND)
+    {
+      if (tid == 0)
+        out[0] = -1;
+      return;
+    }
+  chain_draw (sh.keys, sh.n_cand, sh.prob, K, topk_on, truncated, max_l, total, p, out);
 }
 
 static int
@@ -514,8 +857,13 @@ sample_rows (const float *logits, int n_tok, int vocab, float temperature, uint6
   if (one < 0)
     one = getenv ("HONE_SAMPLE_ONE_BLOCK") && atoi (getenv ("HONE_SAMPLE_ONE_BLOCK")) == 1;
   if (scratch && !one)
-    return hone_k_launch (sample_many_kernel, dim3 (HONE_K_ARGMAX_BLOCKS, n_tok), dim3 (256), 0, stream, logits,
-                          vocab, temperature, seed, step, (unsigned long long *) scratch, out, out2);
+    {
+      HoneKSampleParams none;
+      memset (&none, 0, sizeof none);
+      return hone_k_launch (sample_many_kernel<false>, dim3 (HONE_K_ARGMAX_BLOCKS, n_tok), dim3 (256), 0, stream,
+                            logits, vocab, temperature, seed, step, (unsigned long long *) scratch, out, out2,
+                            (const int32_t *) NULL, none);
+    }
   return hone_k_launch (sample_kernel, dim3 (n_tok), dim3 (1024), 0, stream, logits, vocab, temperature, seed, step,
                         out, out2);
 }

@@ -302,6 +302,10 @@ int hone_k_attn_prefill_ex (const float *qkv, int n_tok, int nq, int nkv, int hd
 #define HONE_K_ARGMAX_BLOCKS 128
 #define HONE_K_SAMPLE_SCRATCH_ROW (HONE_K_ARGMAX_BLOCKS * 8 + 16)
 #define HONE_K_SAMPLE_SCRATCH_BYTES(rows) ((size_t) (rows) * HONE_K_SAMPLE_SCRATCH_ROW)
+/* hone_k_sample_chain's scratch: one argmax row, then the many-block chain's
+ * per-slice sums, counts, a ticket and up to 512 candidates a slice. */
+#define HONE_K_SAMPLE_CHAIN_SCRATCH_BYTES \
+  ((size_t) HONE_K_SAMPLE_SCRATCH_ROW + HONE_K_ARGMAX_BLOCKS * (8 + 4) + 16 + (size_t) HONE_K_ARGMAX_BLOCKS * 512 * 8)
 
 /* Greedy (temperature <= 0) or exact sampling via the Gumbel-max trick
  * (argmax of logits/T + Gumbel noise from a counter-based hash of seed and
@@ -318,8 +322,11 @@ int hone_k_sample (const float *logits, int n_tok, int vocab, float temperature,
  * min-p → the candidate where the cumulative probability passes u (the host
  * sampler's uniform draw for this step). out[0] = the token id, or -1 when the
  * top-p/min-p set reaches past the HONE_K_SAMPLE_MAX_K best (top-k off): the
- * caller then samples on the host. One block (greedy without penalties, with
- * scratch: the many-block argmax of hone_k_sample); enqueue only. */
+ * caller then samples on the host. With scratch and vocab ≤ 262,144 (or
+ * greedy without penalties, any vocab): over many blocks (the argmax of
+ * hone_k_sample, penalties applied per slice; when sampling, then a pass of
+ * HONE_K_ARGMAX_BLOCKS blocks whose last block draws); otherwise one block.
+ * Enqueue only. */
 #define HONE_K_SAMPLE_MAX_K 256
 #define HONE_K_SAMPLE_MAX_WINDOW 1024
 typedef struct {
@@ -331,7 +338,7 @@ typedef struct {
   double u;                 /* uniform draw in [0, 1) */
 } HoneKSampleParams;
 int hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *params, const int32_t *window,
-                         int32_t *out, void *scratch /* HONE_K_SAMPLE_SCRATCH_BYTES (1), or NULL */,
+                         int32_t *out, void *scratch /* HONE_K_SAMPLE_CHAIN_SCRATCH_BYTES, or NULL */,
                          cudaStream_t stream);
 /* Input of a one-token step enqueued before the host read the id it runs on
  * (the CUDA backend's decode ahead): tokens[0] = *id (0 if it is -1), pos[0] =

@@ -1135,8 +1135,8 @@ check_sample_rows (void)
   float *d = dev_upload (buf);
   int32_t *dout = (int32_t *) dev_poisoned (16);
   void *scr;
-  CK (cudaMalloc (&scr, HONE_K_SAMPLE_SCRATCH_BYTES (1)));
-  CK (cudaMemset (scr, 0, HONE_K_SAMPLE_SCRATCH_BYTES (1)));
+  CK (cudaMalloc (&scr, HONE_K_SAMPLE_CHAIN_SCRATCH_BYTES));
+  CK (cudaMemset (scr, 0, HONE_K_SAMPLE_CHAIN_SCRATCH_BYTES));
   int bad = 0, n = 0, edges = 0;
   for (int off : { 0, 1, 2, 3 })
     {
@@ -1181,6 +1181,116 @@ check_sample_rows (void)
     }
   check (bad == 0, "samplers over rows 4/8/12 bytes off 16-byte alignment, ties, a NaN: greedy and chain vs host",
          bad, 0);
+  /* the chain over many blocks against the one-block chain (no scratch): settings × draws, three vocabularies
+   * (≤ 256: every value a candidate; odd; past the many-block form's 262,144: one block for both), and a row of
+   * equal values (more ties than candidates: both leave it to the host, −1) */
+  int diff = 0, cmp = 0;
+  const struct { float T; int k; float tp, mp; } set[] = {
+    { 0.8f, 40, 0.95f, 0.05f }, { 1.0f, 1, 1.f, 0.f }, { 1.5f, 256, 1.f, 0.f }, { 0.7f, 40, 0.9f, 0.f },
+    { 2.0f, 0, 0.5f, 0.f }, { 0.3f, 0, 1.f, 0.1f } };
+  for (int V2 : { 200, 50001, 300000 })
+    for (int flat : { 0, 1 })
+      {
+        if (flat && V2 != 50001)
+          continue;
+        std::vector<float> r (V2);
+        for (auto &v : r) v = flat ? 1.5f : (float) (rng_normal () * 3);
+        float *dr = dev_upload (r);
+        for (const auto &c : set)
+          for (int d = 0; d < 8; d++)
+            {
+              HoneKSampleParams p;
+              memset (&p, 0, sizeof p);
+              p.repeat_penalty = 1.f;
+              p.temperature = c.T;
+              p.top_k = c.k;
+              p.top_p = c.tp;
+              p.min_p = c.mp;
+              p.u = rng_uniform ();
+              CK (hone_k_sample_chain (dr, V2, &p, NULL, dout, NULL, 0));
+              const int one = dev_download<int32_t> (dout, 1)[0];
+              CK (hone_k_sample_chain (dr, V2, &p, NULL, dout, scr, 0));
+              const int many = dev_download<int32_t> (dout, 1)[0];
+              double edge;
+              const int want = chain_ref (r.data (), V2, p, &edge);
+              cmp++;
+              /* and, off the equal-values row (the host takes its lowest ids, both kernels the −1), the host's pick */
+              if ((one != many || (!flat && many != want)) && edge >= 1e-5)
+                {
+                  if (diff < 5)
+                    report ("  chain V=%d%s T=%g k=%d p=%g min-p=%g u=%.4f: one block %d, many %d, host %d\n", V2,
+                            flat ? " (equal values)" : "", c.T, c.k, c.tp, c.mp, p.u, one, many, want);
+                  diff++;
+                }
+            }
+        cudaFree (dr);
+      }
+  check (diff == 0 && cmp == 6 * 8 * 4, "sampler chain over 128 blocks = the one-block chain = the host (6 settings × 8 draws, 4 rows)", diff, 0);
+  /* penalties (applied per slice by the many-block form): against the one-block chain and the host, which
+   * applies them to a copy of the row; half the window among the 20 best values so that they move the picks,
+   * with repeats (counts), and a repeat penalty that lowers and one that raises */
+  int pdiff = 0, pcmp = 0;
+  for (int V2 : { 200, 50001 })
+    {
+      std::vector<float> r (V2);
+      for (auto &v : r) v = (float) (rng_normal () * 3);
+      std::vector<int> order (V2);
+      for (int i = 0; i < V2; i++) order[i] = i;
+      std::partial_sort (order.begin (), order.begin () + 20, order.end (), [&] (int a, int b) { return r[a] > r[b]; });
+      std::vector<int32_t> win (64);
+      for (int j = 0; j < 64; j++) win[j] = j % 2 ? order[rng_u64 () % 20] : (int32_t) (rng_u64 () % V2);
+      float *dr = dev_upload (r);
+      int32_t *dw = dev_upload (win);
+      for (float rp : { 1.3f, 0.8f })
+        for (int c = 0; c < 3; c++)
+          for (int d = 0; d < 4; d++)
+            {
+              HoneKSampleParams p;
+              memset (&p, 0, sizeof p);
+              p.temperature = c == 0 ? 0.f : c == 1 ? 0.8f : 1.0f;
+              p.top_k = c == 1 ? 40 : c == 2 ? 256 : 0;
+              p.top_p = c == 1 ? 0.95f : 1.f;
+              p.min_p = c == 1 ? 0.05f : 0.f;
+              p.repeat_penalty = rp;
+              p.presence_penalty = 0.5f;
+              p.frequency_penalty = 0.2f;
+              p.n_window = 64;
+              p.u = rng_uniform ();
+              std::vector<float> pr = r;
+              for (int j = 0; j < 64; j++)
+                {
+                  const int t = win[j];
+                  int count = 0, first = j;
+                  for (int k = 63; k >= 0; k--)
+                    if (win[k] == t) { count++; first = k; }
+                  if (first != j)
+                    continue;
+                  float v = r[t];
+                  v = v > 0.0f ? v / rp : v * rp;
+                  v -= (float) count * p.frequency_penalty + p.presence_penalty;
+                  pr[t] = v;
+                }
+              double edge;
+              const int want = chain_ref (pr.data (), V2, p, &edge);
+              CK (hone_k_sample_chain (dr, V2, &p, dw, dout, NULL, 0));
+              const int one = dev_download<int32_t> (dout, 1)[0];
+              CK (hone_k_sample_chain (dr, V2, &p, dw, dout, scr, 0));
+              const int many = dev_download<int32_t> (dout, 1)[0];
+              pcmp++;
+              if ((one != many || many != want) && edge >= 1e-5)
+                {
+                  if (pdiff < 5)
+                    report ("  chain with penalties V=%d repeat %g T=%g k=%d u=%.4f: one block %d, many %d, host %d\n",
+                            V2, rp, p.temperature, p.top_k, p.u, one, many, want);
+                  pdiff++;
+                }
+            }
+      cudaFree (dr);
+      cudaFree (dw);
+    }
+  check (pdiff == 0 && pcmp == 2 * 2 * 3 * 4,
+         "sampler chain with penalties over 128 blocks = the one-block chain = the host (2 rows × 2 × 3 settings × 4)",
+         pdiff, 0);
   if (edges)
     report ("  (%d of %d draws within 1e-5 of a cumulative boundary: not compared)\n", edges, n);
   cudaFree (d); cudaFree (dout); cudaFree (scr);
@@ -1198,8 +1308,8 @@ bench_sample (void)
       float *d = dev_upload (l);
       int32_t *dout = (int32_t *) dev_poisoned (16), *dwin;
       void *scr;
-      CK (cudaMalloc (&scr, HONE_K_SAMPLE_SCRATCH_BYTES (1)));
-      CK (cudaMemset (scr, 0, HONE_K_SAMPLE_SCRATCH_BYTES (1)));
+      CK (cudaMalloc (&scr, HONE_K_SAMPLE_CHAIN_SCRATCH_BYTES));
+      CK (cudaMemset (scr, 0, HONE_K_SAMPLE_CHAIN_SCRATCH_BYTES));
       std::vector<int32_t> win (64);
       for (auto &w : win) w = (int32_t) (rng_u64 () % V);
       dwin = dev_upload (win);
@@ -1215,6 +1325,12 @@ bench_sample (void)
         { "chain, greedy, repeat penalty (64 ids)", 0.f, 0, 1.f, 0.f, 1.1f, 64, 1 },
         { "chain, T 0.8 top-k 40 top-p 0.95 min-p 0.05 (CLI default)", 0.8f, 40, 0.95f, 0.05f, 1.f, 0, 1 },
         { "chain, T 0.7 top-p 0.9, no top-k (the 256 best)", 0.7f, 0, 0.9f, 0.f, 1.f, 0, 1 },
+        { "chain, T 0.7 top-k 40 top-p 0.9 min-p 0.05 (app default)", 0.7f, 40, 0.9f, 0.05f, 1.f, 0, 1 },
+        { "chain one block (no scratch), CLI default", 0.8f, 40, 0.95f, 0.05f, 1.f, 0, 3 },
+        { "chain one block (no scratch), greedy", 0.f, 0, 1.f, 0.f, 1.f, 0, 3 },
+        { "chain, CLI default + repeat penalty 1.1 (64 ids)", 0.8f, 40, 0.95f, 0.05f, 1.1f, 64, 1 },
+        { "chain one block (no scratch), greedy, repeat penalty (64 ids)", 0.f, 0, 1.f, 0.f, 1.1f, 64, 3 },
+        { "chain one block (no scratch), CLI default + repeat penalty 1.1", 0.8f, 40, 0.95f, 0.05f, 1.1f, 64, 3 },
       };
       for (const auto &c : cases)
         {
@@ -1228,10 +1344,10 @@ bench_sample (void)
           p.n_window = c.win;
           p.u = 0.5;
           auto run = [&] () {
-            if (c.which != 1)
+            if (c.which == 0 || c.which == 2)
               CK (hone_k_sample (d, 1, V, c.T, 7, NULL, dout, c.which == 0 ? scr : NULL, 0));
             else
-              CK (hone_k_sample_chain (d, V, &p, dwin, dout, scr, 0));
+              CK (hone_k_sample_chain (d, V, &p, dwin, dout, c.which == 1 ? scr : NULL, 0));
           };
           for (int i = 0; i < 10; i++)
             run ();
@@ -3372,7 +3488,7 @@ main (int argc, char **argv)
 {
   bool do_check = true, do_bench = true, quick = false, prefill_only = false, check_prefill = false;
   bool decode_only = false, check_staged = false, decode2 = false, check_epiq_only = false;
-  bool decode_stream = false, check_stream = false, gemv_sweep = false, sample_bench = false;
+  bool decode_stream = false, check_stream = false, gemv_sweep = false, sample_bench = false, check_samplers = false;
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp (argv[i], "--check")) do_bench = false;
@@ -3388,6 +3504,7 @@ main (int argc, char **argv)
       else if (!strcmp (argv[i], "--check-stream")) { do_check = false; do_bench = false; check_stream = true; }
       else if (!strcmp (argv[i], "--gemv-sweep")) { do_check = false; do_bench = false; gemv_sweep = true; }   /* every launch shape */
       else if (!strcmp (argv[i], "--bench-sample")) { do_check = false; do_bench = false; sample_bench = true; }   /* decode session 24 */
+      else if (!strcmp (argv[i], "--check-sample")) { do_check = false; do_bench = false; check_samplers = true; }   /* the samplers' checks alone (sanitizers) */
     }
   const char *out = getenv ("OUT");
   if (out && *out)
@@ -3634,6 +3751,13 @@ main (int argc, char **argv)
       bench_prefill (HONE_K_BF16, false);
       bench_prefill (HONE_K_Q4_0, true);
       do_bench = false;
+    }
+  if (check_samplers)
+    {
+      report ("== sampler checks ==\n");
+      check_sample ();
+      check_sample_rows ();
+      report ("checks: %d passed, %d failed\n", n_pass, n_fail);
     }
   if (sample_bench)
     bench_sample ();
