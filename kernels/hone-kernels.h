@@ -322,11 +322,12 @@ int hone_k_sample (const float *logits, int n_tok, int vocab, float temperature,
  * min-p → the candidate where the cumulative probability passes u (the host
  * sampler's uniform draw for this step). out[0] = the token id, or -1 when the
  * top-p/min-p set reaches past the HONE_K_SAMPLE_MAX_K best (top-k off): the
- * caller then samples on the host. With scratch and vocab ≤ 262,144 (or
- * greedy without penalties, any vocab): over many blocks (the argmax of
- * hone_k_sample, penalties applied per slice; when sampling, then a pass of
- * HONE_K_ARGMAX_BLOCKS blocks whose last block draws); otherwise one block.
- * Enqueue only. */
+ * caller then samples on the host. With scratch: greedy without penalties
+ * (any vocab), and, for vocab ≤ 262,144, greedy with penalties or sampling
+ * with top-k, run over many blocks (the argmax of hone_k_sample, penalties
+ * applied per slice; when sampling, then a pass of HONE_K_ARGMAX_BLOCKS blocks
+ * whose last block draws); otherwise one block (sampling without top-k too,
+ * unless HONE_SAMPLE_CHAIN_MANY=1). Enqueue only. */
 #define HONE_K_SAMPLE_MAX_K 256
 #define HONE_K_SAMPLE_MAX_WINDOW 1024
 typedef struct {
