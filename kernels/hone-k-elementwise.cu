@@ -319,15 +319,106 @@ dequant_kernel (HoneKMatrix w, void *dst, int to_f16)
     ((__nv_bfloat162 *) dst)[i / 2] = __floats2bfloat162_rn (a, b);
 }
 
+/* Q8_0 / Q4_0 / Q4_1 to 16-bit, one thread per 8 outputs of a 32-block: one
+ * 8-byte load of quants (Q4: the low or high nibbles of one half of the block's
+ * 16 bytes), one 16-byte store, so a warp writes 512 contiguous bytes. The same
+ * float arithmetic as matrix_elem, so the same 16-bit values as dequant_kernel,
+ * which took 354 µs for a Q4_0 gate|up (28672 × 4096, 850 GB/s read + write)
+ * with its two elements a thread, byte loads and a 64-bit division each; this
+ * one 81 µs (H200, session 27). Q4_0/Q4_1 take it only when
+ * hone_k_dequant_set_q4_blocks is on: their form has run on a GPU (bench, engine
+ * prefill) but not yet through hone-cuda-check's value checks. */
+template <int T>
+__global__ void __launch_bounds__ (256)
+dequant8_kernel (HoneKMatrix w, void *dst, size_t n8, int to_f16)
+{
+  const size_t i = (size_t) blockIdx.x * 256 + threadIdx.x;
+  if (i >= n8)
+    return;
+  const size_t b = i >> 2;
+  const int p = (int) (i & 3);
+  float v[8];
+  if (T == HONE_K_Q8_0)
+    {
+      const uint2 a = __ldg ((const uint2 *) ((const int8_t *) w.q + b * 32 + p * 8));
+      const float d = f16_bits_to_f32 (__ldg ((const uint16_t *) w.s + b));
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        v[j] = (float) (int8_t) (((j < 4 ? a.x : a.y) >> (8 * (j & 3))) & 0xff) * d;
+    }
+  else
+    {
+      const uint2 a = __ldg ((const uint2 *) ((const uint8_t *) w.q + b * 16 + (p & 1) * 8));
+      const int sh = (p >> 1) * 4;
+      float d, m = 0.f;
+      if (T == HONE_K_Q4_0)
+        d = f16_bits_to_f32 (__ldg ((const uint16_t *) w.s + b));
+      else
+        {
+          const uint32_t dm = __ldg ((const uint32_t *) w.s + b);
+          d = f16_bits_to_f32 ((uint16_t) (dm & 0xffff));
+          m = f16_bits_to_f32 ((uint16_t) (dm >> 16));
+        }
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        {
+          const int q = (int) (((j < 4 ? a.x : a.y) >> (8 * (j & 3) + sh)) & 15);
+          v[j] = T == HONE_K_Q4_0 ? (float) (q - 8) * d : (float) q * d + m;
+        }
+    }
+  uint4 o;
+  uint32_t *ow = (uint32_t *) &o;
+#pragma unroll
+  for (int j = 0; j < 4; j++)
+    {
+      if (to_f16)
+        {
+          const __half2 h = __floats2half2_rn (v[2 * j], v[2 * j + 1]);
+          ow[j] = *(const uint32_t *) &h;
+        }
+      else
+        {
+          const __nv_bfloat162 h = __floats2bfloat162_rn (v[2 * j], v[2 * j + 1]);
+          ow[j] = *(const uint32_t *) &h;
+        }
+    }
+  ((uint4 *) dst)[i] = o;
+}
+
+static int q4_blocks = -1;   /* -1: not set yet (HONE_DEQUANT_Q4_BLOCKS) */
+
+void
+hone_k_dequant_set_q4_blocks (int on)
+{
+  q4_blocks = on ? 1 : 0;
+}
+
 extern "C" int
 hone_k_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream)
 {
+  if (q4_blocks < 0)
+    q4_blocks = getenv ("HONE_DEQUANT_Q4_BLOCKS") && atoi (getenv ("HONE_DEQUANT_Q4_BLOCKS")) == 1;
   const size_t total = (size_t) w->rows * w->cols;
   if (w->type == HONE_K_Q4Z)
     return hone_k_q4z_dequant (w, dst, to_f16, stream);
   if (w->type == HONE_K_Q4_K || w->type == HONE_K_Q6_K) return hone_k_kquant_dequant (w, dst, to_f16, stream);
   if (w->cols & 1)
     return (int) cudaErrorInvalidValue;
+  const bool blocks = (w->type == HONE_K_Q8_0 || (q4_blocks && (w->type == HONE_K_Q4_0 || w->type == HONE_K_Q4_1)))
+                      && w->cols % 32 == 0 && ((uintptr_t) w->q & 7) == 0 && ((uintptr_t) w->s & 3) == 0
+                      && ((uintptr_t) dst & 15) == 0 && total > 0;
+  if (blocks)
+    {
+      const size_t n8 = total / 8;
+      const unsigned grid = (unsigned) ((n8 + 255) / 256);
+      if (w->type == HONE_K_Q8_0)
+        dequant8_kernel<HONE_K_Q8_0><<<grid, 256, 0, stream>>> (*w, dst, n8, to_f16);
+      else if (w->type == HONE_K_Q4_0)
+        dequant8_kernel<HONE_K_Q4_0><<<grid, 256, 0, stream>>> (*w, dst, n8, to_f16);
+      else
+        dequant8_kernel<HONE_K_Q4_1><<<grid, 256, 0, stream>>> (*w, dst, n8, to_f16);
+      return (int) cudaGetLastError ();
+    }
   dequant_kernel<<<(unsigned) ((total / 2 + 255) / 256), 256, 0, stream>>> (*w, dst, to_f16);
   return (int) cudaGetLastError ();
 }

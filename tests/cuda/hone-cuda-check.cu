@@ -22,6 +22,7 @@
  *        hone-cuda-check --decode-stream | --check-stream (session 5: whole steps streamed vs per-GEMV kernels,
  *                                                       with a per-block trace / the streamed checks alone)
  *        hone-cuda-check --bench-sample                (the samplers' time a call over a Llama-3 / Qwen2.5 row)
+ *        hone-cuda-check --check-misc                  (the norm, dequantization and embedding checks alone)
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -1422,15 +1423,41 @@ check_norm_misc (void)
       for (auto &v : w) v = rng_normal ();
       std::vector<double> wd;
       HoneKMatrix m = matrix_from_gguf (type, gguf_quantize (type, w, rows, cols, wd), rows, cols);
-      void *dd = dev_poisoned (w.size () * 2);
-      CK (hone_k_dequant (&m, dd, 1, 0));
-      const std::vector<uint16_t> got = dev_download<uint16_t> (dd, w.size ());
-      std::vector<float> gf (w.size ());
-      for (size_t i = 0; i < w.size (); i++) gf[i] = h2f (got[i]);
-      e = rel_err (gf.data (), wd.data (), w.size (), &fin);
       char what[96];
-      snprintf (what, sizeof what, "repack + dequant→f16 %s", type_name (type));
-      check (fin && e < 1e-3, what, e, 1e-3);
+      /* the 16-bit values against the f64 reference; for Q4_0/Q4_1 with the
+       * element kernel (the default) and with the block kernel */
+      for (int q4b = 0; q4b < ((type == HONE_K_Q4_0 || type == HONE_K_Q4_1) ? 2 : 1); q4b++)
+        {
+          hone_k_dequant_set_q4_blocks (q4b);
+          void *dd = dev_poisoned (w.size () * 2);
+          CK (hone_k_dequant (&m, dd, 1, 0));
+          const std::vector<uint16_t> got = dev_download<uint16_t> (dd, w.size ());
+          std::vector<float> gf (w.size ());
+          for (size_t i = 0; i < w.size (); i++) gf[i] = h2f (got[i]);
+          e = rel_err (gf.data (), wd.data (), w.size (), &fin);
+          snprintf (what, sizeof what, "repack + dequant→f16 %s%s", type_name (type), q4b ? " (block kernel)" : "");
+          check (fin && e < 1e-3, what, e, 1e-3);
+          cudaFree (dd);
+        }
+      /* the block kernel (16-byte aligned output) and the element kernel (output
+       * 4 bytes off that alignment) give the same bits, to f16 and to bf16 */
+      hone_k_dequant_set_q4_blocks (1);
+      for (int to_f16 = 0; type != HONE_K_BF16 && to_f16 < 2; to_f16++)
+        {
+          char *da = (char *) dev_poisoned (w.size () * 2), *db = (char *) dev_poisoned (w.size () * 2 + 16);
+          CK (hone_k_dequant (&m, da, to_f16, 0));
+          CK (hone_k_dequant (&m, db + 4, to_f16, 0));
+          const std::vector<uint16_t> a = dev_download<uint16_t> (da, w.size ());
+          std::vector<uint16_t> b (w.size ());
+          CK (cudaMemcpy (b.data (), db + 4, w.size () * 2, cudaMemcpyDeviceToHost));
+          size_t differ = 0;
+          for (size_t i = 0; i < w.size (); i++) differ += a[i] != b[i];
+          snprintf (what, sizeof what, "dequant→%s %s: block kernel = element kernel (bits)", to_f16 ? "f16" : "bf16",
+                    type_name (type));
+          check (differ == 0, what, (double) differ, 0);
+          cudaFree (da); cudaFree (db);
+        }
+      hone_k_dequant_set_q4_blocks (0);
       std::vector<int32_t> toks = { 5, 36, 0 };
       int32_t *dt = dev_upload (toks);
       float *dh = (float *) dev_poisoned (3 * cols * 4);
@@ -1442,7 +1469,7 @@ check_norm_misc (void)
       snprintf (what, sizeof what, "embed %s", type_name (type));
       check (fin && e < 1e-6, what, e, 1e-6);
       matrix_free (&m);
-      cudaFree (dd); cudaFree (dt); cudaFree (dh);
+      cudaFree (dt); cudaFree (dh);
     }
 }
 
@@ -3488,7 +3515,8 @@ main (int argc, char **argv)
 {
   bool do_check = true, do_bench = true, quick = false, prefill_only = false, check_prefill = false;
   bool decode_only = false, check_staged = false, decode2 = false, check_epiq_only = false;
-  bool decode_stream = false, check_stream = false, gemv_sweep = false, sample_bench = false, check_samplers = false;
+  bool decode_stream = false, check_stream = false, gemv_sweep = false, sample_bench = false, check_samplers = false,
+       check_misc = false;
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp (argv[i], "--check")) do_bench = false;
@@ -3504,6 +3532,7 @@ main (int argc, char **argv)
       else if (!strcmp (argv[i], "--check-stream")) { do_check = false; do_bench = false; check_stream = true; }
       else if (!strcmp (argv[i], "--gemv-sweep")) { do_check = false; do_bench = false; gemv_sweep = true; }   /* every launch shape */
       else if (!strcmp (argv[i], "--bench-sample")) { do_check = false; do_bench = false; sample_bench = true; }   /* decode session 24 */
+      else if (!strcmp (argv[i], "--check-misc")) { do_check = false; do_bench = false; check_misc = true; }   /* norms, dequantization, embedding alone */
       else if (!strcmp (argv[i], "--check-sample")) { do_check = false; do_bench = false; check_samplers = true; }   /* the samplers' checks alone (sanitizers) */
     }
   const char *out = getenv ("OUT");
@@ -3751,6 +3780,12 @@ main (int argc, char **argv)
       bench_prefill (HONE_K_BF16, false);
       bench_prefill (HONE_K_Q4_0, true);
       do_bench = false;
+    }
+  if (check_misc)
+    {
+      report ("== norms, dequantization, embedding ==\n");
+      check_norm_misc ();
+      report ("checks: %d passed, %d failed\n", n_pass, n_fail);
     }
   if (check_samplers)
     {

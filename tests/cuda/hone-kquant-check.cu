@@ -37,9 +37,10 @@
  * Benchmarks (--bench): each GEMV at the Llama-3-8B shapes for Q4_K and
  * Q6_K, next to F16 (what K-quants were uploaded as before) and Q4_0, in µs
  * and % of the 4.52 TB/s read ceiling, one token with every launch shape,
- * and 4 tokens; the dequantization (prefill path).
+ * and 4 tokens; the dequantization (prefill path; alone: --bench-dequant, with
+ * Q4_1 and Q8_0 too).
  *
- * Usage: hone-kquant-check [--check] [--bench] [--bench-mixed] [--sweep-tok] [--small]
+ * Usage: hone-kquant-check [--check] [--bench] [--bench-mixed] [--bench-dequant] [--sweep-tok] [--small]
  *   (default --check --bench; --bench-mixed, --sweep-tok: see there;
  * --small: the checks on small shapes only, for compute-sanitizer). Exit 1
  * if a check fails.
@@ -57,6 +58,7 @@
 #include <string>
 #include <utility>
 #include "hone-kernels.h"
+void hone_k_dequant_set_q4_blocks (int on);   /* hone-k-common.cuh (internal) */
 
 #define HONE_CHECK_WIDTH 66
 #define HONE_CHECK_SEED 0x4b5155414e54ull
@@ -74,6 +76,8 @@ tname (int t)
     case HONE_K_Q4_K: return "Q4_K";
     case HONE_K_Q6_K: return "Q6_K";
     case HONE_K_Q4_0: return "Q4_0";
+    case HONE_K_Q4_1: return "Q4_1";
+    case HONE_K_Q8_0: return "Q8_0";
     case HONE_K_F16: return "F16";
     default: return "?";
     }
@@ -899,6 +903,34 @@ fill_layout (HoneKMatrix &m, uint64_t seed)
   CK (cudaGetLastError ());
 }
 
+/* Dequantization to f16 (the prefill GEMM path) of a gate|up, 28672 x 4096: µs and
+ * GB/s of read + write (--bench, --bench-dequant). */
+static void
+bench_dequant (void)
+{
+  report ("\n== Dequantization to f16 (prefill GEMM path), gate|up 28672x4096 ==\n");
+  /* Q4_0 and Q4_1 twice: the element kernel (their default) and the block kernel */
+  const int types[] = { HONE_K_Q4_K, HONE_K_Q6_K, HONE_K_Q4_0, HONE_K_Q4_0, HONE_K_Q4_1, HONE_K_Q4_1, HONE_K_Q8_0 };
+  for (int ti = 0; ti < (int) (sizeof types / sizeof types[0]); ti++)
+    {
+      const int type = types[ti];
+      const bool q4 = type == HONE_K_Q4_0 || type == HONE_K_Q4_1, blocks = q4 && types[ti - 1] == type;
+      hone_k_dequant_set_q4_blocks (blocks);
+      HoneKMatrix m = kmatrix_alloc (type, 28672, 4096);
+      fill_layout (m, 9);
+      void *d;
+      CK (cudaMalloc (&d, (size_t) 28672 * 4096 * 2));
+      struct Dq { HoneKMatrix *m; void *d; } dq = { &m, d };
+      const double ms = bench_ms (0, 10, [] (void *p) { Dq *q = (Dq *) p; hone_k_dequant (q->m, q->d, 1, 0); }, &dq);
+      const double bytes = hone_k_matrix_bytes (type, 28672, 4096, NULL, NULL) + (double) 28672 * 4096 * 2;
+      report ("  %-5s %8.1f us, %6.0f GB/s read+write%s\n", tname (type), ms * 1e3, bytes / (ms * 1e-3) / 1e9,
+              blocks ? " (block kernel)" : q4 ? " (element kernel)" : "");
+      cudaFree (d);
+      matrix_free (&m);
+    }
+  hone_k_dequant_set_q4_blocks (0);
+}
+
 static void
 run_bench (void)
 {
@@ -1002,20 +1034,7 @@ run_bench (void)
               100 * bytes / (us * 1e-6) / READ_CEIL);
     }
 
-  report ("\n== Dequantization to f16 (prefill GEMM path), gate|up 28672x4096 ==\n");
-  for (int type : { HONE_K_Q4_K, HONE_K_Q6_K, HONE_K_Q4_0 })
-    {
-      HoneKMatrix m = kmatrix_alloc (type, 28672, 4096);
-      fill_layout (m, 9);
-      void *d;
-      CK (cudaMalloc (&d, (size_t) 28672 * 4096 * 2));
-      struct Dq { HoneKMatrix *m; void *d; } dq = { &m, d };
-      const double ms = bench_ms (0, 10, [] (void *p) { Dq *q = (Dq *) p; hone_k_dequant (q->m, q->d, 1, 0); }, &dq);
-      const double bytes = hone_k_matrix_bytes (type, 28672, 4096, NULL, NULL) + (double) 28672 * 4096 * 2;
-      report ("  %-5s %8.1f us, %6.0f GB/s read+write\n", tname (type), ms * 1e3, bytes / (ms * 1e-3) / 1e9);
-      cudaFree (d);
-      matrix_free (&m);
-    }
+  bench_dequant ();
   cudaFree (x); cudaFree (y); cudaFree (res); cudaFree (xq.q); cudaFree (xq.ds);
 }
 
@@ -1240,12 +1259,13 @@ sweep_tok (void)
 int
 main (int argc, char **argv)
 {
-  bool do_check = false, do_bench = false, do_mixed = false, do_sweep = false;
+  bool do_check = false, do_bench = false, do_mixed = false, do_sweep = false, do_dequant = false;
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp (argv[i], "--check")) do_check = true;
       else if (!strcmp (argv[i], "--bench")) do_bench = true;
       else if (!strcmp (argv[i], "--bench-mixed")) do_mixed = true;
+      else if (!strcmp (argv[i], "--bench-dequant")) do_dequant = true;
       else if (!strcmp (argv[i], "--sweep-tok")) do_sweep = true;
       else if (!strcmp (argv[i], "--small")) { small_only = true; do_check = true; }
       else
@@ -1254,7 +1274,7 @@ main (int argc, char **argv)
           return 2;
         }
     }
-  if (!do_check && !do_bench && !do_mixed && !do_sweep)
+  if (!do_check && !do_bench && !do_mixed && !do_sweep && !do_dequant)
     do_check = do_bench = true;
   const char *out = getenv ("OUT");
   if (out && *out)
@@ -1271,6 +1291,8 @@ main (int argc, char **argv)
     run_bench ();
   if (do_mixed)
     bench_mixed ();
+  if (do_dequant)
+    bench_dequant ();
   if (do_sweep)
     sweep_tok ();
   report ("\n%d passed, %d failed\n", n_pass, n_fail);
