@@ -392,6 +392,114 @@ X(tile_q8_0) (int K, const void *w, size_t w_stride, const void *x, size_t x_str
       out[(size_t) t * out_stride + r] = X(hsum) (acc[r][t]);
 }
 
+/* The rows' sub-block scales and mins of Q4_K super-block @i: 8 of each, as
+ * d·sc and dmin·m (hone_cpu_q4k_scale_min's rules on all 12 bytes at once). */
+XINLINE void
+X(q4k_scales) (const HoneBlockQ4_K *blk, __m256 *dsc, __m256 *dmn)
+{
+  uint32_t u[3];
+  __m128i scm;
+
+  memcpy (u, blk->scales, 12);
+  scm = _mm_setr_epi32 ((int) (u[0] & 0x3f3f3f3f),
+                        (int) ((u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4)),
+                        (int) (u[1] & 0x3f3f3f3f),
+                        (int) (((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4)));
+  *dsc = _mm256_mul_ps (_mm256_set1_ps (X(f16) (blk->d)), _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (scm)));
+  *dmn = _mm256_mul_ps (_mm256_set1_ps (X(f16) (blk->dmin)),
+                        _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (_mm_srli_si128 (scm, 8))));
+}
+
+#ifdef XHAVE512
+/* Q4_K in 512-bit registers (AVX-512 VNNI): a pair of sub-blocks a step, the
+ * low nibbles of 32 quant bytes (sub-block 2j) in the low half and the high
+ * nibbles (2j+1) in the high half, against the two blocks of activations; the
+ * pair's two scale products spread over the halves by one permute. */
+XINLINE void
+X(tile_q4_k_512) (int K, const void *w, size_t w_stride, const void *x, size_t x_stride,
+                  float *out, size_t out_stride, const int R, const int T)
+{
+  const int nsb = K / 256;
+  const __m256i m4 = _mm256_set1_epi8 (0x0f);
+  __m512 acc[4][4];
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      acc[r][t] = _mm512_setzero_ps ();
+
+  for (int i = 0; i < nsb; i++)
+    {
+      __m256 dscv[4], dmnv[4], sv[4][4];
+      const HoneBlockQ4_K *blk[4];
+
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++)
+        {
+          blk[r] = (const HoneBlockQ4_K *) ((const uint8_t *) w + (size_t) r * w_stride) + i;
+          for (size_t o = 0; o < sizeof (HoneBlockQ4_K); o += 64)
+            hone_cpu_prefetch_ahead ((const uint8_t *) blk[r] + o);
+          X(q4k_scales) (blk[r], &dscv[r], &dmnv[r]);
+        }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++)
+        {
+          const HoneQ8Act *a = XACT (t, 8 * i);
+          const __m256 adv = _mm256_setr_ps (a[0].d, a[1].d, a[2].d, a[3].d, a[4].d, a[5].d, a[6].d, a[7].d);
+          const __m256 adsv = _mm256_setr_ps (a[0].ds, a[1].ds, a[2].ds, a[3].ds, a[4].ds, a[5].ds, a[6].ds, a[7].ds);
+#pragma GCC unroll 4
+          for (int r = 0; r < R; r++)
+            {
+              sv[r][t] = _mm256_mul_ps (dscv[r], adv);
+              acc[r][t] = _mm512_fnmadd_ps (_mm512_zextps256_ps512 (dmnv[r]), _mm512_zextps256_ps512 (adsv),
+                                            acc[r][t]);
+            }
+        }
+      for (int j = 0; j < 4; j++)
+        {
+          const __m512i pair = _mm512_setr_epi32 (2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j, 2 * j,
+                                                  2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1,
+                                                  2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1);
+          __m512i q[4];
+
+#pragma GCC unroll 4
+          for (int r = 0; r < R; r++)
+            {
+              const __m256i raw = _mm256_loadu_si256 ((const __m256i *) (blk[r]->qs + 32 * j));
+              q[r] = _mm512_inserti64x4 (_mm512_castsi256_si512 (_mm256_and_si256 (raw, m4)),
+                                         _mm256_and_si256 (_mm256_srli_epi16 (raw, 4), m4), 1);
+            }
+#pragma GCC unroll 4
+          for (int t = 0; t < T; t++)
+            {
+              const HoneQ8Act *a0 = XACT (t, 8 * i + 2 * j);
+              const __m512i xa = _mm512_inserti64x4 (
+                  _mm512_castsi256_si512 (_mm256_loadu_si256 ((const __m256i *) a0->qs)),
+                  _mm256_loadu_si256 ((const __m256i *) (a0 + 1)->qs), 1);
+#pragma GCC unroll 4
+              for (int r = 0; r < R; r++)
+                {
+                  const __m512 p = _mm512_cvtepi32_ps (_mm512_dpbusd_epi32 (_mm512_setzero_si512 (), q[r], xa));
+                  const __m512 sc = _mm512_permutexvar_ps (pair, _mm512_castps256_ps512 (sv[r][t]));
+                  acc[r][t] = _mm512_fmadd_ps (p, sc, acc[r][t]);
+                }
+            }
+        }
+    }
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      out[(size_t) t * out_stride + r] = _mm512_reduce_add_ps (acc[r][t]);
+}
+#endif
+
+/* Per super-block, the rows' 8 sub-block scales and mins and the tokens' 8 block
+ * scales and sums go into vectors once: the min term is one FNMADD per row and
+ * token (its lanes are summed with the rest at the end), and each sub-block's
+ * scale product is one broadcast from sv. */
 XINLINE void
 X(tile_q4_k) (int K, const void *w, size_t w_stride, const void *x, size_t x_stride,
               float *out, size_t out_stride, const int R, const int T)
@@ -399,37 +507,42 @@ X(tile_q4_k) (int K, const void *w, size_t w_stride, const void *x, size_t x_str
   const int nsb = K / 256;
   const __m256i m4 = _mm256_set1_epi8 (0x0f);
   __m256 acc[4][4];
-  float sacc[4][4];
 
+#ifdef XHAVE512
+  X(tile_q4_k_512) (K, w, w_stride, x, x_stride, out, out_stride, R, T);
+  return;
+#endif
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++)
-      {
-        acc[r][t] = _mm256_setzero_ps ();
-        sacc[r][t] = 0.0f;
-      }
+      acc[r][t] = _mm256_setzero_ps ();
 
   for (int i = 0; i < nsb; i++)
     {
-      float dsc[4][8], dmn[4][8];
+      float sv[4][4][8] __attribute__ ((aligned (32)));
+      __m256 dscv[4], dmnv[4];
       const HoneBlockQ4_K *blk[4];
 
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++)
         {
-          float d, dmin;
           blk[r] = (const HoneBlockQ4_K *) ((const uint8_t *) w + (size_t) r * w_stride) + i;
           for (size_t o = 0; o < sizeof (HoneBlockQ4_K); o += 64)
             hone_cpu_prefetch_ahead ((const uint8_t *) blk[r] + o);
-          d = X(f16) (blk[r]->d);
-          dmin = X(f16) (blk[r]->dmin);
-          for (int j = 0; j < 8; j++)
+          X(q4k_scales) (blk[r], &dscv[r], &dmnv[r]);
+        }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; t++)
+        {
+          const HoneQ8Act *a = XACT (t, 8 * i);
+          const __m256 adv = _mm256_setr_ps (a[0].d, a[1].d, a[2].d, a[3].d, a[4].d, a[5].d, a[6].d, a[7].d);
+          const __m256 adsv = _mm256_setr_ps (a[0].ds, a[1].ds, a[2].ds, a[3].ds, a[4].ds, a[5].ds, a[6].ds, a[7].ds);
+#pragma GCC unroll 4
+          for (int r = 0; r < R; r++)
             {
-              uint8_t sc, m;
-              hone_cpu_q4k_scale_min (j, blk[r]->scales, &sc, &m);
-              dsc[r][j] = d * sc;
-              dmn[r][j] = dmin * m;
+              _mm256_store_ps (sv[r][t], _mm256_mul_ps (dscv[r], adv));
+              acc[r][t] = _mm256_fnmadd_ps (dmnv[r], adsv, acc[r][t]);
             }
         }
       for (int j = 0; j < 4; j++)
@@ -447,17 +560,15 @@ X(tile_q4_k) (int K, const void *w, size_t w_stride, const void *x, size_t x_str
           for (int t = 0; t < T; t++)
             {
               const HoneQ8Act *a0 = XACT (t, 8 * i + 2 * j);
-              const HoneQ8Act *a1 = a0 + 1;
               __m256i x0 = _mm256_loadu_si256 ((const __m256i *) a0->qs);
-              __m256i x1 = _mm256_loadu_si256 ((const __m256i *) a1->qs);
+              __m256i x1 = _mm256_loadu_si256 ((const __m256i *) (a0 + 1)->qs);
 #pragma GCC unroll 4
               for (int r = 0; r < R; r++)
                 {
                   __m256 p0 = _mm256_cvtepi32_ps (XMADD (lo[r], x0));
                   __m256 p1 = _mm256_cvtepi32_ps (XMADD (hi[r], x1));
-                  acc[r][t] = _mm256_fmadd_ps (p0, _mm256_set1_ps (dsc[r][2 * j] * a0->d), acc[r][t]);
-                  acc[r][t] = _mm256_fmadd_ps (p1, _mm256_set1_ps (dsc[r][2 * j + 1] * a1->d), acc[r][t]);
-                  sacc[r][t] -= dmn[r][2 * j] * a0->ds + dmn[r][2 * j + 1] * a1->ds;
+                  acc[r][t] = _mm256_fmadd_ps (p0, _mm256_broadcast_ss (&sv[r][t][2 * j]), acc[r][t]);
+                  acc[r][t] = _mm256_fmadd_ps (p1, _mm256_broadcast_ss (&sv[r][t][2 * j + 1]), acc[r][t]);
                 }
             }
         }
@@ -467,7 +578,7 @@ X(tile_q4_k) (int K, const void *w, size_t w_stride, const void *x, size_t x_str
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++)
-      out[(size_t) t * out_stride + r] = X(hsum) (acc[r][t]) + sacc[r][t];
+      out[(size_t) t * out_stride + r] = X(hsum) (acc[r][t]);
 }
 
 XINLINE void
