@@ -581,6 +581,97 @@ X(tile_q4_k) (int K, const void *w, size_t w_stride, const void *x, size_t x_str
       out[(size_t) t * out_stride + r] = X(hsum) (acc[r][t]);
 }
 
+#ifdef XHAVE512
+/* Q6_K in 512-bit registers (AVX-512 VNNI): two 32-element groups a step. The
+ * quants stay unsigned (0..63, no −32): dpbusd starts from −32·Σx of the same
+ * 4 activations, so each lane is Σ (q − 32)·x. The 16-element scales spread over
+ * their 4 lanes by one permute. */
+XINLINE void
+X(tile_q6_k_512) (int K, const void *w, size_t w_stride, const void *x, size_t x_stride,
+                  float *out, size_t out_stride, const int R, const int T)
+{
+  const int nsb = K / 256;
+  const __m512i m4 = _mm512_set1_epi8 (0x0f), m30 = _mm512_set1_epi8 (0x30), ones = _mm512_set1_epi8 (1);
+  /* qh bits 2g, 2g+1 to bits 4, 5: groups 0|1 shift left by 4|2, groups 2|3 right by 0|2 */
+  const __m512i sh01 = _mm512_inserti64x4 (_mm512_castsi256_si512 (_mm256_set1_epi16 (4)), _mm256_set1_epi16 (2), 1);
+  const __m512i sh23 = _mm512_inserti64x4 (_mm512_castsi256_si512 (_mm256_set1_epi16 (0)), _mm256_set1_epi16 (2), 1);
+  __m512 acc[4][4];
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      acc[r][t] = _mm512_setzero_ps ();
+
+  for (int i = 0; i < nsb; i++)
+    {
+      const HoneBlockQ6_K *blk[4];
+      float d[4];
+
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++)
+        {
+          blk[r] = (const HoneBlockQ6_K *) ((const uint8_t *) w + (size_t) r * w_stride) + i;
+          for (size_t o = 0; o < sizeof (HoneBlockQ6_K); o += 64)
+            hone_cpu_prefetch_ahead ((const uint8_t *) blk[r] + o);
+          d[r] = X(f16) (blk[r]->d);
+        }
+      for (int n = 0; n < 2; n++)
+        {
+          __m512i qa[4][2];
+          __m256 s8[4];
+
+#pragma GCC unroll 4
+          for (int r = 0; r < R; r++)
+            {
+              const __m512i l = _mm512_loadu_si512 ((const void *) (blk[r]->ql + 64 * n));
+              const __m512i hh = _mm512_broadcast_i64x4 (_mm256_loadu_si256 ((const __m256i *) (blk[r]->qh + 32 * n)));
+              qa[r][0] = _mm512_or_si512 (_mm512_and_si512 (l, m4), _mm512_and_si512 (_mm512_sllv_epi16 (hh, sh01), m30));
+              qa[r][1] = _mm512_or_si512 (_mm512_and_si512 (_mm512_srli_epi16 (l, 4), m4),
+                                          _mm512_and_si512 (_mm512_srlv_epi16 (hh, sh23), m30));
+              s8[r] = _mm256_mul_ps (_mm256_set1_ps (d[r]), _mm256_cvtepi32_ps (_mm256_cvtepi8_epi32 (
+                                         _mm_loadl_epi64 ((const __m128i *) (blk[r]->scales + 8 * n)))));
+            }
+          for (int p = 0; p < 2; p++)
+            {
+              const __m512i spread = _mm512_setr_epi32 (4 * p, 4 * p, 4 * p, 4 * p, 4 * p + 1, 4 * p + 1, 4 * p + 1,
+                                                        4 * p + 1, 4 * p + 2, 4 * p + 2, 4 * p + 2, 4 * p + 2,
+                                                        4 * p + 3, 4 * p + 3, 4 * p + 3, 4 * p + 3);
+              __m512 scr[4];
+
+#pragma GCC unroll 4
+              for (int r = 0; r < R; r++)
+                scr[r] = _mm512_permutexvar_ps (spread, _mm512_castps256_ps512 (s8[r]));
+#pragma GCC unroll 4
+              for (int t = 0; t < T; t++)
+                {
+                  const HoneQ8Act *a0 = XACT (t, 8 * i + 4 * n + 2 * p);
+                  const __m512i xa = _mm512_inserti64x4 (
+                      _mm512_castsi256_si512 (_mm256_loadu_si256 ((const __m256i *) a0->qs)),
+                      _mm256_loadu_si256 ((const __m256i *) (a0 + 1)->qs), 1);
+                  const __m512i neg = _mm512_sub_epi32 (_mm512_setzero_si512 (),
+                                                        _mm512_slli_epi32 (_mm512_dpbusd_epi32 (_mm512_setzero_si512 (),
+                                                                                                ones, xa), 5));
+                  const __m512 xd = _mm512_insertf32x8 (_mm512_set1_ps (a0->d), _mm256_set1_ps ((a0 + 1)->d), 1);
+#pragma GCC unroll 4
+                  for (int r = 0; r < R; r++)
+                    {
+                      const __m512 v = _mm512_cvtepi32_ps (_mm512_dpbusd_epi32 (neg, qa[r][p], xa));
+                      acc[r][t] = _mm512_fmadd_ps (v, _mm512_mul_ps (scr[r], xd), acc[r][t]);
+                    }
+                }
+            }
+        }
+    }
+
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+      out[(size_t) t * out_stride + r] = _mm512_reduce_add_ps (acc[r][t]);
+}
+#endif
+
 XINLINE void
 X(tile_q6_k) (int K, const void *w, size_t w_stride, const void *x, size_t x_stride,
               float *out, size_t out_stride, const int R, const int T)
@@ -591,6 +682,10 @@ X(tile_q6_k) (int K, const void *w, size_t w_stride, const void *x, size_t x_str
   const __m256i k32 = _mm256_set1_epi8 (32);
   __m256 acc[4][4];
 
+#ifdef XHAVE512
+  X(tile_q6_k_512) (K, w, w_stride, x, x_stride, out, out_stride, R, T);
+  return;
+#endif
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
