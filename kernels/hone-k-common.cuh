@@ -278,8 +278,9 @@ void hone_k_attn_set_min_chunk (int keys);
 /* BF16/F16 GEMVs with a fused RMSNorm: 1 scale at the end (default), 0 the prologue. */
 void hone_k_gemv_set_norm_end (int on);
 /* Q4_0/Q4_1 dequantization by the block kernel (on) or the element kernel (off,
- * the default until its GPU checks have run; HONE_DEQUANT_Q4_BLOCKS=1 sets it on). */
-void hone_k_dequant_set_q4_blocks (int on);
+ * the default until its GPU checks have run; HONE_DEQUANT_Q4_BLOCKS=1 sets it on).
+ * Returns the previous setting, for the caller to put back. */
+int hone_k_dequant_set_q4_blocks (int on);
 
 /* Host: the current device's multiprocessors (cached once read; 1 while it
  * cannot be read, and then asked again next time). */

@@ -385,12 +385,20 @@ dequant8_kernel (HoneKMatrix w, void *dst, size_t n8, int to_f16)
   ((uint4 *) dst)[i] = o;
 }
 
-static int q4_blocks = -1;   /* -1: not set yet (HONE_DEQUANT_Q4_BLOCKS) */
+static int q4_blocks = -1;   /* -1: not read yet (HONE_DEQUANT_Q4_BLOCKS) */
 
-void
+static int
+q4_blocks_on (void)
+{
+  return q4_blocks;
+}
+
+int
 hone_k_dequant_set_q4_blocks (int on)
 {
+  const int was = q4_blocks_on ();
   q4_blocks = on ? 1 : 0;
+  return was;
 }
 
 extern "C" int
@@ -404,7 +412,7 @@ hone_k_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream
   if (w->type == HONE_K_Q4_K || w->type == HONE_K_Q6_K) return hone_k_kquant_dequant (w, dst, to_f16, stream);
   if (w->cols & 1)
     return (int) cudaErrorInvalidValue;
-  const bool blocks = (w->type == HONE_K_Q8_0 || (q4_blocks && (w->type == HONE_K_Q4_0 || w->type == HONE_K_Q4_1)))
+  const bool blocks = (w->type == HONE_K_Q8_0 || (q4_blocks_on () && (w->type == HONE_K_Q4_0 || w->type == HONE_K_Q4_1)))
                       && w->cols % 32 == 0 && ((uintptr_t) w->q & 7) == 0 && ((uintptr_t) w->s & 3) == 0
                       && ((uintptr_t) dst & 15) == 0 && total > 0;
   if (blocks)

@@ -1424,6 +1424,7 @@ check_norm_misc (void)
       std::vector<double> wd;
       HoneKMatrix m = matrix_from_gguf (type, gguf_quantize (type, w, rows, cols, wd), rows, cols);
       char what[96];
+      const int q4_setting = hone_k_dequant_set_q4_blocks (0);
       /* the 16-bit values against the f64 reference; for Q4_0/Q4_1 with the
        * element kernel (the default) and with the block kernel */
       for (int q4b = 0; q4b < ((type == HONE_K_Q4_0 || type == HONE_K_Q4_1) ? 2 : 1); q4b++)
@@ -1457,7 +1458,7 @@ check_norm_misc (void)
           check (differ == 0, what, (double) differ, 0);
           cudaFree (da); cudaFree (db);
         }
-      hone_k_dequant_set_q4_blocks (0);
+      hone_k_dequant_set_q4_blocks (q4_setting);
       std::vector<int32_t> toks = { 5, 36, 0 };
       int32_t *dt = dev_upload (toks);
       float *dh = (float *) dev_poisoned (3 * cols * 4);

@@ -58,7 +58,7 @@
 #include <string>
 #include <utility>
 #include "hone-kernels.h"
-void hone_k_dequant_set_q4_blocks (int on);   /* hone-k-common.cuh (internal) */
+int hone_k_dequant_set_q4_blocks (int on);   /* hone-k-common.cuh (internal) */
 
 #define HONE_CHECK_WIDTH 66
 #define HONE_CHECK_SEED 0x4b5155414e54ull
@@ -910,6 +910,7 @@ bench_dequant (void)
 {
   report ("\n== Dequantization to f16 (prefill GEMM path), gate|up 28672x4096 ==\n");
   /* Q4_0 and Q4_1 twice: the element kernel (their default) and the block kernel */
+  const int q4_setting = hone_k_dequant_set_q4_blocks (0);
   const int types[] = { HONE_K_Q4_K, HONE_K_Q6_K, HONE_K_Q4_0, HONE_K_Q4_0, HONE_K_Q4_1, HONE_K_Q4_1, HONE_K_Q8_0 };
   for (int ti = 0; ti < (int) (sizeof types / sizeof types[0]); ti++)
     {
@@ -928,7 +929,7 @@ bench_dequant (void)
       cudaFree (d);
       matrix_free (&m);
     }
-  hone_k_dequant_set_q4_blocks (0);
+  hone_k_dequant_set_q4_blocks (q4_setting);
 }
 
 static void

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 28, call 1 (prepared in session 27): the Q4_0/Q4_1 block dequantization's value checks on the GPU,
 # then the whole suite with it on, memcheck, and the Q4_0 TTFT both ways. Carry .carry-release/bundle.tar.xz
-# (built from main 7b9a401) and this script.
+# (built from main at the end of session 27) and this script.
 set -u
 B=$PWD/.carry-release; rm -rf $B/bin $B/lib; tar xJf $B/bundle.tar.xz -C $B
 export GSETTINGS_BACKEND=memory XDG_CACHE_HOME=/tmp/xc LD_LIBRARY_PATH=$B/lib:/usr/local/cuda/lib64
