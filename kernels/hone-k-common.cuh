@@ -277,8 +277,8 @@ extern "C" void hone_k_decode_tune (int pf_gemv_mb, int pf_attn_mb, int fuse_qua
 void hone_k_attn_set_min_chunk (int keys);
 /* BF16/F16 GEMVs with a fused RMSNorm: 1 scale at the end (default), 0 the prologue. */
 void hone_k_gemv_set_norm_end (int on);
-/* Q4_0/Q4_1 dequantization by the block kernel (on) or the element kernel (off,
- * the default until its GPU checks have run; HONE_DEQUANT_Q4_BLOCKS=1 sets it on).
+/* Q4_0/Q4_1 dequantization by the block kernel (on, the default) or the element
+ * kernel (off; HONE_DEQUANT_Q4_BLOCKS=0 sets it off).
  * Returns the previous setting, for the caller to put back. */
 int hone_k_dequant_set_q4_blocks (int on);
 

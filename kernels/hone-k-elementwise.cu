@@ -325,9 +325,10 @@ dequant_kernel (HoneKMatrix w, void *dst, int to_f16)
  * float arithmetic as matrix_elem, so the same 16-bit values as dequant_kernel,
  * which took 354 µs for a Q4_0 gate|up (28672 × 4096, 850 GB/s read + write)
  * with its two elements a thread, byte loads and a 64-bit division each; this
- * one 81 µs (H200, session 27). Q4_0/Q4_1 take it only when
- * hone_k_dequant_set_q4_blocks is on: their form has run on a GPU (bench, engine
- * prefill) but not yet through hone-cuda-check's value checks. */
+ * one 81 µs (H200, session 27). Q4_0/Q4_1 take it unless
+ * hone_k_dequant_set_q4_blocks is off (HONE_DEQUANT_Q4_BLOCKS=0): its values
+ * match f64 and the element kernel bit for bit on the GPU (hone-cuda-check
+ * --check-misc, session 28). */
 template <int T>
 __global__ void __launch_bounds__ (256)
 dequant8_kernel (HoneKMatrix w, void *dst, size_t n8, int to_f16)
@@ -390,6 +391,8 @@ static int q4_blocks = -1;   /* -1: not read yet (HONE_DEQUANT_Q4_BLOCKS) */
 static int
 q4_blocks_on (void)
 {
+  if (q4_blocks < 0)
+    q4_blocks = !(getenv ("HONE_DEQUANT_Q4_BLOCKS") && atoi (getenv ("HONE_DEQUANT_Q4_BLOCKS")) == 0);
   return q4_blocks;
 }
 
@@ -404,8 +407,6 @@ hone_k_dequant_set_q4_blocks (int on)
 extern "C" int
 hone_k_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream)
 {
-  if (q4_blocks < 0)
-    q4_blocks = getenv ("HONE_DEQUANT_Q4_BLOCKS") && atoi (getenv ("HONE_DEQUANT_Q4_BLOCKS")) == 1;
   const size_t total = (size_t) w->rows * w->cols;
   if (w->type == HONE_K_Q4Z)
     return hone_k_q4z_dequant (w, dst, to_f16, stream);

@@ -384,6 +384,7 @@ static int sample_rows (const float *logits, int n_tok, int vocab, float tempera
                         const int32_t *step, void *scratch, int32_t *out, int32_t *out2, cudaStream_t stream);
 #define CM_THREADS 256
 #define CM_SLICE 2048   /* vocab ≤ HONE_K_ARGMAX_BLOCKS · CM_SLICE */
+#define CM_REG 32       /* the last block's candidates a thread holds in registers */
 template <bool PEN>
 __global__ void sample_many_kernel (const float *logits, int vocab, float temperature, uint64_t seed,
                                     const int32_t *step, unsigned long long *scratch, int32_t *out, int32_t *out2,
@@ -656,6 +657,8 @@ struct ChainManyShared {
   float prob[HONE_K_SAMPLE_MAX_K];
   double dred[CM_THREADS / 32];
   int off[HONE_K_ARGMAX_BLOCKS + 1];
+  int cnt_l[HONE_K_ARGMAX_BLOCKS];      /* the last block: each slice's candidate count and sum */
+  double psum_l[HONE_K_ARGMAX_BLOCKS];
   SlicePen pen;
   int n_cand, cut, rem;
   uint32_t prefix;
@@ -745,7 +748,18 @@ chain_many_kernel (const float *logits, int vocab, HoneKSampleParams p, const in
     return;
   __threadfence ();
 
-  /* ---- the last block: where each slice's candidates start, and their sum */
+  /* ---- the last block: where each slice's candidates start, and their sum.
+   * The counts and sums come from L2 in one parallel load; thread 0 then adds
+   * them up in slice order (the same bits as before). Session 27 measured this
+   * block at ~100 of the chain's 106 µs (H200), most of it in serial L2 round
+   * trips: this loop one slice at a time, and every radix pass reloading each
+   * candidate through L2. */
+  for (int b = tid; b < nb; b += CM_THREADS)
+    {
+      sh.cnt_l[b] = __ldcg (&cs->cnt[b]);
+      sh.psum_l[b] = __ldcg (&cs->psum[b]);
+    }
+  __syncthreads ();
   if (tid == 0)
     {
       int o = 0;
@@ -753,11 +767,11 @@ chain_many_kernel (const float *logits, int vocab, HoneKSampleParams p, const in
       double s = 0.0;
       for (int b = 0; b < nb; b++)
         {
-          const int cb = __ldcg (&cs->cnt[b]);
+          const int cb = sh.cnt_l[b];
           crowd = crowd || cb > SK_CAND;
           sh.off[b] = o;
           o += cb > SK_CAND ? 0 : cb;
-          s += __ldcg (&cs->psum[b]);
+          s += sh.psum_l[b];
         }
       sh.off[nb] = o;
       sh.dred[0] = s;
@@ -788,6 +802,19 @@ chain_many_kernel (const float *logits, int vocab, HoneKSampleParams p, const in
     return __ldcg (&cs->cand[a][u - sh.off[a]]);
   };
 
+  /* The union's value bits in registers when it fits (top-k ≤ 64 without a
+   * crowd of ties: 128 × 64 = CM_REG · CM_THREADS), loaded once, all in flight
+   * together; otherwise every pass reads them from L2 again. */
+  const bool in_regs = nu <= CM_REG * CM_THREADS;
+  uint32_t hv[CM_REG];
+  if (in_regs)
+#pragma unroll
+    for (int i = 0; i < CM_REG; i++)
+      {
+        const int u = tid + i * CM_THREADS;
+        hv[i] = u < nu ? (uint32_t) (cand_at (u) >> 32) : 0u;
+      }
+
   /* ---- the row's K-th largest value over the union: four 8-bit radix passes */
   for (int shift = 24; shift >= 0; shift -= 8)
     {
@@ -795,29 +822,68 @@ chain_many_kernel (const float *logits, int vocab, HoneKSampleParams p, const in
         (&sh.hist[0][0])[j] = 0;
       __syncthreads ();
       const uint32_t prefix = sh.prefix, hi = shift == 24 ? 0u : ~0u << (shift + 8);
-      for (int u = tid; u < nu; u += CM_THREADS)
+      if (in_regs)
         {
-          const uint32_t k = (uint32_t) (cand_at (u) >> 32);
-          if (((k ^ prefix) & hi) == 0)
-            atomicAdd (&sh.hist[warp][(k >> shift) & 255u], 1u);
+#pragma unroll
+          for (int i = 0; i < CM_REG; i++)
+            if (tid + i * CM_THREADS < nu && ((hv[i] ^ prefix) & hi) == 0)
+              atomicAdd (&sh.hist[warp][(hv[i] >> shift) & 255u], 1u);
         }
+      else
+        for (int u = tid; u < nu; u += CM_THREADS)
+          {
+            const uint32_t k = (uint32_t) (cand_at (u) >> 32);
+            if (((k ^ prefix) & hi) == 0)
+              atomicAdd (&sh.hist[warp][(k >> shift) & 255u], 1u);
+          }
       __syncthreads ();
-      if (tid == 0)
+      /* the bucket holding the rem-th largest, best bucket first: each lane of
+       * warp 0 sums 8 buckets (all warps' counts), a scan over the lanes, and
+       * the lane whose range holds rem walks its 8 */
+      if (warp == 0)
         {
-          int rem = sh.rem;
-          for (int b = 255; b >= 0; b--)
+          const int rem = sh.rem;
+          __syncwarp ();   /* every lane has read rem before one lane writes it */
+          int c8[8], s8 = 0;
+#pragma unroll
+          for (int j = 0; j < 8; j++)
             {
-              int cnt = 0;
+              const int b = 255 - (lane * 8 + j);
+              int c = 0;
+#pragma unroll
               for (int w = 0; w < CM_THREADS / 32; w++)
-                cnt += (int) sh.hist[w][b];
-              if (cnt >= rem)
-                {
-                  sh.prefix |= (uint32_t) b << shift;
-                  break;
-                }
-              rem -= cnt;
+                c += (int) sh.hist[w][b];
+              c8[j] = c;
+              s8 += c;
             }
-          sh.rem = rem;
+          int incl = s8;   /* buckets above and in this lane's range */
+#pragma unroll
+          for (int o = 1; o < 32; o <<= 1)
+            {
+              const int v = __shfl_up_sync (0xffffffffu, incl, o);
+              if (lane >= o)
+                incl += v;
+            }
+          const int excl = incl - s8;
+          if (excl < rem && rem <= incl)
+            {
+              int r = rem - excl;
+#pragma unroll
+              for (int j = 0; j < 8; j++)
+                if (r > 0)
+                  {
+                    if (c8[j] >= r)
+                      {
+                        sh.prefix = prefix | (uint32_t) (255 - (lane * 8 + j)) << shift;
+                        sh.rem = r;
+                        r = 0;
+                      }
+                    else
+                      r -= c8[j];
+                  }
+            }
+          else if (lane == 31 && incl < rem)   /* fewer than rem: as the serial walk, no bucket taken */
+            sh.rem = rem - incl;
         }
       __syncthreads ();
     }
@@ -827,16 +893,25 @@ chain_many_kernel (const float *logits, int vocab, HoneKSampleParams p, const in
   for (int j = tid; j < SK_CAND; j += CM_THREADS)
     sh.keys[j] = 0;
   __syncthreads ();
-  for (int u = tid; u < nu; u += CM_THREADS)
+  auto gather = [&] (unsigned long long k) {
+    const int s = atomicAdd (&sh.n_cand, 1);
+    if (s < SK_CAND)
+      sh.keys[s] = k;
+  };
+  if (in_regs)
     {
-      const unsigned long long k = cand_at (u);
-      if ((uint32_t) (k >> 32) >= thr)
-        {
-          const int s = atomicAdd (&sh.n_cand, 1);
-          if (s < SK_CAND)
-            sh.keys[s] = k;
-        }
+#pragma unroll
+      for (int i = 0; i < CM_REG; i++)
+        if (tid + i * CM_THREADS < nu && hv[i] >= thr)
+          gather (cand_at (tid + i * CM_THREADS));
     }
+  else
+    for (int u = tid; u < nu; u += CM_THREADS)
+      {
+        const unsigned long long k = cand_at (u);
+        if ((uint32_t) (k >> 32) >= thr)
+          gather (k);
+      }
   __syncthreads ();
   if (sh.n_cand > SK_CAND)
     {

@@ -22,3 +22,7 @@ for q in 0 1 0 1; do for p in "-p 2048 -n 16" "-p 64 -n 128"; do
   HONE_DEQUANT_Q4_BLOCKS=$q timeout 40 $B/bin/hone bench -m /dev/shm/m/q.gguf --device cuda:0 $p -r 3 -w 1 > $W/b.txt 2>&1
   el "blocks=$q $p rc $?: $(grep -E 'TTFT|decode \(tok' $W/b.txt | tr -s ' ' | tr '\n' '|')"
 done; done
+grep -h roofline $W/b.txt; nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+OUT= timeout 60 $B/bin/hone-cuda-check --check-sample > $W/cs.txt 2>&1; el "check-sample rc $?: $(tail -1 $W/cs.txt)"
+OUT= timeout 200 compute-sanitizer --tool racecheck --print-limit 10 $B/bin/hone-cuda-check --check-sample > $W/cs-rc.txt 2>&1
+el "racecheck check-sample rc $?: $(grep -E 'RACECHECK SUMMARY|hazard' $W/cs-rc.txt | tail -2 | tr '\n' '|')"; tail -5 $W/cs-rc.txt
