@@ -404,8 +404,9 @@ hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *pa
                    && (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f);
   const bool slices = vocab <= HONE_K_ARGMAX_BLOCKS * CM_SLICE;   /* every slice fits a block's bitmap / keys */
   /* Sampling without top-k stays on one block: there the last block of the many-block
-   * chain merges 128 × 256 candidates, 430 µs against the one block's 142 (H200,
-   * vocab 128,256; RESULTS-cuda.md "Decode, session 27"). */
+   * chain merges 128 × 256 candidates, too many for its registers (405 µs against
+   * the one block's 140; with top-k 40, 47 µs against 116: H200, vocab 128,256;
+   * RESULTS-cuda.md "Decode, session 28"). */
   static int many_always = -1;   /* HONE_SAMPLE_CHAIN_MANY=1: no top-k over many blocks too (checks, measurement) */
   if (many_always < 0)
     many_always = getenv ("HONE_SAMPLE_CHAIN_MANY") && atoi (getenv ("HONE_SAMPLE_CHAIN_MANY")) == 1;
