@@ -184,7 +184,7 @@ test_kernels (void)
   enum { K = 32 * 19, N = 4, T = 4 };   /* 19 blocks: two groups of 8 (the gathered path) and a tail of 3 */
   HoneBlockQ4Z w[N][K / 32];
   float x[T][K], wf[N][K];
-  HoneQ8Act xq[T][K / 32];
+  HoneQ8Act xq[T][K / 32 + 4];   /* rows of hone_cpu_act_row_blocks (K): the blocks, then their scales' copy */
   GRand *rng = g_rand_new_with_seed (7);
   HoneCpuIsa saved = hone_cpu_isa ();
 
@@ -205,6 +205,7 @@ test_kernels (void)
         x[t][k] = (float) g_rand_double_range (rng, -2, 2);
       hone_cpu_quantize_act (x[t], xq[t], K);
     }
+  g_assert_cmpint (hone_cpu_act_row_blocks (K), ==, G_N_ELEMENTS (xq[0]));
   g_assert_true (hone_cpu_type_supported (HONE_DTYPE_Q4Z));
   g_assert_true (hone_cpu_type_uses_q8 (HONE_DTYPE_Q4Z));
   g_assert_cmpint (hone_cpu_type_k_align (HONE_DTYPE_Q4Z), ==, 32);

@@ -96,7 +96,7 @@ check_output (const Matrix *m, const float *x, const HoneQ8Act *xq, int T, const
   for (int t = 0; t < T; t++)
     {
       const float *xt = x + (size_t) t * m->K;
-      effective_x (m->type, xt, xq + (size_t) t * (m->K / 32), m->K, xe);
+      effective_x (m->type, xt, xq + (size_t) t * hone_cpu_act_row_blocks (m->K), m->K, xe);
       for (int n = 0; n < m->N; n++)
         {
           const double *w = m->deq + (size_t) n * m->K;
@@ -135,7 +135,7 @@ test_act_quantize (void)
 {
   GRand *r = g_rand_new_with_seed (7);
   float x[256];
-  HoneQ8Act q[8];
+  HoneQ8Act q[10];   /* hone_cpu_act_row_blocks (256): 8 blocks, then the scale copy */
 
   for (int i = 0; i < 256; i++)
     x[i] = rnd (r);
@@ -156,10 +156,19 @@ test_act_quantize (void)
       g_assert_cmpfloat_with_epsilon (q[b].ds, q[b].d * sum, 1e-6 * fabs (q[b].d * sum) + 1e-30);
     }
   g_assert_cmpfloat (q[2].d, ==, 0.0f);
+  g_assert_cmpint (hone_cpu_act_row_blocks (256), ==, G_N_ELEMENTS (q));
+  /* the row's copy of the scales, which the Q4_K tiles read */
+  for (int b = 0; b < 8; b++)
+    {
+      g_assert_cmpfloat (hone_cpu_act_scales (q, 256)[b], ==, q[b].d);
+      g_assert_cmpfloat (hone_cpu_act_scales (q, 256)[8 + b], ==, q[b].ds);
+    }
   /* every ISA quantizes identically (ties round to even everywhere) */
   {
-    HoneQ8Act q2[8];
+    HoneQ8Act q2[10];
     x[5] = 0.5f * (q[0].d * 3);   /* not a tie in general; the bit-compare covers the rest */
+    memset (q, 0, sizeof q);      /* the slots past the scale copy are not written */
+    memset (q2, 0, sizeof q2);
     hone_cpu_set_isa (HONE_CPU_ISA_PORTABLE);
     hone_cpu_quantize_act (x, q, 256);
     hone_cpu_set_isa (HONE_CPU_ISA_COUNT_);
@@ -196,7 +205,7 @@ test_tiles (void)
                 for (int T = 1; T <= 4; T++)
                   {
                     float x[4 * 512], y[16];
-                    HoneQ8Act xq[4 * 16];
+                    HoneQ8Act xq[4 * 20];   /* 4 rows of hone_cpu_act_row_blocks (512) */
                     Matrix sub = m;
                     HoneCpuTileFunc fn = hone_cpu_tile_func (type, hone_cpu_isa ());
                     size_t xs;
@@ -205,8 +214,9 @@ test_tiles (void)
                       x[i] = rnd (r);
                     if (hone_cpu_type_uses_q8 (type))
                       for (int t = 0; t < T; t++)
-                        hone_cpu_quantize_act (x + t * K, xq + t * (K / 32), K);
-                    xs = hone_cpu_type_uses_q8 (type) ? (K / 32) * sizeof (HoneQ8Act) : K * sizeof (float);
+                        hone_cpu_quantize_act (x + t * K, xq + t * hone_cpu_act_row_blocks (K), K);
+                    xs = hone_cpu_type_uses_q8 (type) ? hone_cpu_act_row_blocks (K) * sizeof (HoneQ8Act)
+                                                      : K * sizeof (float);
                     g_assert_nonnull (fn);
                     fn (K, m.data, m.row_bytes, R, hone_cpu_type_uses_q8 (type) ? (void *) xq : (void *) x,
                         xs, T, y, R);
@@ -242,7 +252,7 @@ test_matmul (void)
         int T = Ts[tt];
         Matrix a, b;
         float *x = g_new (float, T * K);
-        HoneQ8Act *xq = g_new (HoneQ8Act, T * (K / 32));
+        HoneQ8Act *xq = g_new (HoneQ8Act, T * hone_cpu_act_row_blocks (K));
         float *ya = g_new (float, T * 37), *yb = g_new (float, T * 70);
         HoneCpuMatmulOut outs[2];
 
@@ -251,7 +261,7 @@ test_matmul (void)
         for (int i = 0; i < T * K; i++)
           x[i] = rnd (r);
         for (int t = 0; t < T; t++)
-          hone_cpu_quantize_act (x + t * K, xq + t * (K / 32), K);
+          hone_cpu_quantize_act (x + t * K, xq + t * hone_cpu_act_row_blocks (K), K);
         outs[0] = (HoneCpuMatmulOut) { &a.tensor, ya };
         outs[1] = (HoneCpuMatmulOut) { &b.tensor, yb };
         for (int nth = 1; nth <= 4; nth++)
@@ -286,7 +296,7 @@ test_matmul_many_rows (void)
   const int K = 32, N = 1100000, T = 2;
   HoneBlockQ8_0 *w = g_new (HoneBlockQ8_0, N);
   float x[2 * 32], *y = g_new (float, (gsize) T * N);
-  HoneQ8Act xq[2];
+  HoneQ8Act xq[2 * 2];   /* two rows of hone_cpu_act_row_blocks (32) */
   HoneTensor tensor = { 0 };
   HoneCpuMatmulOut out = { &tensor, y };
   HoneCpuPool *pool = hone_cpu_pool_new (2, NULL);
@@ -299,7 +309,7 @@ test_matmul_many_rows (void)
   for (int k = 0; k < K; k++)
     x[k] = 1.0f, x[K + k] = 2.0f;
   hone_cpu_quantize_act (x, xq, K);
-  hone_cpu_quantize_act (x + K, xq + 1, K);
+  hone_cpu_quantize_act (x + K, xq + hone_cpu_act_row_blocks (K), K);
   tensor.type = HONE_DTYPE_Q8_0;
   tensor.n_dims = 2;
   tensor.ne[0] = K;

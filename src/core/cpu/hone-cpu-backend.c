@@ -87,7 +87,7 @@ workspace_bytes_for (const HoneModelConfig *c, int max_ctx, int n_threads, gbool
                   + (gint64) n_threads * max_ctx + c->hidden;
   if (precise)
     floats += (gint64) hone_cpu_matmul_precise_scratch ((int) wide, n_threads);
-  return floats * 4 + (gint64) CHUNK * (wide / 32 + 1) * (gint64) sizeof (HoneQ8Act);
+  return floats * 4 + (gint64) CHUNK * hone_cpu_act_row_blocks ((int) wide) * (gint64) sizeof (HoneQ8Act);
 }
 
 static gint64
@@ -327,7 +327,7 @@ cpu_load (HoneBackend *self, HoneModel *model, const HoneBackendOptions *options
   b->sinb = g_new0 (float, (gsize) CHUNK * c->head_dim / 2);
   b->embd_row = g_new0 (float, c->hidden);
   b->scores = g_try_new (float, (gsize) hone_cpu_pool_n_threads (b->pool) * b->max_ctx);
-  b->xq = g_new0 (HoneQ8Act, (gsize) CHUNK * (wide / 32 + 1));
+  b->xq = g_new0 (HoneQ8Act, (gsize) CHUNK * hone_cpu_act_row_blocks ((int) wide));
   b->precise = precise_for (options);
   if (b->precise)
     b->wdq = g_try_new (float, hone_cpu_matmul_precise_scratch ((int) wide, hone_cpu_pool_n_threads (b->pool)));
@@ -427,7 +427,7 @@ static void
 quantize_rows (const float *x, HoneQ8Act *xq, int T, int K)
 {
   for (int t = 0; t < T; t++)
-    hone_cpu_quantize_act (x + (size_t) t * K, xq + (size_t) t * (K / 32), K);
+    hone_cpu_quantize_act (x + (size_t) t * K, xq + (size_t) t * hone_cpu_act_row_blocks (K), K);
 }
 
 /* y (T × N per out) = x (T × K) · Wᵀ for one or more matrices sharing x. */

@@ -403,13 +403,17 @@ X(superblock) (const void *w, size_t w_stride, int r, int i, size_t bytes)
   return p;
 }
 
-/* The scales d and d·Σq of 8 consecutive activation blocks, as two vectors (two
- * 8-lane gathers measured 20 % slower on the Q4_K_M prefill, session 27). */
+/* The scales d and d·Σq of super-block @i's 8 activation blocks, as two
+ * vectors, from the row's copy of its scales (hone_cpu_act_scales). Picking
+ * them from the 8 blocks took 16 scalar loads and 14 inserts a token and
+ * super-block, and 8-lane gathers measured 20 % slower still (session 27). */
 XINLINE void
-X(act_scales8) (const HoneQ8Act *a, __m256 *d, __m256 *ds)
+X(act_scales8) (const HoneQ8Act *row, int K, int i, __m256 *d, __m256 *ds)
 {
-  *d = _mm256_setr_ps (a[0].d, a[1].d, a[2].d, a[3].d, a[4].d, a[5].d, a[6].d, a[7].d);
-  *ds = _mm256_setr_ps (a[0].ds, a[1].ds, a[2].ds, a[3].ds, a[4].ds, a[5].ds, a[6].ds, a[7].ds);
+  const float *s = hone_cpu_act_scales (row, K) + 8 * i;
+
+  *d = _mm256_loadu_ps (s);
+  *ds = _mm256_loadu_ps (s + K / 32);
 }
 
 /* The rows' sub-block scales and mins of Q4_K super-block @i: 8 of each, as
@@ -464,7 +468,7 @@ X(tile_q4_k_512) (int K, const void *w, size_t w_stride, const void *x, size_t x
       for (int t = 0; t < T; t++)
         {
           __m256 adv, adsv;
-          X(act_scales8) (XACT (t, 8 * i), &adv, &adsv);
+          X(act_scales8) (XACT (t, 0), K, i, &adv, &adsv);
 #pragma GCC unroll 4
           for (int r = 0; r < R; r++)
             {
@@ -551,7 +555,7 @@ X(tile_q4_k) (int K, const void *w, size_t w_stride, const void *x, size_t x_str
       for (int t = 0; t < T; t++)
         {
           __m256 adv, adsv;
-          X(act_scales8) (XACT (t, 8 * i), &adv, &adsv);
+          X(act_scales8) (XACT (t, 0), K, i, &adv, &adsv);
 #pragma GCC unroll 4
           for (int r = 0; r < R; r++)
             {

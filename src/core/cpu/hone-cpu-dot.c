@@ -379,14 +379,20 @@ hone_cpu_isa_name (HoneCpuIsa isa)
 void
 hone_cpu_quantize_act (const float *x, HoneQ8Act *y, int64_t n)
 {
+  const int64_t nb = n / HONE_CPU_QK;
+  float *scales = (float *) (y + nb);
+
 #ifdef HONE_HAVE_X86
   if (hone_cpu_isa () >= HONE_CPU_ISA_AVX2)
-    {
-      quantize_act_avx2 (x, y, n);
-      return;
-    }
+    quantize_act_avx2 (x, y, n);
+  else
 #endif
-  quantize_act_portable (x, y, n);
+    quantize_act_portable (x, y, n);
+  for (int64_t b = 0; b < nb; b++)
+    {
+      scales[b] = y[b].d;
+      scales[nb + b] = y[b].ds;
+    }
 }
 
 gboolean

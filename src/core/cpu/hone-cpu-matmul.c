@@ -68,7 +68,7 @@ static void
 matmul_worker (gpointer data, int ith, int nth)
 {
   MatmulJob *job = data;
-  const size_t q8_stride = (size_t) (job->K / HONE_CPU_QK) * sizeof (HoneQ8Act);
+  const size_t q8_stride = (size_t) hone_cpu_act_row_blocks (job->K) * sizeof (HoneQ8Act);
   const size_t f_stride = (size_t) job->K * sizeof (float);
   const int rstep = job->T == 1 ? HONE_CPU_TILE_R : 2 * (HONE_CPU_TILE_R / 2);
   int victim = ith;

@@ -20,8 +20,9 @@ typedef struct {
   float *y;               /* T × N, row stride N floats */
 } HoneCpuMatmulOut;
 
-/* x: T × K floats (row stride K); xq: T × K/32 activation blocks, or NULL when
- * no matrix needs them (see hone_cpu_matmul_needs_q8). All w share K. */
+/* x: T × K floats (row stride K); xq: T activation rows of hone_cpu_act_row_blocks (K)
+ * blocks (hone_cpu_quantize_act), or NULL when no matrix needs them (see
+ * hone_cpu_matmul_needs_q8). All w share K. */
 void     hone_cpu_matmul (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
                           const float *x, const HoneQ8Act *xq, int K, int T);
 
