@@ -13,6 +13,7 @@
 #include "hone-model.h"
 #include "cpu/hone-cpu-attention.h"
 #include "cpu/hone-cpu-dot.h"
+#include "cpu/hone-cpu-kv.h"
 #include "cpu/hone-cpu-matmul.h"
 #include "cpu/hone-cpu-ops.h"
 #include "cpu/hone-cpu-threadpool.h"
@@ -547,6 +548,53 @@ test_attention (void)
   g_rand_free (r);
 }
 
+/* The KV cache's f32 → f16 store, on every ISA, gives hone_f32_to_f16's bits:
+ * ties to even, the largest half and the first value past it, subnormals and
+ * the tie at 2^-25, signed zeros, infinities and NaNs (quiet, payload kept);
+ * a head of 20 values (two vectors of 8 and a scalar tail). */
+static void
+test_kv_store (void)
+{
+  const int hd = 20, heads = 2;
+  const float special[] = { 0.0f, -0.0f, 1.0f, -1.0f, 1.0f + 0x1p-11f, 1.0f + 0x1p-10f + 0x1p-11f, 65504.0f,
+                            65519.99f, 65520.0f, -70000.0f, 0x1p-14f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 3e-6f,
+                            -5e-7f, INFINITY, -INFINITY, NAN, -NAN };
+  HoneCpuIsa best = hone_cpu_isa_detect ();
+  GRand *r = g_rand_new_with_seed (23);
+  float k[2 * 20], v[2 * 20];
+
+  G_STATIC_ASSERT (G_N_ELEMENTS (special) == 20);
+  for (int i = 0; i < hd; i++)
+    {
+      k[i] = special[i];
+      v[i] = -special[hd - 1 - i];
+      k[hd + i] = (float) g_rand_double_range (r, -300, 300);
+      v[hd + i] = (float) g_rand_double_range (r, -1e-3, 1e-3);
+    }
+  for (int isa = HONE_CPU_ISA_PORTABLE; isa <= (int) best; isa++)
+    {
+      HoneCpuKv *kv;
+      if (!hone_cpu_isa_supported (isa))
+        continue;
+      hone_cpu_set_isa (isa);
+      kv = hone_cpu_kv_new (1, heads, hd, 3, NULL);
+      g_assert_nonnull (kv);
+      hone_cpu_kv_store (kv, 0, 1, k, v);
+      for (int h = 0; h < heads; h++)
+        for (int i = 0; i < hd; i++)
+          {
+            const uint16_t gk = hone_cpu_kv_head (kv, 0, 0, h)[hd + i], gv = hone_cpu_kv_head (kv, 0, 1, h)[hd + i];
+            if (gk != hone_f32_to_f16 (k[h * hd + i]) || gv != hone_f32_to_f16 (v[h * hd + i]))
+              g_error ("%s head %d [%d]: k %a -> %04x (want %04x), v %a -> %04x (want %04x)", hone_cpu_isa_name (isa), h,
+                       i, k[h * hd + i], gk, hone_f32_to_f16 (k[h * hd + i]), v[h * hd + i], gv,
+                       hone_f32_to_f16 (v[h * hd + i]));
+          }
+      hone_cpu_kv_free (kv);
+    }
+  hone_cpu_set_isa (HONE_CPU_ISA_COUNT_);
+  g_rand_free (r);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -561,5 +609,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cpu/kernels/rope-freq", test_rope_freq);
   g_test_add_func ("/cpu/kernels/rope", test_rope);
   g_test_add_func ("/cpu/kernels/attention", test_attention);
+  g_test_add_func ("/cpu/kernels/kv-store", test_kv_store);
   return g_test_run ();
 }

@@ -2,6 +2,11 @@
 #include <inttypes.h>
 #include "hone-cpu-kv.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
+
+#include "hone-cpu-dot.h"
 #include "hone-dtype.h"
 #include "hone-error.h"
 #include "hone-i18n.h"
@@ -44,17 +49,44 @@ hone_cpu_kv_free (HoneCpuKv *kv)
   g_free (kv);
 }
 
+/* f32 → f16, n values: F16C's conversion (round to nearest even, NaN kept
+ * quiet: the same bits as hone_f32_to_f16) where the CPU has it, 8 at a time.
+ * The scalar function call per value was 3.5 % of a Q4_K_M prefill (perf,
+ * session 28). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+static __attribute__((target ("avx2,f16c"))) void
+to_f16_f16c (const float *x, uint16_t *y, int n)
+{
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128 ((__m128i *) (y + i), _mm256_cvtps_ph (_mm256_loadu_ps (x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; i++)
+    y[i] = hone_f32_to_f16 (x[i]);
+}
+#endif
+
+static void
+to_f16 (const float *x, uint16_t *y, int n)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (hone_cpu_isa () >= HONE_CPU_ISA_AVX2)
+    {
+      to_f16_f16c (x, y, n);
+      return;
+    }
+#endif
+  for (int i = 0; i < n; i++)
+    y[i] = hone_f32_to_f16 (x[i]);
+}
+
 void
 hone_cpu_kv_store (HoneCpuKv *kv, int layer, int pos, const float *k, const float *v)
 {
   for (int h = 0; h < kv->n_kv_heads; h++)
     {
-      uint16_t *kd = hone_cpu_kv_head (kv, layer, 0, h) + (size_t) pos * kv->head_dim;
-      uint16_t *vd = hone_cpu_kv_head (kv, layer, 1, h) + (size_t) pos * kv->head_dim;
-      for (int i = 0; i < kv->head_dim; i++)
-        {
-          kd[i] = hone_f32_to_f16 (k[h * kv->head_dim + i]);
-          vd[i] = hone_f32_to_f16 (v[h * kv->head_dim + i]);
-        }
+      to_f16 (k + (size_t) h * kv->head_dim, hone_cpu_kv_head (kv, layer, 0, h) + (size_t) pos * kv->head_dim,
+              kv->head_dim);
+      to_f16 (v + (size_t) h * kv->head_dim, hone_cpu_kv_head (kv, layer, 1, h) + (size_t) pos * kv->head_dim,
+              kv->head_dim);
     }
 }
