@@ -51,8 +51,9 @@ hone_cpu_kv_free (HoneCpuKv *kv)
 
 /* f32 → f16, n values: F16C's conversion (round to nearest even, NaN kept
  * quiet: the same bits as hone_f32_to_f16) where the CPU has it, 8 at a time.
- * The scalar function call per value was 3.5 % of a Q4_K_M prefill (perf,
- * session 28). */
+ * The scalar function call per value was 3.5 % of a Q4_K_M prefill's perf
+ * samples; the vector form took 9–18 % off the prefill's CPU time (session 28,
+ * tests/bench/RESULTS.md). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 static __attribute__((target ("avx2,f16c"))) void
 to_f16_f16c (const float *x, uint16_t *y, int n)
