@@ -260,6 +260,7 @@ cpu_load (HoneBackend *self, HoneModel *model, const HoneBackendOptions *options
       release (b);
       return FALSE;
     }
+  (void) hone_cpu_isa ();   /* detected here, once, before the pool's threads ask for it */
 
   b->layers = g_new0 (CpuLayer, c->n_layers);
   for (int l = 0; l < c->n_layers; l++)
@@ -423,11 +424,81 @@ cpu_seq_truncate (HoneBackend *self, int seq, int n_tokens)
 
 /* ------------------------------------------------------------------ forward */
 
+/* Per-token work between the matmuls (norms, activation quantization, SwiGLU,
+ * q/k bias, norm and RoPE, the KV stores) on every thread of the pool, each
+ * taking a contiguous range of the T tokens, when the batch is a prompt's:
+ * done by the calling thread alone it left the other threads waiting (session
+ * 28). A decode step (T below ROWS_PARALLEL_MIN) keeps it on one thread, where
+ * waking the pool would cost more than the work. Each token's values are
+ * computed as on one thread: the split changes no bit. */
+#define ROWS_PARALLEL_MIN 4
+
+typedef void (*RowsFunc) (gpointer ctx, int t0, int t1);
+
+typedef struct {
+  RowsFunc fn;
+  gpointer ctx;
+  int T;
+} RowsJob;
+
 static void
-quantize_rows (const float *x, HoneQ8Act *xq, int T, int K)
+rows_worker (gpointer data, int ith, int nth)
 {
-  for (int t = 0; t < T; t++)
-    hone_cpu_quantize_act (x + (size_t) t * K, xq + (size_t) t * hone_cpu_act_row_blocks (K), K);
+  const RowsJob *job = data;
+  const int t0 = (int) ((gint64) job->T * ith / nth), t1 = (int) ((gint64) job->T * (ith + 1) / nth);
+
+  if (t1 > t0)
+    job->fn (job->ctx, t0, t1);
+}
+
+static void
+rows_run (HoneCpuBackend *b, int T, RowsFunc fn, gpointer ctx)
+{
+  RowsJob job = { fn, ctx, T };
+
+  if (T < ROWS_PARALLEL_MIN || hone_cpu_pool_n_threads (b->pool) == 1)
+    fn (ctx, 0, T);
+  else
+    hone_cpu_pool_run (b->pool, rows_worker, &job);
+}
+
+typedef struct {
+  const float *x, *w;
+  float *y;
+  HoneQ8Act *xq;
+  int n;
+  float eps;
+} RowsArgs;
+
+static void
+quantize_range (gpointer ctx, int t0, int t1)
+{
+  const RowsArgs *a = ctx;
+  for (int t = t0; t < t1; t++)
+    hone_cpu_quantize_act (a->x + (size_t) t * a->n, a->xq + (size_t) t * hone_cpu_act_row_blocks (a->n), a->n);
+}
+
+static void
+norm_range (gpointer ctx, int t0, int t1)
+{
+  const RowsArgs *a = ctx;
+  for (int t = t0; t < t1; t++)
+    hone_cpu_rmsnorm (a->x + (size_t) t * a->n, a->w, a->y + (size_t) t * a->n, a->n, a->eps);
+}
+
+/* y = silu(y) · w, rows of n (y is the gate, x the up projection) */
+static void
+swiglu_range (gpointer ctx, int t0, int t1)
+{
+  const RowsArgs *a = ctx;
+  hone_cpu_swiglu (a->y + (size_t) t0 * a->n, a->x + (size_t) t0 * a->n, (t1 - t0) * a->n);
+}
+
+static void
+quantize_rows (HoneCpuBackend *b, const float *x, HoneQ8Act *xq, int T, int K)
+{
+  RowsArgs a = { .x = x, .xq = xq, .n = K };
+  rows_run (b, T, quantize_range, &a);
 }
 
 /* y (T × N per out) = x (T × K) · Wᵀ for one or more matrices sharing x. */
@@ -442,35 +513,44 @@ matmul (HoneCpuBackend *b, HoneCpuMatmulOut *outs, int n, const float *x, int K,
     }
   if (hone_cpu_matmul_needs_q8 (outs, n))
     {
-      quantize_rows (x, b->xq, T, K);
+      quantize_rows (b, x, b->xq, T, K);
       xq = b->xq;
     }
   hone_cpu_matmul (b->pool, outs, n, x, xq, K, T);
 }
 
 static void
-norm_rows (const float *x, const float *w, float *y, int T, int n, float eps)
+norm_rows (HoneCpuBackend *b, const float *x, const float *w, float *y, int T, int n, float eps)
 {
-  for (int t = 0; t < T; t++)
-    hone_cpu_rmsnorm (x + (size_t) t * n, w, y + (size_t) t * n, n, eps);
+  RowsArgs a = { .x = x, .w = w, .y = y, .n = n, .eps = eps };
+  rows_run (b, T, norm_range, &a);
 }
 
 static void
-layer_forward (HoneCpuBackend *b, HoneCpuKv *kv, int l, int pos0, int T)
+swiglu_rows (HoneCpuBackend *b, float *g, const float *u, int T, int n)
 {
-  const HoneModelConfig *c = &b->cfg;
-  const HoneLayerWeights *W = &b->model->layers[l];
-  const CpuLayer *L = &b->layers[l];
-  const int hd = c->head_dim, half = hd / 2;
-  HoneCpuMatmulOut qkv[3] = { { &W->wq, b->q }, { &W->wk, b->k }, { &W->wv, b->v } };
-  HoneCpuMatmulOut o[1] = { { &W->wo, b->xn } };
-  HoneCpuMatmulOut gu[2] = { { &W->w_gate, b->g }, { &W->w_up, b->u } };
-  HoneCpuMatmulOut down[1] = { { &W->w_down, b->xn } };
+  RowsArgs a = { .x = u, .y = g, .n = n };
+  rows_run (b, T, swiglu_range, &a);
+}
 
-  /* attention */
-  norm_rows (b->x, L->attn_norm, b->xn, T, c->hidden, c->rms_eps);
-  matmul (b, qkv, 3, b->xn, c->hidden, T);
-  for (int t = 0; t < T; t++)
+/* q, k, v of tokens t0..t1 of a layer: biases, q/k norms, RoPE, then k and v
+ * into the cache at their positions. */
+typedef struct {
+  HoneCpuBackend *b;
+  HoneCpuKv *kv;
+  int l, pos0;
+} QkvArgs;
+
+static void
+qkv_range (gpointer ctx, int t0, int t1)
+{
+  const QkvArgs *a = ctx;
+  HoneCpuBackend *b = a->b;
+  const HoneModelConfig *c = &b->cfg;
+  const CpuLayer *L = &b->layers[a->l];
+  const int hd = c->head_dim, half = hd / 2;
+
+  for (int t = t0; t < t1; t++)
     {
       float *q = b->q + (size_t) t * b->qdim, *k = b->k + (size_t) t * b->kvdim, *v = b->v + (size_t) t * b->kvdim;
       if (L->bq != NULL)
@@ -488,16 +568,36 @@ layer_forward (HoneCpuBackend *b, HoneCpuKv *kv, int l, int pos0, int T)
         }
       hone_cpu_rope (q, c->n_heads, hd, b->cosb + t * half, b->sinb + t * half, c->rope_pairing);
       hone_cpu_rope (k, c->n_kv_heads, hd, b->cosb + t * half, b->sinb + t * half, c->rope_pairing);
-      hone_cpu_kv_store (kv, l, pos0 + t, k, v);
+      hone_cpu_kv_store (a->kv, a->l, a->pos0 + t, k, v);
     }
+}
+
+static void
+layer_forward (HoneCpuBackend *b, HoneCpuKv *kv, int l, int pos0, int T)
+{
+  const HoneModelConfig *c = &b->cfg;
+  const HoneLayerWeights *W = &b->model->layers[l];
+  const CpuLayer *L = &b->layers[l];
+  HoneCpuMatmulOut qkv[3] = { { &W->wq, b->q }, { &W->wk, b->k }, { &W->wv, b->v } };
+  HoneCpuMatmulOut o[1] = { { &W->wo, b->xn } };
+  HoneCpuMatmulOut gu[2] = { { &W->w_gate, b->g }, { &W->w_up, b->u } };
+  HoneCpuMatmulOut down[1] = { { &W->w_down, b->xn } };
+
+  /* attention */
+  norm_rows (b, b->x, L->attn_norm, b->xn, T, c->hidden, c->rms_eps);
+  matmul (b, qkv, 3, b->xn, c->hidden, T);
+  {
+    QkvArgs a = { b, kv, l, pos0 };
+    rows_run (b, T, qkv_range, &a);
+  }
   hone_cpu_attention (b->pool, kv, l, b->q, T, pos0, c->n_heads, b->att, b->scores, (size_t) b->max_ctx);
   matmul (b, o, 1, b->att, b->qdim, T);
   hone_cpu_add (b->x, b->xn, T * c->hidden);
 
   /* MLP */
-  norm_rows (b->x, L->ffn_norm, b->xn, T, c->hidden, c->rms_eps);
+  norm_rows (b, b->x, L->ffn_norm, b->xn, T, c->hidden, c->rms_eps);
   matmul (b, gu, 2, b->xn, c->hidden, T);
-  hone_cpu_swiglu (b->g, b->u, T * c->ffn);
+  swiglu_rows (b, b->g, b->u, T, c->ffn);
   matmul (b, down, 1, b->g, c->ffn, T);
   hone_cpu_add (b->x, b->xn, T * c->hidden);
 }
@@ -585,7 +685,7 @@ cpu_forward (HoneBackend *self, HoneBatch *batch, GCancellable *cancellable, GEr
       if (batch->all_logits)
         {
           HoneCpuMatmulOut out = { &b->model->output, batch->logits + (size_t) done * c->vocab };
-          norm_rows (b->x, b->output_norm, b->xn, T, c->hidden, c->rms_eps);
+          norm_rows (b, b->x, b->output_norm, b->xn, T, c->hidden, c->rms_eps);
           matmul (b, &out, 1, b->xn, c->hidden, T);
         }
       else if (last_chunk)
