@@ -42,7 +42,7 @@
  * fast-vs-f32/…): 96.5 % top-1, max |dlogit| 0.91, perplexity +0.27 %, 1/6
  * continuations identical (llama.cpp Q4_1 against the same reference: 97.3 %,
  * 2/6). It is held to the criteria of the Q4_1 comparison (>= 95 %, every flip
- * a near-tie, TOP20_BOUND, perplexity within 1 %), not to 99 %.
+ * a near-tie, FAST_F32_TOP20_BOUND, perplexity within 1 %), not to 99 %.
  */
 #include <glib.h>
 #include <json-glib/json-glib.h>
@@ -54,8 +54,19 @@
 #include "hone-model.h"
 #include "hone-sampler.h"
 
-/* Measured maxima × ~1.4 (see above). */
-#define TOP20_BOUND 1.5
+/* Measured maxima × ~1.4 (see above), except the top-20 bound against
+ * llama.cpp Q4_1. Two engines that both round activations to 8 bits differ by
+ * up to the sum of their distances from the f32 reference: llama.cpp Q4_1 is
+ * up to 0.81 from it (position 31), Hone's fast path 0.85. Session 29's panels
+ * (hone-cpu-panel.h) sum the rows in another order: against the f32 reference
+ * Hone got better (perplexity +0.15 % instead of +0.55 %, top-1 497 instead of
+ * 495 of 512, max 0.848 instead of 0.849), but at position 173, where
+ * llama.cpp is 0.61 on one side of the f32 logits, Hone now lands on the other
+ * side: 1.53 against llama.cpp (0.88 before). So TOP20_BOUND = (0.81 + 0.85)
+ * × 1.2, and the fast path against the f32 reference, the tighter check, is
+ * held to its own measured 0.85 × 1.4. */
+#define TOP20_BOUND 2.0
+#define FAST_F32_TOP20_BOUND 1.2
 #define FULL_BOUND 1.0
 #define NEAR_TIE 0.3
 /* Precise mode vs the f32 reference, measured 2026-11-29: top-1 511/512 (the
@@ -418,7 +429,7 @@ test_fast_f32_text (void)
   text_report ("fast path", &st);
   g_assert_cmpfloat (st.agree, >=, 0.95 * st.n);
   g_assert_cmpfloat (st.max_tie_gap, <=, NEAR_TIE);
-  g_assert_cmpfloat (st.max_top, <=, TOP20_BOUND);
+  g_assert_cmpfloat (st.max_top, <=, FAST_F32_TOP20_BOUND);
   g_assert_cmpfloat (fabs (st.ppl / st.ref_ppl - 1), <=, 0.01);
 }
 

@@ -14,23 +14,6 @@
 #include <immintrin.h>
 #endif
 
-/* The 6-bit scale and min of sub-block j (0..7) of a Q4_K super-block, as
- * llama.cpp's get_scale_min_k4. */
-static inline void
-hone_cpu_q4k_scale_min (int j, const uint8_t *q, uint8_t *d, uint8_t *m)
-{
-  if (j < 4)
-    {
-      *d = q[j] & 63;
-      *m = q[j + 4] & 63;
-    }
-  else
-    {
-      *d = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-      *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 /* ---------------------------------------------------------------- activations */
 
 static void

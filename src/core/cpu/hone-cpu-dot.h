@@ -115,6 +115,23 @@ typedef void (*HoneCpuTileFunc) (int K, const void *w, size_t w_stride, int R,
  * has none); NULL for unsupported types. */
 HoneCpuTileFunc hone_cpu_tile_func (HoneDType type, HoneCpuIsa isa);
 
+/* The 6-bit scale and min of sub-block j (0..7) of a Q4_K super-block, as
+ * llama.cpp's get_scale_min_k4. */
+static inline void
+hone_cpu_q4k_scale_min (int j, const uint8_t *q, uint8_t *d, uint8_t *m)
+{
+  if (j < 4)
+    {
+      *d = q[j] & 63;
+      *m = q[j + 4] & 63;
+    }
+  else
+    {
+      *d = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+      *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
 /* f16 → f32 without hone-dtype's call overhead (exact, incl. subnormals). */
 static inline float
 hone_cpu_f16_to_f32 (uint16_t h)

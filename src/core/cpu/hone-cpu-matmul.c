@@ -2,6 +2,7 @@
 #include "hone-cpu-matmul.h"
 
 #include <stdatomic.h>
+#include "hone-cpu-panel.h"
 #include "hone-cpu-precise.h"
 
 #define MAX_OUTS 4
@@ -20,6 +21,11 @@ typedef struct {
    * thread's slice of scratch (chunk_rows × K floats) and run by fn[i] = F32 */
   gboolean dequant[MAX_OUTS];
   float *scratch;
+  /* outs[i] with panel[i] run chunk by chunk (16 rows) through a panel
+   * (hone-cpu-panel.h) in the thread's slice of panels (panel_bytes each) */
+  gboolean panel[MAX_OUTS];
+  uint8_t *panels;
+  gsize panel_bytes;
   /* Thread i owns the chunks in range[i] = (lo, hi) (16 bits each) and takes
    * them from the front, in order, so its weight stream is contiguous and its
    * prefetches ahead (hone_cpu_prefetch_ahead) land in rows it reads next. A
@@ -105,6 +111,13 @@ matmul_worker (gpointer data, int ith, int nth)
           rbase = r0;
           q8 = FALSE;
         }
+      if (job->panel[m])
+        {
+          void *p = job->panels + (gsize) ith * job->panel_bytes;
+          hone_cpu_panel_pack (w->type, wdata + (size_t) r0 * w_stride, w_stride, r1 - r0, job->K, p);
+          hone_cpu_panel_run (p, job->K, r1 - r0, job->xq, q8_stride, job->T, job->outs[m].y + r0, (size_t) N);
+          continue;
+        }
       x = q8 ? (const void *) job->xq : (const void *) job->x;
       x_stride = q8 ? q8_stride : f_stride;
 
@@ -136,6 +149,7 @@ matmul_run (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
   HoneCpuIsa isa = hone_cpu_isa ();
   int nth = hone_cpu_pool_n_threads (pool);
   gint64 rows = 0;
+  gboolean panels = FALSE;
 
   g_return_if_fail (n_outs >= 1 && n_outs <= MAX_OUTS);
   job.outs = outs;
@@ -149,6 +163,8 @@ matmul_run (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
       rows += outs[i].w->ne[1];
       job.dequant[i] = scratch != NULL && hone_cpu_precise_dequantizes (outs[i].w->type);
       job.fn[i] = hone_cpu_tile_func (job.dequant[i] ? HONE_DTYPE_F32 : outs[i].w->type, isa);
+      job.panel[i] = scratch == NULL && hone_cpu_panels_enabled () && T >= HONE_CPU_PANEL_MIN_T && hone_cpu_panel_supported (outs[i].w->type, K, isa);
+      panels |= job.panel[i];
     }
   job.scratch = scratch;
   /* Enough chunks that threads finish together (≥ 8 per thread, stealing
@@ -156,12 +172,19 @@ matmul_run (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
    * multiples of 4 rows keep tiles whole. */
   job.chunk_rows = (int) CLAMP (rows / (8 * nth), 4, T == 1 ? 64 : 16);
   job.chunk_rows = (job.chunk_rows + 3) & ~3;
+  if (panels)
+    job.chunk_rows = HONE_CPU_PANEL_ROWS;   /* a chunk fills one panel */
   if (scratch != NULL)
     job.chunk_rows = MIN (job.chunk_rows, HONE_CPU_PRECISE_CHUNK_ROWS);
   /* Chunk numbers are 16-bit (MatmulJob.range): rows the chunks cannot cover
    * in 65,531 of them (+ one partial chunk an output) make the chunks longer —
    * past 1M rows, more than any model's matmul and than the precise scratch. */
   job.chunk_rows = MAX (job.chunk_rows, (int) ((rows + 65530) / 65531 + 3) & ~3);
+  if (job.chunk_rows > HONE_CPU_PANEL_ROWS)
+    {
+      panels = FALSE;
+      memset (job.panel, 0, sizeof job.panel);
+    }
   g_return_if_fail (scratch == NULL || job.chunk_rows <= HONE_CPU_PRECISE_CHUNK_ROWS);
   for (int i = 0; i < n_outs; i++)
     {
@@ -170,7 +193,13 @@ matmul_run (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
     }
   for (int i = 0; i < nth; i++)
     atomic_init (&job.range[i], RANGE ((gint64) job.total_chunks * i / nth, (gint64) job.total_chunks * (i + 1) / nth));
+  if (panels)
+    {
+      job.panel_bytes = hone_cpu_panel_bytes (K);
+      job.panels = g_aligned_alloc (nth, job.panel_bytes, 64);
+    }
   hone_cpu_pool_run (pool, matmul_worker, &job);
+  g_aligned_free (job.panels);
 }
 
 void

@@ -1,0 +1,59 @@
+/* hone-cpu-panel.h — weight rows repacked for matmuls over many tokens.
+ *
+ * A tile kernel (hone-cpu-dot.h) reads weight blocks as stored: each 32-block
+ * × activation block is one integer dot product whose 8 lanes must then be
+ * converted, scaled and summed, per row and token. For a prefill chunk of 8+
+ * tokens it pays to rearrange the weights first. A panel holds 16 rows of a
+ * matrix with their quants unpacked to one unsigned byte each and transposed:
+ * one 64-byte line carries 4 consecutive elements of each of the 16 rows. One
+ * vpdpbusd of that line against a token's 4 activation bytes (broadcast) adds
+ * 64 products into the 16 rows' lanes, with no horizontal sums; a block's 8
+ * lines give the 16 rows' integer dot products, scaled once a block and token.
+ *
+ * For weight block s of row r (32 elements), with activation block d·q:
+ *   Σ w·x ≈ a[s][r] · d · Σ u·q  +  b[s][r] · (d · Σ q)
+ * where u are the stored unsigned bytes: Q4_0 u = q (a = d, b = −8d),
+ * Q4_1 u = q (a = d, b = m), Q8_0 u = q + 128 (a = d, b = −128d), Q4Z u = q
+ * (a = s, b = −z·s), Q4_K u = q (a = d·sc, b = −dmin·m). The integer sums are
+ * exact; the result equals the tile's up to float rounding order.
+ *
+ * AVX-512 VNNI only (Zen 4+, Ice Lake+); elsewhere, and for Q6_K and float
+ * weights, matmuls keep the tiles.
+ */
+#pragma once
+
+#include <glib.h>
+#include "hone-cpu-dot.h"
+#include "hone-dtype.h"
+
+G_BEGIN_DECLS
+
+#define HONE_CPU_PANEL_ROWS 16
+/* Matmuls of fewer tokens stay on the tiles: the repacking costs about as
+ * much as 4–5 tokens' worth of tile work (tests/bench/RESULTS.md, session 29). */
+#define HONE_CPU_PANEL_MIN_T 8
+
+/* Whether matmuls use panels where they can: on, unless the environment has
+ * HONE_CPU_PANELS=0 (A/B measurements) or a test switched them off. The
+ * setter returns the previous state. */
+gboolean hone_cpu_panels_enabled (void);
+gboolean hone_cpu_panels_set_enabled (gboolean on);
+
+/* Whether panels exist for @type rows of @K elements on @isa (K a multiple of
+ * 64, of 256 for Q4_K). */
+gboolean hone_cpu_panel_supported (HoneDType type, int K, HoneCpuIsa isa);
+
+/* Bytes a panel of rows of @K elements takes (64-byte aligned buffer). */
+gsize    hone_cpu_panel_bytes (int K);
+
+/* Repack rows 0 … @R − 1 (@R ≤ 16, @w_stride bytes apart) of a @type matrix
+ * into @panel (hone_cpu_panel_bytes (K), 64-byte aligned); rows past @R are zeros.
+ * Only where hone_cpu_panel_supported and this CPU has AVX-512 VNNI. */
+void     hone_cpu_panel_pack (HoneDType type, const void *w, size_t w_stride, int R, int K, void *panel);
+
+/* out[t·out_stride + r] = row r · token t for r < @R, t < @T: @x is token 0's
+ * activation row (hone_cpu_quantize_act), @x_stride bytes between tokens. */
+void     hone_cpu_panel_run (const void *panel, int K, int R, const HoneQ8Act *x, size_t x_stride, int T,
+                             float *out, size_t out_stride);
+
+G_END_DECLS
