@@ -16,6 +16,7 @@
 #include "cpu/hone-cpu-kv.h"
 #include "cpu/hone-cpu-matmul.h"
 #include "cpu/hone-cpu-ops.h"
+#include "cpu/hone-cpu-panel.h"
 #include "cpu/hone-cpu-threadpool.h"
 
 static const HoneDType all_types[] = {
@@ -285,6 +286,119 @@ test_matmul (void)
     hone_cpu_pool_free (pools[nth - 1]);
   hone_cpu_pool_free (crowd);
   hone_cpu_set_isa (HONE_CPU_ISA_COUNT_);
+  g_rand_free (r);
+}
+
+/* Q4Z blocks (no reference quantizer in hone-dtype): random scales, zero
+ * points and quants, the reference from hone_dequantize_row. */
+static void
+matrix_init_q4z (Matrix *m, GRand *r, int K, int N)
+{
+  float *tmp = g_new (float, K);
+
+  m->type = HONE_DTYPE_Q4Z;
+  m->K = K;
+  m->N = N;
+  m->row_bytes = hone_dtype_row_bytes (HONE_DTYPE_Q4Z, K);
+  m->data = g_malloc (m->row_bytes * N);
+  m->deq = g_new (double, (gsize) N * K);
+  for (int n = 0; n < N; n++)
+    {
+      HoneBlockQ4Z *b = (HoneBlockQ4Z *) (m->data + n * m->row_bytes);
+      for (int i = 0; i < K / 32; i++)
+        {
+          b[i].s = hone_f32_to_f16 ((float) g_rand_double_range (r, 0.001, 0.05));
+          b[i].z = (guint8) g_rand_int_range (r, 0, 16);
+          b[i].pad = 0;
+          for (int j = 0; j < 16; j++)
+            b[i].qs[j] = (guint8) g_rand_int_range (r, 0, 256);
+        }
+      hone_dequantize_row (HONE_DTYPE_Q4Z, m->data + n * m->row_bytes, tmp, K);
+      for (int k = 0; k < K; k++)
+        m->deq[(size_t) n * K + k] = tmp[k];
+    }
+  m->tensor = (HoneTensor) { .name = "w", .type = HONE_DTYPE_Q4Z, .n_dims = 2, .ne = { K, N, 1, 1 },
+                             .data = m->data, .nbytes = m->row_bytes * N };
+  g_free (tmp);
+}
+
+/* Panels (AVX-512 VNNI): every type they take, against f64 on the same
+ * activations, for partial panels (R < 16) and token counts around the kernel's
+ * 8-token tiles; the output lanes of rows past R must stay unwritten. */
+static void
+test_panels (void)
+{
+  static const HoneDType types[] = { HONE_DTYPE_Q4_0, HONE_DTYPE_Q4_1, HONE_DTYPE_Q8_0, HONE_DTYPE_Q4Z,
+                                     HONE_DTYPE_Q4_K };
+  const int Ks[] = { 64, 192, 256, 512 }, Rs[] = { 1, 5, 16 }, Ts[] = { 1, 2, 7, 8, 9, 17 };
+  const int OS = 20;   /* output row stride > 16 */
+  GRand *r = g_rand_new_with_seed (17);
+  int checked = 0;
+
+  if (!hone_cpu_isa_supported (HONE_CPU_ISA_AVX512VNNI))
+    {
+      g_test_skip ("this CPU has no AVX-512 VNNI: matmuls use the tiles only");
+      g_rand_free (r);
+      return;
+    }
+  g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q4_K, 192, HONE_CPU_ISA_AVX512VNNI));
+  g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q4_0, 96, HONE_CPU_ISA_AVX512VNNI));
+  g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_F16, 256, HONE_CPU_ISA_AVX512VNNI));
+  g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q4_0, 256, HONE_CPU_ISA_AVX2));
+  for (guint ti = 0; ti < G_N_ELEMENTS (types); ti++)
+    for (guint ki = 0; ki < G_N_ELEMENTS (Ks); ki++)
+      {
+        const HoneDType type = types[ti];
+        const int K = Ks[ki];
+        Matrix m;
+        guint8 *panel;
+
+        if (!hone_cpu_panel_supported (type, K, HONE_CPU_ISA_AVX512VNNI))
+          continue;
+        if (type == HONE_DTYPE_Q4Z)
+          matrix_init_q4z (&m, r, K, 16);
+        else
+          matrix_init (&m, r, type, K, 16);
+        panel = g_aligned_alloc (1, hone_cpu_panel_bytes (K), 64);
+        for (guint ri = 0; ri < G_N_ELEMENTS (Rs); ri++)
+          for (guint tt = 0; tt < G_N_ELEMENTS (Ts); tt++)
+            {
+              const int R = Rs[ri], T = Ts[tt];
+              const int rb = hone_cpu_act_row_blocks (K);
+              float *x = g_new (float, T * K), *y = g_new (float, T * OS), *yc = g_new (float, T * R);
+              HoneQ8Act *xq = g_new (HoneQ8Act, T * rb);
+              Matrix sub = m;
+
+              for (int i = 0; i < T * K; i++)
+                x[i] = rnd (r);
+              for (int t = 0; t < T; t++)
+                hone_cpu_quantize_act (x + t * K, xq + t * rb, K);
+              memset (panel, 0xab, hone_cpu_panel_bytes (K));   /* stale bytes: padding rows must be rewritten */
+              memset (y, 0xff, T * OS * sizeof (float));
+              hone_cpu_panel_pack (type, m.data, m.row_bytes, R, K, panel);
+              hone_cpu_panel_run (panel, K, R, xq, rb * sizeof (HoneQ8Act), T, y, OS);
+              for (int t = 0; t < T; t++)
+                {
+                  guint32 bits;
+                  for (int n = 0; n < R; n++)
+                    yc[t * R + n] = y[t * OS + n];
+                  for (int n = R; n < OS; n++)
+                    {
+                      memcpy (&bits, y + t * OS + n, 4);
+                      if (bits != 0xffffffffu)
+                        g_error ("%s K=%d R=%d T=%d: lane %d of token %d written", hone_dtype_name (type), K, R, T, n, t);
+                    }
+                }
+              sub.N = R;
+              check_output (&sub, x, xq, T, yc);
+              checked++;
+              g_free (x); g_free (y); g_free (yc); g_free (xq);
+            }
+        g_aligned_free (panel);
+        matrix_clear (&m);
+      }
+  g_test_message ("%d panel configurations checked", checked);
+  g_assert_cmpint (checked, ==, (4 * 4 + 2) * 3 * 6);   /* 4 types × K 64, 192, 256, 512; Q4_K × 256, 512 */
   g_rand_free (r);
 }
 
@@ -604,6 +718,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cpu/kernels/tiles", test_tiles);
   g_test_add_func ("/cpu/kernels/matmul", test_matmul);
   g_test_add_func ("/cpu/kernels/matmul-many-rows", test_matmul_many_rows);
+  g_test_add_func ("/cpu/kernels/panels", test_panels);
   g_test_add_func ("/cpu/kernels/pool", test_pool);
   g_test_add_func ("/cpu/kernels/norm-softmax-swiglu", test_rmsnorm_softmax_swiglu);
   g_test_add_func ("/cpu/kernels/rope-freq", test_rope_freq);
