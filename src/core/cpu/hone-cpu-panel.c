@@ -167,7 +167,14 @@ pack_type (HoneDType type, const void *w, size_t w_stride, int R, int K, void *p
       for (int r = 0; r < 16; r++)
         {
           if (r < R)
-            rows[r] = unpack64 (type, (const uint8_t *) w + (size_t) r * w_stride, c, a, b, r);
+            {
+              const uint8_t *row = (const uint8_t *) w + (size_t) r * w_stride;
+              /* The chunks a thread packs next follow this one in memory (its
+               * own range, hone-cpu-matmul.c): their weights are on the way from
+               * memory while this panel runs, as in the tiles. */
+              hone_cpu_prefetch_ahead (row + (size_t) c * w_stride / (K / 64));
+              rows[r] = unpack64 (type, row, c, a, b, r);
+            }
           else
             {
               rows[r] = _mm512_setzero_si512 ();
