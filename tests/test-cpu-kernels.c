@@ -329,7 +329,7 @@ static void
 test_panels (void)
 {
   static const HoneDType types[] = { HONE_DTYPE_Q4_0, HONE_DTYPE_Q4_1, HONE_DTYPE_Q8_0, HONE_DTYPE_Q4Z,
-                                     HONE_DTYPE_Q4_K };
+                                     HONE_DTYPE_Q4_K, HONE_DTYPE_Q6_K };
   const int Ks[] = { 64, 192, 256, 512 }, Rs[] = { 1, 5, 16 }, Ts[] = { 1, 2, 7, 8, 9, 17 };
   const int OS = 20;   /* output row stride > 16 */
   GRand *r = g_rand_new_with_seed (17);
@@ -342,6 +342,7 @@ test_panels (void)
       return;
     }
   g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q4_K, 192, HONE_CPU_ISA_AVX512VNNI));
+  g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q6_K, 192, HONE_CPU_ISA_AVX512VNNI));
   g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q4_0, 96, HONE_CPU_ISA_AVX512VNNI));
   g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_F16, 256, HONE_CPU_ISA_AVX512VNNI));
   g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q4_0, 256, HONE_CPU_ISA_AVX2));
@@ -367,6 +368,7 @@ test_panels (void)
               const int rb = hone_cpu_act_row_blocks (K);
               float *x = g_new (float, T * K), *y = g_new (float, T * OS), *yc = g_new (float, T * R);
               HoneQ8Act *xq = g_new (HoneQ8Act, T * rb);
+              guint8 *xb = NULL;
               Matrix sub = m;
 
               for (int i = 0; i < T * K; i++)
@@ -376,7 +378,14 @@ test_panels (void)
               memset (panel, 0xab, hone_cpu_panel_bytes (K));   /* stale bytes: padding rows must be rewritten */
               memset (y, 0xff, T * OS * sizeof (float));
               hone_cpu_panel_pack (type, m.data, m.row_bytes, R, K, panel);
-              hone_cpu_panel_run (panel, K, R, xq, rb * sizeof (HoneQ8Act), T, y, OS);
+              if (hone_cpu_panel_needs_bias (type))
+                {
+                  xb = g_malloc ((gsize) T * K);
+                  hone_cpu_panel_bias_act (xq, rb * sizeof (HoneQ8Act), K, T, xb);
+                  for (int i = 0; i < T * K; i++)
+                    g_assert_cmpint (xb[i], ==, xq[(i / K) * rb + i % K / 32].qs[i % 32] + 128);
+                }
+              hone_cpu_panel_run (type, panel, K, R, xq, rb * sizeof (HoneQ8Act), xb, T, y, OS);
               for (int t = 0; t < T; t++)
                 {
                   guint32 bits;
@@ -392,13 +401,13 @@ test_panels (void)
               sub.N = R;
               check_output (&sub, x, xq, T, yc);
               checked++;
-              g_free (x); g_free (y); g_free (yc); g_free (xq);
+              g_free (x); g_free (y); g_free (yc); g_free (xq); g_free (xb);
             }
         g_aligned_free (panel);
         matrix_clear (&m);
       }
   g_test_message ("%d panel configurations checked", checked);
-  g_assert_cmpint (checked, ==, (4 * 4 + 2) * 3 * 6);   /* 4 types × K 64, 192, 256, 512; Q4_K × 256, 512 */
+  g_assert_cmpint (checked, ==, (4 * 4 + 2 * 2) * 3 * 6);   /* 4 types × K 64, 192, 256, 512; K-quants × 256, 512 */
   g_rand_free (r);
 }
 

@@ -26,6 +26,7 @@ typedef struct {
   gboolean panel[MAX_OUTS];
   uint8_t *panels;
   gsize panel_bytes;
+  uint8_t *xb;          /* activations + 128, T × K, for Q6_K panels */
   /* Thread i owns the chunks in range[i] = (lo, hi) (16 bits each) and takes
    * them from the front, in order, so its weight stream is contiguous and its
    * prefetches ahead (hone_cpu_prefetch_ahead) land in rows it reads next. A
@@ -115,7 +116,9 @@ matmul_worker (gpointer data, int ith, int nth)
         {
           void *p = job->panels + (gsize) ith * job->panel_bytes;
           hone_cpu_panel_pack (w->type, wdata + (size_t) r0 * w_stride, w_stride, r1 - r0, job->K, p);
-          hone_cpu_panel_run (p, job->K, r1 - r0, job->xq, q8_stride, job->T, job->outs[m].y + r0, (size_t) N);
+          hone_cpu_panel_run (w->type, p, job->K, r1 - r0, job->xq, q8_stride,
+                              hone_cpu_panel_needs_bias (w->type) ? job->xb : NULL, job->T,
+                              job->outs[m].y + r0, (size_t) N);
           continue;
         }
       x = q8 ? (const void *) job->xq : (const void *) job->x;
@@ -197,9 +200,16 @@ matmul_run (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
     {
       job.panel_bytes = hone_cpu_panel_bytes (K);
       job.panels = g_aligned_alloc (nth, job.panel_bytes, 64);
+      for (int i = 0; i < n_outs; i++)
+        if (job.panel[i] && hone_cpu_panel_needs_bias (outs[i].w->type) && job.xb == NULL)
+          {
+            job.xb = g_malloc ((gsize) T * K);
+            hone_cpu_panel_bias_act (xq, (size_t) hone_cpu_act_row_blocks (K) * sizeof (HoneQ8Act), K, T, job.xb);
+          }
     }
   hone_cpu_pool_run (pool, matmul_worker, &job);
   g_aligned_free (job.panels);
+  g_free (job.xb);
 }
 
 void

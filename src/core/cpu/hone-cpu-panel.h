@@ -14,11 +14,17 @@
  *   Σ w·x ≈ a[s][r] · d · Σ u·q  +  b[s][r] · (d · Σ q)
  * where u are the stored unsigned bytes: Q4_0 u = q (a = d, b = −8d),
  * Q4_1 u = q (a = d, b = m), Q8_0 u = q + 128 (a = d, b = −128d), Q4Z u = q
- * (a = s, b = −z·s), Q4_K u = q (a = d·sc, b = −dmin·m). The integer sums are
- * exact; the result equals the tile's up to float rounding order.
+ * (a = s, b = −z·s), Q4_K u = q (a = d·sc, b = −dmin·m).
  *
- * AVX-512 VNNI only (Zen 4+, Ice Lake+); elsewhere, and for Q6_K and float
- * weights, matmuls keep the tiles.
+ * Q6_K has a scale per 16 elements and an offset of −32: its lines hold the
+ * signed q − 32 and are multiplied by the activations + 128 (unsigned; made
+ * once per matmul by hone_cpu_panel_bias_act), in two integer sums per block,
+ * S₀ and S₁ over its two 16s; then, with C the 16s' Σ (q − 32) (packing time),
+ *   Σ w·x ≈ d · (a·S₀ + a2·S₁ + b),  a = d₆·sc₀, a2 = d₆·sc₁, b = −128·(a·C₀ + a2·C₁).
+ *
+ * The integer sums are exact; the result equals the tile's up to float
+ * rounding order. AVX-512 VNNI only (Zen 4+, Ice Lake+); elsewhere, and for
+ * float weights, matmuls keep the tiles.
  */
 #pragma once
 
@@ -51,9 +57,17 @@ gsize    hone_cpu_panel_bytes (int K);
  * Only where hone_cpu_panel_supported and this CPU has AVX-512 VNNI. */
 void     hone_cpu_panel_pack (HoneDType type, const void *w, size_t w_stride, int R, int K, void *panel);
 
-/* out[t·out_stride + r] = row r · token t for r < @R, t < @T: @x is token 0's
- * activation row (hone_cpu_quantize_act), @x_stride bytes between tokens. */
-void     hone_cpu_panel_run (const void *panel, int K, int R, const HoneQ8Act *x, size_t x_stride, int T,
-                             float *out, size_t out_stride);
+/* Whether @type's panels take the activations + 128 (Q6_K). */
+gboolean hone_cpu_panel_needs_bias (HoneDType type);
+
+/* @xb[t·K + k] = activation byte k of token t + 128, for t < @T (rows of @x as
+ * in hone_cpu_panel_run). */
+void     hone_cpu_panel_bias_act (const HoneQ8Act *x, size_t x_stride, int K, int T, uint8_t *xb);
+
+/* out[t·out_stride + r] = row r · token t for r < @R, t < @T, of a @type panel:
+ * @x is token 0's activation row (hone_cpu_quantize_act), @x_stride bytes
+ * between tokens; @xb their bytes + 128 where hone_cpu_panel_needs_bias, else NULL. */
+void     hone_cpu_panel_run (HoneDType type, const void *panel, int K, int R, const HoneQ8Act *x,
+                             size_t x_stride, const uint8_t *xb, int T, float *out, size_t out_stride);
 
 G_END_DECLS
