@@ -182,13 +182,24 @@ unpack64 (HoneDType type, const uint8_t *row, int K, int c, float *a, float *b, 
         const __m256i m4 = _mm256_set1_epi8 (0x0f);
         if (j == 0)
           {
-            const float d = _cvtsh_ss (blk->d), dmin = _cvtsh_ss (blk->dmin);
+            /* the 8 scales and mins from the 12 bytes at once (as the tiles' q4k_scales) */
+            uint32_t u[3];
+            float sv[8], mv[8];
+            __m128i scm;
+
+            memcpy (u, blk->scales, 12);
+            scm = _mm_setr_epi32 ((int) (u[0] & 0x3f3f3f3f),
+                                  (int) ((u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4)),
+                                  (int) (u[1] & 0x3f3f3f3f),
+                                  (int) (((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4)));
+            _mm256_storeu_ps (sv, _mm256_mul_ps (_mm256_set1_ps (_cvtsh_ss (blk->d)),
+                                                 _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (scm))));
+            _mm256_storeu_ps (mv, _mm256_mul_ps (_mm256_set1_ps (-_cvtsh_ss (blk->dmin)),
+                                                 _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (_mm_srli_si128 (scm, 8)))));
             for (int s = 0; s < 8; s++)
               {
-                uint8_t sc, m;
-                hone_cpu_q4k_scale_min (s, blk->scales, &sc, &m);
-                a[(2 * c + s) * 16 + r] = d * sc;
-                b[(2 * c + s) * 16 + r] = -dmin * m;
+                a[(2 * c + s) * 16 + r] = sv[s];
+                b[(2 * c + s) * 16 + r] = mv[s];
               }
           }
         return join (_mm256_and_si256 (raw, m4), _mm256_and_si256 (_mm256_srli_epi16 (raw, 4), m4));
@@ -201,6 +212,7 @@ pack_type (HoneDType type, const void *w, size_t w_stride, int R, int K, void *p
 {
   uint8_t *q = panel;
   float *a = panel_a (panel, K), *b = a + (size_t) (K / 32) * 16;
+  const size_t ahead_step = w_stride / (K / 64);   /* a row's stored bytes per 64 elements, about */
 
   for (int c = 0; c < K / 64; c++)
     {
@@ -214,7 +226,7 @@ pack_type (HoneDType type, const void *w, size_t w_stride, int R, int K, void *p
               /* The chunks a thread packs next follow this one in memory (its
                * own range, hone-cpu-matmul.c): their weights are on the way from
                * memory while this panel runs, as in the tiles. */
-              hone_cpu_prefetch_ahead (row + (size_t) c * w_stride / (K / 64));
+              hone_cpu_prefetch_ahead (row + (size_t) c * ahead_step);
               rows[r] = unpack64 (type, row, K, c, a, b, r);
             }
           else
