@@ -25,9 +25,11 @@
 #include "hone-cpu-threadpool.h"
 
 /* Tokens per prefill chunk: bounds the scratch memory (≈ CHUNK·(4·hidden +
- * 2·ffn) floats) while giving the tile kernels plenty of tokens to reuse a
- * weight block across. */
-#define CHUNK 64
+ * 2·ffn) floats: 16 MB for Qwen3-0.6B, 48 MB for Llama-3-8B) while giving the
+ * kernels many tokens to reuse a weight block across. Every chunk repacks the
+ * weights into panels (hone-cpu-panel.h), so 256 rather than 64: a 256-token
+ * prompt ran 14–19 % faster (session 29). Cancellation is checked per layer. */
+#define CHUNK 256
 
 typedef struct {
   float *attn_norm, *ffn_norm;
