@@ -497,43 +497,63 @@ test_pool (void)
 static void
 test_rmsnorm_softmax_swiglu (void)
 {
-  GRand *r = g_rand_new_with_seed (17);
-  float x[300], w[300], y[300], g[300], u[300];
-  double ss = 0, mx = -1e30, sum = 0;
+  HoneCpuIsa best = hone_cpu_isa_detect ();
 
-  for (int i = 0; i < 300; i++)
+  /* every ISA: the AVX-512 forms of RMSNorm and SwiGLU (vector e^x) included */
+  for (int isa = HONE_CPU_ISA_PORTABLE; isa <= (int) best; isa++)
     {
-      x[i] = rnd (r);
-      w[i] = rnd (r);
-      g[i] = rnd (r) * 4;
-      u[i] = rnd (r);
-      ss += (double) x[i] * x[i];
+      GRand *r = g_rand_new_with_seed (17);
+      float x[300], w[300], y[300], g[300], u[300];
+      double ss = 0, mx = -1e30, sum = 0;
+
+      if (!hone_cpu_isa_supported (isa))
+        {
+          g_rand_free (r);
+          continue;
+        }
+      hone_cpu_set_isa (isa);
+      for (int i = 0; i < 300; i++)
+        {
+          x[i] = rnd (r);
+          w[i] = rnd (r);
+          g[i] = rnd (r) * 4;
+          u[i] = rnd (r);
+          ss += (double) x[i] * x[i];
+        }
+      /* the ends of e^x's range: silu(±90), silu(±100) (e^100 overflows a float) */
+      g[3] = 90.0f, g[4] = -90.0f, g[5] = 100.0f, g[6] = -100.0f, g[7] = -87.0f;
+      hone_cpu_rmsnorm (x, w, y, 300, 1e-5f);
+      for (int i = 0; i < 300; i++)
+        {
+          double ref = x[i] / sqrt (ss / 300 + 1e-5) * w[i];
+          g_assert_cmpfloat (fabs (y[i] - ref), <=, 1e-6 * fabs (ref) + 1e-7);
+        }
+      memcpy (y, x, sizeof x);
+      hone_cpu_softmax (y, 300);
+      for (int i = 0; i < 300; i++)
+        mx = fmax (mx, x[i]);
+      for (int i = 0; i < 300; i++)
+        sum += exp (x[i] - mx);
+      for (int i = 0; i < 300; i++)
+        {
+          double ref = exp (x[i] - mx) / sum;
+          g_assert_cmpfloat (fabs (y[i] - ref), <=, 1e-6 * ref + 1e-9);
+        }
+      memcpy (y, g, sizeof g);
+      hone_cpu_swiglu (y, u, 300);
+      for (int i = 0; i < 300; i++)
+        {
+          double ref = g[i] / (1.0 + exp (-(double) g[i])) * u[i];
+          if (!(fabs (y[i] - ref) <= 1e-6 * fabs (ref) + 1e-7))   /* NaN fails */
+            g_error ("%s: swiglu (%g, %g) = %g, f64 %g", hone_cpu_isa_name (isa), g[i], u[i], y[i], ref);
+        }
+      /* a NaN gate stays NaN */
+      y[0] = NAN;
+      hone_cpu_swiglu (y, u, 16);
+      g_assert_true (isnan (y[0]));
+      g_rand_free (r);
     }
-  hone_cpu_rmsnorm (x, w, y, 300, 1e-5f);
-  for (int i = 0; i < 300; i++)
-    {
-      double ref = x[i] / sqrt (ss / 300 + 1e-5) * w[i];
-      g_assert_cmpfloat (fabs (y[i] - ref), <=, 1e-6 * fabs (ref) + 1e-7);
-    }
-  memcpy (y, x, sizeof x);
-  hone_cpu_softmax (y, 300);
-  for (int i = 0; i < 300; i++)
-    mx = fmax (mx, x[i]);
-  for (int i = 0; i < 300; i++)
-    sum += exp (x[i] - mx);
-  for (int i = 0; i < 300; i++)
-    {
-      double ref = exp (x[i] - mx) / sum;
-      g_assert_cmpfloat (fabs (y[i] - ref), <=, 1e-6 * ref + 1e-9);
-    }
-  memcpy (y, g, sizeof g);
-  hone_cpu_swiglu (y, u, 300);
-  for (int i = 0; i < 300; i++)
-    {
-      double ref = g[i] / (1.0 + exp (-(double) g[i])) * u[i];
-      g_assert_cmpfloat (fabs (y[i] - ref), <=, 1e-6 * fabs (ref) + 1e-7);
-    }
-  g_rand_free (r);
+  hone_cpu_set_isa (HONE_CPU_ISA_COUNT_);
 }
 
 /* inv_freq as transformers computes it: default, linear, llama3. */

@@ -15,6 +15,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HONE_HAVE_X86 1
 #include <immintrin.h>
+#include "hone-cpu-x86-512.h"
 
 #define AVX_TARGET __attribute__((target ("avx2,fma,f16c")))
 
@@ -80,31 +81,8 @@ attention_head_avx2 (const float *q, const uint16_t *k, const uint16_t *v, int n
 
 /* ---------------------------------------------------------------- 16 queries a batch (AVX-512) */
 
-#define AVX512_TARGET __attribute__((target ("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512dq")))
+#define AVX512_TARGET HONE_X86_512_TARGET
 #define LANES 16
-
-/* e^x for x ≤ 0 (inputs below −87.3 give ~1e-38, not 0: callers mask those):
- * Cephes' expf, range reduction by n = round(x·log2 e), a degree-6 polynomial,
- * 2^n by vscalefps; within 2 ulp of expf. */
-static inline __attribute__((always_inline)) AVX512_TARGET __m512
-exp512 (__m512 x)
-{
-  __m512 n, r, p;
-
-  x = _mm512_max_ps (x, _mm512_set1_ps (-87.33654f));
-  n = _mm512_roundscale_ps (_mm512_mul_ps (x, _mm512_set1_ps (1.44269504088896341f)),
-                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  r = _mm512_fnmadd_ps (n, _mm512_set1_ps (0.693359375f), x);
-  r = _mm512_fnmadd_ps (n, _mm512_set1_ps (-2.12194440e-4f), r);
-  p = _mm512_set1_ps (1.9875691500e-4f);
-  p = _mm512_fmadd_ps (p, r, _mm512_set1_ps (1.3981999507e-3f));
-  p = _mm512_fmadd_ps (p, r, _mm512_set1_ps (8.3334519073e-3f));
-  p = _mm512_fmadd_ps (p, r, _mm512_set1_ps (4.1665795894e-2f));
-  p = _mm512_fmadd_ps (p, r, _mm512_set1_ps (1.6666665459e-1f));
-  p = _mm512_fmadd_ps (p, r, _mm512_set1_ps (5.0000001201e-1f));
-  p = _mm512_fmadd_ps (p, _mm512_mul_ps (r, r), _mm512_add_ps (r, _mm512_set1_ps (1.0f)));
-  return _mm512_scalef_ps (p, n);
-}
 
 /* Up to 16 queries of one KV head, one per lane: query l is q + qoff[l],
  * its output out + qoff[l], and it sees keys 0 … lim[l]. The scores are kept
@@ -185,7 +163,7 @@ attention_lanes_avx512 (const float *q, float *out, const size_t *qoff, const in
   for (int j = 0; j < n_keys; j++)
     {
       const __mmask16 seen = _mm512_cmple_epi32_mask (_mm512_set1_epi32 (j), limv);
-      const __m512 e = _mm512_maskz_mov_ps (seen, exp512 (_mm512_sub_ps (_mm512_loadu_ps (sc + (size_t) j * LANES), mx)));
+      const __m512 e = _mm512_maskz_mov_ps (seen, hone_x86_exp512 (_mm512_sub_ps (_mm512_loadu_ps (sc + (size_t) j * LANES), mx)));
       _mm512_storeu_ps (sc + (size_t) j * LANES, e);
       sum = _mm512_add_ps (sum, e);
     }

@@ -2,6 +2,61 @@
 #include "hone-cpu-ops.h"
 
 #include <math.h>
+#include "hone-cpu-dot.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HONE_HAVE_X86 1
+#include <immintrin.h>
+#include "hone-cpu-x86-512.h"
+
+/* The sum of squares in double, 16 at a time (products of floats are exact
+ * in double, so only the order of the sums differs); y bit for bit as the
+ * scalar loop. */
+static HONE_X86_512_TARGET void
+rmsnorm_avx512 (const float *x, const float *w, float *y, int n, float eps)
+{
+  __m512d s0 = _mm512_setzero_pd (), s1 = _mm512_setzero_pd ();
+  __m512 sv;
+  double ss;
+  float scale;
+  int i = 0;
+
+  for (; i + 16 <= n; i += 16)
+    {
+      const __m512 v = _mm512_loadu_ps (x + i);
+      const __m512d lo = _mm512_cvtps_pd (_mm512_castps512_ps256 (v));
+      const __m512d hi = _mm512_cvtps_pd (_mm256_castpd_ps (_mm512_extractf64x4_pd (_mm512_castps_pd (v), 1)));
+      s0 = _mm512_fmadd_pd (lo, lo, s0);
+      s1 = _mm512_fmadd_pd (hi, hi, s1);
+    }
+  ss = _mm512_reduce_add_pd (_mm512_add_pd (s0, s1));
+  for (int j = i; j < n; j++)
+    ss += (double) x[j] * x[j];
+  scale = (float) (1.0 / sqrt (ss / n + eps));
+  sv = _mm512_set1_ps (scale);
+  for (i = 0; i + 16 <= n; i += 16)
+    _mm512_storeu_ps (y + i, _mm512_mul_ps (_mm512_mul_ps (_mm512_loadu_ps (x + i), sv), _mm512_loadu_ps (w + i)));
+  for (; i < n; i++)
+    y[i] = x[i] * scale * w[i];
+}
+
+/* silu(g)·u with a vector e^x (hone_x86_exp512, within 2 ulp of expf). */
+static HONE_X86_512_TARGET void
+swiglu_avx512 (float *g, const float *u, int n)
+{
+  int i = 0;
+
+  for (; i + 16 <= n; i += 16)
+    {
+      const __m512 gv = _mm512_loadu_ps (g + i);
+      const __m512 e = hone_x86_exp512 (_mm512_sub_ps (_mm512_setzero_ps (), gv));
+      _mm512_storeu_ps (g + i, _mm512_mul_ps (_mm512_div_ps (gv, _mm512_add_ps (_mm512_set1_ps (1.0f), e)),
+                                              _mm512_loadu_ps (u + i)));
+    }
+  for (; i < n; i++)
+    g[i] = g[i] / (1.0f + expf (-g[i])) * u[i];
+}
+#endif
 
 void
 hone_cpu_rmsnorm (const float *x, const float *w, float *y, int n, float eps)
@@ -9,6 +64,13 @@ hone_cpu_rmsnorm (const float *x, const float *w, float *y, int n, float eps)
   double ss = 0.0;
   float scale;
 
+#ifdef HONE_HAVE_X86
+  if (hone_cpu_isa () >= HONE_CPU_ISA_AVX512VNNI)
+    {
+      rmsnorm_avx512 (x, w, y, n, eps);
+      return;
+    }
+#endif
   for (int i = 0; i < n; i++)
     ss += (double) x[i] * x[i];
   scale = (float) (1.0 / sqrt (ss / n + eps));
@@ -102,6 +164,13 @@ hone_cpu_softmax (float *x, int n)
 void
 hone_cpu_swiglu (float *g, const float *u, int n)
 {
+#ifdef HONE_HAVE_X86
+  if (hone_cpu_isa () >= HONE_CPU_ISA_AVX512VNNI)
+    {
+      swiglu_avx512 (g, u, n);
+      return;
+    }
+#endif
   for (int i = 0; i < n; i++)
     g[i] = g[i] / (1.0f + expf (-g[i])) * u[i];
 }

@@ -9,6 +9,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HONE_HAVE_X86 1
 #include <immintrin.h>
+#include "hone-cpu-x86-512.h"
 #endif
 
 /* A panel: q[K/4][16][4] (line g: elements 4g … 4g+3 of rows 0 … 15), then
@@ -32,39 +33,6 @@ panel_a (void *panel, int K)
 
 #define PTARGET __attribute__((target ("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512dq,avx512vnni")))
 #define PINLINE static inline __attribute__((always_inline)) PTARGET
-
-/* 16 rows of 16 dwords → 16 lines of the 16 rows' dword g (4×4 transposes in
- * each 128-bit lane, then of the lanes). */
-PINLINE void
-transpose16 (const __m512i r[16], __m512i o[16])
-{
-  __m512i t[16], u[16];
-
-  for (int i = 0; i < 16; i += 2)
-    {
-      t[i] = _mm512_unpacklo_epi32 (r[i], r[i + 1]);
-      t[i + 1] = _mm512_unpackhi_epi32 (r[i], r[i + 1]);
-    }
-  for (int G = 0; G < 16; G += 4)
-    {
-      u[G + 0] = _mm512_unpacklo_epi64 (t[G], t[G + 2]);
-      u[G + 1] = _mm512_unpackhi_epi64 (t[G], t[G + 2]);
-      u[G + 2] = _mm512_unpacklo_epi64 (t[G + 1], t[G + 3]);
-      u[G + 3] = _mm512_unpackhi_epi64 (t[G + 1], t[G + 3]);
-    }
-  /* u[4G + e], 128-bit lane L: dword 4L + e of rows 4G … 4G + 3 */
-  for (int e = 0; e < 4; e++)
-    {
-      const __m512i s0 = _mm512_shuffle_i32x4 (u[e], u[4 + e], 0x44);
-      const __m512i s1 = _mm512_shuffle_i32x4 (u[e], u[4 + e], 0xee);
-      const __m512i s2 = _mm512_shuffle_i32x4 (u[8 + e], u[12 + e], 0x44);
-      const __m512i s3 = _mm512_shuffle_i32x4 (u[8 + e], u[12 + e], 0xee);
-      o[0 + e] = _mm512_shuffle_i32x4 (s0, s2, 0x88);
-      o[4 + e] = _mm512_shuffle_i32x4 (s0, s2, 0xdd);
-      o[8 + e] = _mm512_shuffle_i32x4 (s1, s3, 0x88);
-      o[12 + e] = _mm512_shuffle_i32x4 (s1, s3, 0xdd);
-    }
-}
 
 /* 16 packed bytes of a 32-block (byte j: element j low, j + 16 high) → 32 bytes. */
 PINLINE __m256i
@@ -241,7 +209,7 @@ pack_type (HoneDType type, const void *w, size_t w_stride, int R, int K, void *p
                   }
             }
         }
-      transpose16 (rows, lines);
+      hone_x86_transpose16 (rows, lines);
       for (int g = 0; g < 16; g++)
         _mm512_store_si512 ((void *) (q + ((size_t) c * 16 + g) * LINE), lines[g]);
     }
