@@ -387,8 +387,8 @@ test_precise_portable (void)
   hone_cpu_set_isa (saved);
 }
 
-/* Prefill as one batch (crossing the 256-token chunk, CHUNK in
- * hone-cpu-backend.c) equals token by token
+/* Prefill as one batch (262 tokens: 5 chunks of this tiny model, 2 of a model
+ * of 256-token chunks; chunk_for in hone-cpu-backend.c) equals token by token
  * (data: TRUE for the precise mode), bit for bit on the tile kernels and the
  * one-head attention kernel. With panels (hone-cpu-panel.h, 8+ tokens a matmul
  * on AVX-512 VNNI) and 16-query attention batches the batch sums in other orders, and the 8-bit activation rounding of the

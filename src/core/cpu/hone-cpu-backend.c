@@ -1,11 +1,12 @@
 /* hone-cpu-backend.c — the CPU backend: a llama/qwen2/qwen3 forward pass over
  * weights in their stored type, on a thread pool.
  *
- * Prompts run as batches of up to CHUNK tokens: every matmul sees all of a
- * chunk's tokens at once (hone-cpu-matmul tiles them 4 at a time), attention is
- * causal inside the chunk. Decoding is the same code with T = 1. Small
- * per-token operations (norms, RoPE, quantizing activations) run on the calling
- * thread; they are O(hidden) against the matmuls' O(hidden²).
+ * Prompts run as batches of 64–256 tokens (chunk_for): every matmul sees all of
+ * a chunk's tokens at once (hone-cpu-matmul: panels of 16 rows on AVX-512 VNNI,
+ * tiles of 4 tokens elsewhere), attention is causal inside the chunk. Decoding is
+ * the same code with T = 1. Small per-token operations (norms, RoPE, quantizing
+ * activations) run on the pool's threads over ranges of tokens (rows_run); they
+ * are O(hidden) against the matmuls' O(hidden²).
  */
 #include <inttypes.h>
 #include "hone-backend.h"
@@ -24,12 +25,17 @@
 #include "hone-cpu-precise.h"
 #include "hone-cpu-threadpool.h"
 
-/* Tokens per prefill chunk: bounds the scratch memory (≈ CHUNK·(4·hidden +
- * 2·ffn) floats: 16 MB for Qwen3-0.6B, 48 MB for Llama-3-8B) while giving the
- * kernels many tokens to reuse a weight block across. Every chunk repacks the
- * weights into panels (hone-cpu-panel.h), so 256 rather than 64: a 256-token
- * prompt ran 14–19 % faster (session 29). Cancellation is checked per layer. */
-#define CHUNK 256
+/* Tokens per prefill chunk (chunk_for): as many as CHUNK_MAX, giving the
+ * kernels many tokens to reuse a weight block across — every chunk repacks the
+ * weights into panels (hone-cpu-panel.h), and 256 tokens a chunk instead of 64
+ * ran a 256-token prompt 14–19 % faster (session 29) — but the scratch, about
+ * chunk·(4·hidden + 2·ffn) floats, is held to CHUNK_SHARE of the weights so a
+ * small model stays within its memory budget (model + KV + 15 %): the
+ * default model gets 128 (3.3 MB), Qwen3-0.6B and larger 256 (16 MB for
+ * Qwen3-0.6B, 48 MB for Llama-3-8B). Cancellation is checked per layer. */
+#define CHUNK_MAX 256
+#define CHUNK_MIN 64
+#define CHUNK_SHARE 0.05
 
 typedef struct {
   float *attn_norm, *ffn_norm;
@@ -43,6 +49,7 @@ typedef struct {
   HoneModelConfig cfg;
   HoneCpuPool *pool;
   int max_ctx;
+  int chunk;              /* tokens per prefill chunk (chunk_for) */
   int qdim, kvdim;
   CpuLayer *layers;
   float *output_norm;
@@ -80,16 +87,36 @@ precise_for (const HoneBackendOptions *options)
   return (options != NULL && options->precise_activations) || (env != NULL && g_strcmp0 (env, "1") == 0);
 }
 
+/* Scratch bytes a token of a chunk takes (the buffers load() allocates). */
 static gint64
-workspace_bytes_for (const HoneModelConfig *c, int max_ctx, int n_threads, gboolean precise)
+chunk_bytes_per_token (const HoneModelConfig *c)
 {
   gint64 qdim = (gint64) c->n_heads * c->head_dim, kvdim = (gint64) c->n_kv_heads * c->head_dim;
   gint64 wide = MAX (MAX (c->hidden, qdim), c->ffn);
-  gint64 floats = (gint64) CHUNK * (c->hidden + MAX (c->hidden, qdim) + 2 * qdim + 2 * kvdim + 2 * c->ffn + c->head_dim)
-                  + (gint64) n_threads * (gint64) hone_cpu_attention_scratch_floats (max_ctx, c->head_dim) + c->hidden;
+  return 4 * (c->hidden + MAX (c->hidden, qdim) + 2 * qdim + 2 * kvdim + 2 * c->ffn + c->head_dim)
+         + (gint64) hone_cpu_act_row_blocks ((int) wide) * (gint64) sizeof (HoneQ8Act);
+}
+
+/* Tokens per prefill chunk for weights of @weights bytes: a power of two in
+ * [CHUNK_MIN, CHUNK_MAX], the largest whose scratch is ≤ CHUNK_SHARE of them. */
+static int
+chunk_for (const HoneModelConfig *c, gint64 weights)
+{
+  int chunk = CHUNK_MAX;
+
+  while (chunk > CHUNK_MIN && chunk * chunk_bytes_per_token (c) > CHUNK_SHARE * weights)
+    chunk /= 2;
+  return chunk;
+}
+
+static gint64
+workspace_bytes_for (const HoneModelConfig *c, int chunk, int max_ctx, int n_threads, gboolean precise)
+{
+  gint64 wide = MAX (MAX (c->hidden, (gint64) c->n_heads * c->head_dim), c->ffn);
+  gint64 floats = (gint64) n_threads * (gint64) hone_cpu_attention_scratch_floats (max_ctx, c->head_dim) + c->hidden;
   if (precise)
     floats += (gint64) hone_cpu_matmul_precise_scratch ((int) wide, n_threads);
-  return floats * 4 + (gint64) CHUNK * hone_cpu_act_row_blocks ((int) wide) * (gint64) sizeof (HoneQ8Act);
+  return floats * 4 + (gint64) chunk * chunk_bytes_per_token (c);
 }
 
 static gint64
@@ -318,20 +345,21 @@ cpu_load (HoneBackend *self, HoneModel *model, const HoneBackendOptions *options
   hone_cpu_rope_inv_freq (c, c->head_dim, b->inv_freq);
 
   wide = MAX (MAX (c->hidden, qdim), c->ffn);
-  b->x = g_new0 (float, (gsize) CHUNK * c->hidden);
-  b->xn = g_new0 (float, (gsize) CHUNK * MAX (c->hidden, qdim));
-  b->q = g_new0 (float, (gsize) CHUNK * qdim);
-  b->att = g_new0 (float, (gsize) CHUNK * qdim);
-  b->k = g_new0 (float, (gsize) CHUNK * kvdim);
-  b->v = g_new0 (float, (gsize) CHUNK * kvdim);
-  b->g = g_new0 (float, (gsize) CHUNK * c->ffn);
-  b->u = g_new0 (float, (gsize) CHUNK * c->ffn);
-  b->cosb = g_new0 (float, (gsize) CHUNK * c->head_dim / 2);
-  b->sinb = g_new0 (float, (gsize) CHUNK * c->head_dim / 2);
+  b->chunk = chunk_for (c, weight_bytes (model));
+  b->x = g_new0 (float, (gsize) b->chunk * c->hidden);
+  b->xn = g_new0 (float, (gsize) b->chunk * MAX (c->hidden, qdim));
+  b->q = g_new0 (float, (gsize) b->chunk * qdim);
+  b->att = g_new0 (float, (gsize) b->chunk * qdim);
+  b->k = g_new0 (float, (gsize) b->chunk * kvdim);
+  b->v = g_new0 (float, (gsize) b->chunk * kvdim);
+  b->g = g_new0 (float, (gsize) b->chunk * c->ffn);
+  b->u = g_new0 (float, (gsize) b->chunk * c->ffn);
+  b->cosb = g_new0 (float, (gsize) b->chunk * c->head_dim / 2);
+  b->sinb = g_new0 (float, (gsize) b->chunk * c->head_dim / 2);
   b->embd_row = g_new0 (float, c->hidden);
   b->scores = g_try_new (float, (gsize) hone_cpu_pool_n_threads (b->pool)
                                     * hone_cpu_attention_scratch_floats (b->max_ctx, c->head_dim));
-  b->xq = g_new0 (HoneQ8Act, (gsize) CHUNK * hone_cpu_act_row_blocks ((int) wide));
+  b->xq = g_new0 (HoneQ8Act, (gsize) b->chunk * hone_cpu_act_row_blocks ((int) wide));
   b->precise = precise_for (options);
   if (b->precise)
     b->wdq = g_try_new (float, hone_cpu_matmul_precise_scratch ((int) wide, hone_cpu_pool_n_threads (b->pool)));
@@ -341,7 +369,7 @@ cpu_load (HoneBackend *self, HoneModel *model, const HoneBackendOptions *options
       release (b);
       return FALSE;
     }
-  b->workspace_bytes = workspace_bytes_for (c, b->max_ctx, hone_cpu_pool_n_threads (b->pool), b->precise);
+  b->workspace_bytes = workspace_bytes_for (c, b->chunk, b->max_ctx, hone_cpu_pool_n_threads (b->pool), b->precise);
   b->seqs = g_ptr_array_new_with_free_func ((GDestroyNotify) hone_cpu_kv_free);
   if (progress != NULL)
     progress (1.0, progress_data);
@@ -355,7 +383,7 @@ cpu_estimate (HoneBackend *self, HoneModel *model, const HoneBackendOptions *opt
   int ctx = context_for (model, options);
   int nth = options != NULL && options->n_threads > 0 ? options->n_threads : (int) MAX (1, sysconf (_SC_NPROCESSORS_ONLN));
   return weight_bytes (model) + hone_cpu_kv_bytes_for (c->n_layers, c->n_kv_heads, c->head_dim, ctx)
-         + workspace_bytes_for (c, ctx, nth, precise_for (options));
+         + workspace_bytes_for (c, chunk_for (c, weight_bytes (model)), ctx, nth, precise_for (options));
 }
 
 static HoneBackendCaps
@@ -658,9 +686,9 @@ cpu_forward (HoneBackend *self, HoneBatch *batch, GCancellable *cancellable, GEr
     }
 
   start = kv->length;
-  for (int done = 0; done < batch->n_tokens; done += CHUNK)
+  for (int done = 0; done < batch->n_tokens; done += b->chunk)
     {
-      const int T = MIN (CHUNK, batch->n_tokens - done);
+      const int T = MIN (b->chunk, batch->n_tokens - done);
       const int pos0 = start + done;
       const int half = c->head_dim / 2;
       const HoneTensor *E = &b->model->tok_embd;
