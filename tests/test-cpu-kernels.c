@@ -322,92 +322,103 @@ matrix_init_q4z (Matrix *m, GRand *r, int K, int N)
   g_free (tmp);
 }
 
-/* Panels (AVX-512 VNNI): every type they take, against f64 on the same
- * activations, for partial panels (R < 16) and token counts around the kernel's
- * 8-token tiles; the output lanes of rows past R must stay unwritten. */
+/* Panels on every ISA that has them (AVX2, AVX-VNNI, AVX-512 VNNI): every
+ * type they take, against f64 on the same activations, for partial panels
+ * (R < the panel's rows) and token counts around the kernels' tiles; the
+ * output lanes of rows past R must stay unwritten. */
 static void
 test_panels (void)
 {
   static const HoneDType types[] = { HONE_DTYPE_Q4_0, HONE_DTYPE_Q4_1, HONE_DTYPE_Q8_0, HONE_DTYPE_Q4Z,
                                      HONE_DTYPE_Q4_K, HONE_DTYPE_Q6_K };
-  const int Ks[] = { 64, 192, 256, 512 }, Rs[] = { 1, 5, 16 }, Ts[] = { 1, 2, 7, 8, 9, 17 };
+  const int Ks[] = { 64, 192, 256, 512 }, Ts[] = { 1, 2, 3, 4, 5, 7, 8, 9, 17 };
   const int OS = 20;   /* output row stride > 16 */
   GRand *r = g_rand_new_with_seed (17);
-  int checked = 0;
+  int checked = 0, isas = 0;
 
-  if (!hone_cpu_isa_supported (HONE_CPU_ISA_AVX512VNNI))
-    {
-      g_test_skip ("this CPU has no AVX-512 VNNI: matmuls use the tiles only");
-      g_rand_free (r);
-      return;
-    }
   g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q4_K, 192, HONE_CPU_ISA_AVX512VNNI));
-  g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q6_K, 192, HONE_CPU_ISA_AVX512VNNI));
-  g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q4_0, 96, HONE_CPU_ISA_AVX512VNNI));
+  g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q6_K, 192, HONE_CPU_ISA_AVX2));
+  g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q4_0, 96, HONE_CPU_ISA_AVXVNNI));
   g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_F16, 256, HONE_CPU_ISA_AVX512VNNI));
-  g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q4_0, 256, HONE_CPU_ISA_AVX2));
-  for (guint ti = 0; ti < G_N_ELEMENTS (types); ti++)
-    for (guint ki = 0; ki < G_N_ELEMENTS (Ks); ki++)
-      {
-        const HoneDType type = types[ti];
-        const int K = Ks[ki];
-        Matrix m;
-        guint8 *panel;
+  g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q4_0, 256, HONE_CPU_ISA_PORTABLE));
+  g_assert_false (hone_cpu_panel_supported (HONE_DTYPE_Q8_0, 256, HONE_CPU_ISA_AVX2));
+  g_assert_true (hone_cpu_panel_supported (HONE_DTYPE_Q8_0, 256, HONE_CPU_ISA_AVXVNNI));
+  for (int isa = HONE_CPU_ISA_AVX2; isa < HONE_CPU_ISA_COUNT_; isa++)
+    {
+      const int rows = hone_cpu_panel_rows (isa), Rs[] = { 1, 5, rows };
 
-        if (!hone_cpu_panel_supported (type, K, HONE_CPU_ISA_AVX512VNNI))
-          continue;
-        if (type == HONE_DTYPE_Q4Z)
-          matrix_init_q4z (&m, r, K, 16);
-        else
-          matrix_init (&m, r, type, K, 16);
-        panel = g_aligned_alloc (1, hone_cpu_panel_bytes (K), 64);
-        for (guint ri = 0; ri < G_N_ELEMENTS (Rs); ri++)
-          for (guint tt = 0; tt < G_N_ELEMENTS (Ts); tt++)
-            {
-              const int R = Rs[ri], T = Ts[tt];
-              const int rb = hone_cpu_act_row_blocks (K);
-              float *x = g_new (float, T * K), *y = g_new (float, T * OS), *yc = g_new (float, T * R);
-              HoneQ8Act *xq = g_new (HoneQ8Act, T * rb);
-              guint8 *xb = NULL;
-              Matrix sub = m;
+      if (!hone_cpu_isa_supported (isa))
+        continue;
+      isas++;
+      for (guint ti = 0; ti < G_N_ELEMENTS (types); ti++)
+        for (guint ki = 0; ki < G_N_ELEMENTS (Ks); ki++)
+          {
+            const HoneDType type = types[ti];
+            const int K = Ks[ki];
+            Matrix m;
+            guint8 *panel;
 
-              for (int i = 0; i < T * K; i++)
-                x[i] = rnd (r);
-              for (int t = 0; t < T; t++)
-                hone_cpu_quantize_act (x + t * K, xq + t * rb, K);
-              memset (panel, 0xab, hone_cpu_panel_bytes (K));   /* stale bytes: padding rows must be rewritten */
-              memset (y, 0xff, T * OS * sizeof (float));
-              hone_cpu_panel_pack (type, m.data, m.row_bytes, R, K, panel);
-              if (hone_cpu_panel_needs_bias (type))
+            if (!hone_cpu_panel_supported (type, K, isa))
+              continue;
+            if (type == HONE_DTYPE_Q4Z)
+              matrix_init_q4z (&m, r, K, rows);
+            else
+              matrix_init (&m, r, type, K, rows);
+            panel = g_aligned_alloc (1, hone_cpu_panel_bytes (K), 64);
+            for (guint ri = 0; ri < G_N_ELEMENTS (Rs); ri++)
+              for (guint tt = 0; tt < G_N_ELEMENTS (Ts); tt++)
                 {
-                  xb = g_malloc ((gsize) T * K);
-                  hone_cpu_panel_bias_act (xq, rb * sizeof (HoneQ8Act), K, T, xb);
+                  const int R = Rs[ri], T = Ts[tt];
+                  const int rb = hone_cpu_act_row_blocks (K);
+                  float *x = g_new (float, T * K), *y = g_new (float, T * OS), *yc = g_new (float, T * R);
+                  HoneQ8Act *xq = g_new (HoneQ8Act, T * rb);
+                  guint8 *xb = NULL;
+                  Matrix sub = m;
+
                   for (int i = 0; i < T * K; i++)
-                    g_assert_cmpint (xb[i], ==, xq[(i / K) * rb + i % K / 32].qs[i % 32] + 128);
-                }
-              hone_cpu_panel_run (type, panel, K, R, xq, rb * sizeof (HoneQ8Act), xb, T, y, OS);
-              for (int t = 0; t < T; t++)
-                {
-                  guint32 bits;
-                  for (int n = 0; n < R; n++)
-                    yc[t * R + n] = y[t * OS + n];
-                  for (int n = R; n < OS; n++)
+                    x[i] = rnd (r);
+                  for (int t = 0; t < T; t++)
+                    hone_cpu_quantize_act (x + t * K, xq + t * rb, K);
+                  memset (panel, 0xab, hone_cpu_panel_bytes (K));   /* stale bytes: padding rows must be rewritten */
+                  memset (y, 0xff, T * OS * sizeof (float));
+                  hone_cpu_panel_pack (isa, type, m.data, m.row_bytes, R, K, panel);
+                  if (hone_cpu_panel_needs_bias (type))
                     {
-                      memcpy (&bits, y + t * OS + n, 4);
-                      if (bits != 0xffffffffu)
-                        g_error ("%s K=%d R=%d T=%d: lane %d of token %d written", hone_dtype_name (type), K, R, T, n, t);
+                      xb = g_malloc ((gsize) T * K);
+                      hone_cpu_panel_bias_act (xq, rb * sizeof (HoneQ8Act), K, T, xb);
+                      for (int i = 0; i < T * K; i++)
+                        g_assert_cmpint (xb[i], ==, xq[(i / K) * rb + i % K / 32].qs[i % 32] + 128);
                     }
+                  hone_cpu_panel_run (isa, type, panel, K, R, xq, rb * sizeof (HoneQ8Act), xb, T, y, OS);
+                  for (int t = 0; t < T; t++)
+                    {
+                      guint32 bits;
+                      for (int n = 0; n < R; n++)
+                        yc[t * R + n] = y[t * OS + n];
+                      for (int n = R; n < OS; n++)
+                        {
+                          memcpy (&bits, y + t * OS + n, 4);
+                          if (bits != 0xffffffffu)
+                            g_error ("%s %s K=%d R=%d T=%d: lane %d of token %d written", hone_cpu_isa_name (isa),
+                                     hone_dtype_name (type), K, R, T, n, t);
+                        }
+                    }
+                  sub.N = R;
+                  check_output (&sub, x, xq, T, yc);
+                  checked++;
+                  g_free (x); g_free (y); g_free (yc); g_free (xq); g_free (xb);
                 }
-              sub.N = R;
-              check_output (&sub, x, xq, T, yc);
-              checked++;
-              g_free (x); g_free (y); g_free (yc); g_free (xq); g_free (xb);
-            }
-        g_aligned_free (panel);
-        matrix_clear (&m);
-      }
-  g_test_message ("%d panel configurations checked", checked);
-  g_assert_cmpint (checked, ==, (4 * 4 + 2 * 2) * 3 * 6);   /* 4 types × K 64, 192, 256, 512; K-quants × 256, 512 */
+            g_aligned_free (panel);
+            matrix_clear (&m);
+          }
+    }
+  g_test_message ("%d panel configurations checked on %d ISAs", checked, isas);
+  /* per ISA, 4 types × K 64, 192, 256, 512 (3 on plain AVX2: no Q8_0), the K-quants × 256, 512; 3 R × 9 T */
+  g_assert_cmpint (checked, ==, 27 * ((hone_cpu_isa_supported (HONE_CPU_ISA_AVX2) ? 3 * 4 + 4 : 0)
+                                      + (hone_cpu_isa_supported (HONE_CPU_ISA_AVXVNNI) ? 4 * 4 + 4 : 0)
+                                      + (hone_cpu_isa_supported (HONE_CPU_ISA_AVX512VNNI) ? 4 * 4 + 4 : 0)));
+  if (isas == 0)
+    g_test_skip ("this CPU has no AVX2: matmuls use the portable tiles only");
   g_rand_free (r);
 }
 

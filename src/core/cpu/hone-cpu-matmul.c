@@ -27,6 +27,7 @@ typedef struct {
   uint8_t *panels;
   gsize panel_bytes;
   uint8_t *xb;          /* activations + 128, T × K, for Q6_K panels */
+  HoneCpuIsa isa;
   /* Thread i owns the chunks in range[i] = (lo, hi) (16 bits each) and takes
    * them from the front, in order, so its weight stream is contiguous and its
    * prefetches ahead (hone_cpu_prefetch_ahead) land in rows it reads next. A
@@ -115,8 +116,8 @@ matmul_worker (gpointer data, int ith, int nth)
       if (job->panel[m])
         {
           void *p = job->panels + (gsize) ith * job->panel_bytes;
-          hone_cpu_panel_pack (w->type, wdata + (size_t) r0 * w_stride, w_stride, r1 - r0, job->K, p);
-          hone_cpu_panel_run (w->type, p, job->K, r1 - r0, job->xq, q8_stride,
+          hone_cpu_panel_pack (job->isa, w->type, wdata + (size_t) r0 * w_stride, w_stride, r1 - r0, job->K, p);
+          hone_cpu_panel_run (job->isa, w->type, p, job->K, r1 - r0, job->xq, q8_stride,
                               hone_cpu_panel_needs_bias (w->type) ? job->xb : NULL, job->T,
                               job->outs[m].y + r0, (size_t) N);
           continue;
@@ -161,6 +162,7 @@ matmul_run (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
   job.xq = xq;
   job.K = K;
   job.T = T;
+  job.isa = isa;
   for (int i = 0; i < n_outs; i++)
     {
       rows += outs[i].w->ne[1];
@@ -176,14 +178,14 @@ matmul_run (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
   job.chunk_rows = (int) CLAMP (rows / (8 * nth), 4, T == 1 ? 64 : 16);
   job.chunk_rows = (job.chunk_rows + 3) & ~3;
   if (panels)
-    job.chunk_rows = HONE_CPU_PANEL_ROWS;   /* a chunk fills one panel */
+    job.chunk_rows = hone_cpu_panel_rows (isa);   /* a chunk fills one panel */
   if (scratch != NULL)
     job.chunk_rows = MIN (job.chunk_rows, HONE_CPU_PRECISE_CHUNK_ROWS);
   /* Chunk numbers are 16-bit (MatmulJob.range): rows the chunks cannot cover
    * in 65,531 of them (+ one partial chunk an output) make the chunks longer —
    * past 1M rows, more than any model's matmul and than the precise scratch. */
   job.chunk_rows = MAX (job.chunk_rows, (int) ((rows + 65530) / 65531 + 3) & ~3);
-  if (job.chunk_rows > HONE_CPU_PANEL_ROWS)
+  if (job.chunk_rows > hone_cpu_panel_rows (isa))
     {
       panels = FALSE;
       memset (job.panel, 0, sizeof job.panel);
