@@ -703,9 +703,11 @@ test_attention (void)
 }
 
 /* hone_cpu_attention over a KV cache: GQA groups 1–8, prompts and decode,
- * head dims the 16-query batches take (64, 128) and one they leave to the
- * one-head kernel (24), 1–3 threads; against f64 with q rounded to f16 as the
- * kernels do, within the probabilities' f16 rounding (2^-11 relative each).
+ * head dims the batches take (64, 128) and one they leave to the one-head
+ * kernel (24, and 8-wide only), 1–3 threads, on every ISA (AVX-512: batches of
+ * 16, AVX2: of 8); against f64 with q rounded to f16 as the kernels do, within
+ * the probabilities' f16 rounding (2^-11 relative each). Every case runs once
+ * with batches allowed and once without.
  * With AVX-512 the batched path runs where T·group ≥ 8; every case runs once
  * with batches allowed and once without. */
 static void
@@ -718,77 +720,87 @@ test_attention_batch (void)
 
   for (int nth = 1; nth <= 3; nth++)
     g_assert_nonnull ((pools[nth - 1] = hone_cpu_pool_new (nth, NULL)));
-  for (guint hi = 0; hi < G_N_ELEMENTS (hds); hi++)
-    for (guint gi = 0; gi < G_N_ELEMENTS (groups); gi++)
-      for (guint ti = 0; ti < G_N_ELEMENTS (Ts); ti++)
-        for (guint pi = 0; pi < G_N_ELEMENTS (pos0s); pi++)
-          {
-            const int hd = hds[hi], G = groups[gi], T = Ts[ti], pos0 = pos0s[pi];
-            const int n_kv = 2, n_heads = G * n_kv, ctx = pos0 + T, nth = 1 + cases % 3;
-            const size_t stride = hone_cpu_attention_scratch_floats (ctx, hd);
-            HoneCpuKv *kv = hone_cpu_kv_new (1, n_kv, hd, ctx, NULL);
-            float *kk = g_new (float, n_kv * hd), *vv = g_new (float, n_kv * hd);
-            float *q = g_new (float, (gsize) T * n_heads * hd), *out = g_new (float, (gsize) T * n_heads * hd);
-            float *scratch = g_new (float, stride * nth);
-            double *s = g_new (double, ctx);
-            gboolean was;
+  for (int isa = HONE_CPU_ISA_PORTABLE; isa < HONE_CPU_ISA_COUNT_; isa++)
+    for (guint hi = 0; hi < G_N_ELEMENTS (hds); hi++)
+      for (guint gi = 0; gi < G_N_ELEMENTS (groups); gi++)
+        for (guint ti = 0; ti < G_N_ELEMENTS (Ts); ti++)
+          for (guint pi = 0; pi < G_N_ELEMENTS (pos0s); pi++)
+            {
+              const int hd = hds[hi], G = groups[gi], T = Ts[ti], pos0 = pos0s[pi];
+              const int n_kv = 2, n_heads = G * n_kv, ctx = pos0 + T, nth = 1 + cases % 3;
+              const size_t stride = hone_cpu_attention_scratch_floats (ctx, hd);
+              HoneCpuKv *kv = hone_cpu_kv_new (1, n_kv, hd, ctx, NULL);
+              float *kk = g_new (float, n_kv * hd), *vv = g_new (float, n_kv * hd);
+              float *q = g_new (float, (gsize) T * n_heads * hd), *out = g_new (float, (gsize) T * n_heads * hd);
+              float *scratch = g_new (float, stride * nth);
+              double *s = g_new (double, ctx);
+              gboolean was;
 
-            g_assert_nonnull (kv);
-            for (int p = 0; p < ctx; p++)
-              {
-                for (int i = 0; i < n_kv * hd; i++)
-                  {
-                    kk[i] = rnd (r);
-                    vv[i] = rnd (r);
-                  }
-                hone_cpu_kv_store (kv, 0, p, kk, vv);
-              }
-            for (int i = 0; i < T * n_heads * hd; i++)
-              q[i] = rnd (r) * 1.5f;
-            for (int lanes = 1; lanes >= 0; lanes--)
-              {
-                was = hone_cpu_attention_lanes_set_enabled (lanes);
-                memset (out, 0xff, (gsize) T * n_heads * hd * sizeof (float));
-                hone_cpu_attention (pools[nth - 1], kv, 0, q, T, pos0, n_heads, out, scratch, stride);
-                hone_cpu_attention_lanes_set_enabled (was);
-                for (int t = 0; t < T; t++)
-                  for (int h = 0; h < n_heads; h++)
+              if (!hone_cpu_isa_supported (isa) || isa == HONE_CPU_ISA_AVXVNNI)   /* AVX-VNNI: the AVX2 batches */
+                {
+                  hone_cpu_kv_free (kv);
+                  g_free (kk); g_free (vv); g_free (q); g_free (out); g_free (scratch); g_free (s);
+                  continue;
+                }
+              hone_cpu_set_isa (isa);
+              g_assert_nonnull (kv);
+              for (int p = 0; p < ctx; p++)
+                {
+                  for (int i = 0; i < n_kv * hd; i++)
                     {
-                      const uint16_t *k = hone_cpu_kv_head (kv, 0, 0, h / G), *v = hone_cpu_kv_head (kv, 0, 1, h / G);
-                      const float *qh = q + ((size_t) t * n_heads + h) * hd;
-                      const float *oh = out + ((size_t) t * n_heads + h) * hd;
-                      const int n = pos0 + t + 1;
-                      double mx = -1e300, sum = 0;
-                      for (int j = 0; j < n; j++)
-                        {
-                          s[j] = 0;
-                          for (int d = 0; d < hd; d++)
-                            s[j] += (double) hone_f16_to_f32 (k[j * hd + d]) * hone_f16_to_f32 (hone_f32_to_f16 (qh[d]));
-                          s[j] /= sqrt (hd);
-                          mx = fmax (mx, s[j]);
-                        }
-                      for (int j = 0; j < n; j++)
-                        sum += (s[j] = exp (s[j] - mx));
-                      for (int d = 0; d < hd; d++)
-                        {
-                          double ref = 0, mag = 0;
-                          for (int j = 0; j < n; j++)
-                            {
-                              ref += s[j] / sum * hone_f16_to_f32 (v[j * hd + d]);
-                              mag += s[j] / sum * fabs (hone_f16_to_f32 (v[j * hd + d]));
-                            }
-                          if (!(fabs (oh[d] - ref) <= 4.9e-4 * mag * 1.01 + 1e-5))   /* NaN fails */
-                            g_error ("hd %d group %d T %d pos0 %d lanes %d: token %d head %d dim %d = %.7g, f64 %.7g (bound %.3g)",
-                                     hd, G, T, pos0, lanes, t, h, d, oh[d], ref, 4.9e-4 * mag * 1.01 + 1e-5);
-                        }
+                      kk[i] = rnd (r);
+                      vv[i] = rnd (r);
                     }
-              }
-            cases++;
-            hone_cpu_kv_free (kv);
-            g_free (kk); g_free (vv); g_free (q); g_free (out); g_free (scratch); g_free (s);
-          }
-  g_test_message ("%d attention cases (16-query batches: %s)", cases,
-                  hone_cpu_isa_supported (HONE_CPU_ISA_AVX512VNNI) ? "yes" : "no, this CPU has no AVX-512");
+                  hone_cpu_kv_store (kv, 0, p, kk, vv);
+                }
+              for (int i = 0; i < T * n_heads * hd; i++)
+                q[i] = rnd (r) * 1.5f;
+              for (int lanes = 1; lanes >= 0; lanes--)
+                {
+                  was = hone_cpu_attention_lanes_set_enabled (lanes);
+                  memset (out, 0xff, (gsize) T * n_heads * hd * sizeof (float));
+                  hone_cpu_attention (pools[nth - 1], kv, 0, q, T, pos0, n_heads, out, scratch, stride);
+                  hone_cpu_attention_lanes_set_enabled (was);
+                  for (int t = 0; t < T; t++)
+                    for (int h = 0; h < n_heads; h++)
+                      {
+                        const uint16_t *k = hone_cpu_kv_head (kv, 0, 0, h / G), *v = hone_cpu_kv_head (kv, 0, 1, h / G);
+                        const float *qh = q + ((size_t) t * n_heads + h) * hd;
+                        const float *oh = out + ((size_t) t * n_heads + h) * hd;
+                        const int n = pos0 + t + 1;
+                        double mx = -1e300, sum = 0;
+                        for (int j = 0; j < n; j++)
+                          {
+                            s[j] = 0;
+                            for (int d = 0; d < hd; d++)
+                              s[j] += (double) hone_f16_to_f32 (k[j * hd + d]) * hone_f16_to_f32 (hone_f32_to_f16 (qh[d]));
+                            s[j] /= sqrt (hd);
+                            mx = fmax (mx, s[j]);
+                          }
+                        for (int j = 0; j < n; j++)
+                          sum += (s[j] = exp (s[j] - mx));
+                        for (int d = 0; d < hd; d++)
+                          {
+                            double ref = 0, mag = 0;
+                            for (int j = 0; j < n; j++)
+                              {
+                                ref += s[j] / sum * hone_f16_to_f32 (v[j * hd + d]);
+                                mag += s[j] / sum * fabs (hone_f16_to_f32 (v[j * hd + d]));
+                              }
+                            if (!(fabs (oh[d] - ref) <= 4.9e-4 * mag * 1.01 + 1e-5))   /* NaN fails */
+                              g_error ("hd %d group %d T %d pos0 %d lanes %d: token %d head %d dim %d = %.7g, f64 %.7g (bound %.3g)",
+                                       hd, G, T, pos0, lanes, t, h, d, oh[d], ref, 4.9e-4 * mag * 1.01 + 1e-5);
+                          }
+                      }
+                }
+              cases++;
+              hone_cpu_kv_free (kv);
+              g_free (kk); g_free (vv); g_free (q); g_free (out); g_free (scratch); g_free (s);
+            }
+  hone_cpu_set_isa (HONE_CPU_ISA_COUNT_);
+  g_test_message ("%d attention cases (batches of 16: %s, of 8: %s)", cases,
+                  hone_cpu_isa_supported (HONE_CPU_ISA_AVX512VNNI) ? "yes" : "no, this CPU has no AVX-512",
+                  hone_cpu_isa_supported (HONE_CPU_ISA_AVX2) ? "yes" : "no, this CPU has no AVX2");
   for (int nth = 1; nth <= 3; nth++)
     hone_cpu_pool_free (pools[nth - 1]);
   g_rand_free (r);

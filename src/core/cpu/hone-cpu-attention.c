@@ -1,5 +1,5 @@
-/* hone-cpu-attention.c — causal GQA attention: 16 queries of one KV head a
- * work item (AVX-512), or one (token, head) a work item. */
+/* hone-cpu-attention.c — causal GQA attention: 16 (AVX-512) or 8 (AVX2)
+ * queries of one KV head a work item, or one (token, head) a work item. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize ("O3")
 #endif
@@ -15,7 +15,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HONE_HAVE_X86 1
 #include <immintrin.h>
-#include "hone-cpu-x86-512.h"
+#include "hone-cpu-x86-vec.h"
 
 #define AVX_TARGET __attribute__((target ("avx2,fma,f16c")))
 
@@ -79,120 +79,94 @@ attention_head_avx2 (const float *q, const uint16_t *k, const uint16_t *v, int n
     }
 }
 
-/* ---------------------------------------------------------------- 16 queries a batch (AVX-512) */
+/* ---------------------------------------------------------------- queries in vector lanes */
 
-#define AVX512_TARGET HONE_X86_512_TARGET
-#define LANES 16
+#define AL(name) name##_avx512
+#define AL_TARGET HONE_X86_512_TARGET
+#define AL_N 16
+#define AL_V __m512
+#define AL_VI __m512i
+#define AL_LOAD(p) _mm512_loadu_ps (p)
+#define AL_STORE(p, v) _mm512_storeu_ps ((p), (v))
+#define AL_SET1(f) _mm512_set1_ps (f)
+#define AL_ZERO() _mm512_setzero_ps ()
+#define AL_FMA(a, b, c) _mm512_fmadd_ps ((a), (b), (c))
+#define AL_MUL(a, b) _mm512_mul_ps ((a), (b))
+#define AL_SUB(a, b) _mm512_sub_ps ((a), (b))
+#define AL_ADD(a, b) _mm512_add_ps ((a), (b))
+#define AL_MAX(a, b) _mm512_max_ps ((a), (b))
+#define AL_DIV(a, b) _mm512_div_ps ((a), (b))
+#define AL_LOADI(p) _mm512_loadu_si512 ((const void *) (p))
+#define AL_CVTPH(p) _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (p)))
+#define AL_RND16(v) _mm512_cvtph_ps (_mm512_cvtps_ph ((v), _MM_FROUND_TO_NEAREST_INT))
+#define AL_EXP(v) hone_x86_exp512 (v)
+#define AL_SEEN(j, lim, v, other) \
+  _mm512_mask_mov_ps ((other), _mm512_cmple_epi32_mask (_mm512_set1_epi32 (j), (lim)), (v))
+#include "hone-cpu-attention-lanes-x86.h"
+#undef AL
+#undef AL_TARGET
+#undef AL_N
+#undef AL_V
+#undef AL_VI
+#undef AL_LOAD
+#undef AL_STORE
+#undef AL_SET1
+#undef AL_ZERO
+#undef AL_FMA
+#undef AL_MUL
+#undef AL_SUB
+#undef AL_ADD
+#undef AL_MAX
+#undef AL_DIV
+#undef AL_LOADI
+#undef AL_CVTPH
+#undef AL_RND16
+#undef AL_EXP
+#undef AL_SEEN
 
-/* Up to 16 queries of one KV head, one per lane: query l is q + qoff[l],
- * its output out + qoff[l], and it sees keys 0 … lim[l]. The scores are kept
- * as [key][lane] (scratch: n_keys × 16 floats), so q·k, the softmax and the
- * probability × V products all run across lanes with no horizontal sums:
- *   q·k: per key and dimension d, one FMA of k[d] (broadcast) × the 16
- *        queries' d (Qt, the queries transposed once);
- *   P·V: per key and 16 dimensions, one FMA per query of p (broadcast) × V.
- * Numbers as attention_head_avx2: q and the probabilities rounded to f16,
- * products and sums in f32 (other summation orders). */
-static AVX512_TARGET void
-attention_lanes_avx512 (const float *q, float *out, const size_t *qoff, const int *lim, int nl,
-                        const uint16_t *k, const uint16_t *v, int hd, float scale, float *scratch)
-{
-  float *qt = scratch;                              /* [hd][16] */
-  float *kf = qt + (size_t) hd * LANES;             /* [8][hd] */
-  float *sc = kf + (size_t) 8 * hd;                 /* [n_keys][16] */
-  int n_keys = 0;
-  __m512i limv;
-  __m512 mx = _mm512_set1_ps (-INFINITY), sum = _mm512_setzero_ps (), inv;
-
-  {
-    int l32[LANES];
-    for (int l = 0; l < LANES; l++)
-      {
-        /* missing lanes see every key of the batch with a zero query: finite, discarded */
-        l32[l] = l < nl ? lim[l] : -1;
-        n_keys = MAX (n_keys, l32[l] + 1);
-      }
-    for (int l = nl; l < LANES; l++)
-      l32[l] = n_keys - 1;
-    limv = _mm512_loadu_si512 ((const void *) l32);
-  }
-  /* Qt[d][l] = f16-rounded query l */
-  for (int d0 = 0; d0 < hd; d0 += 16)
-    {
-      float tile[LANES][LANES];
-      for (int l = 0; l < LANES; l++)
-        {
-          __m512 x = l < nl ? _mm512_loadu_ps (q + qoff[l] + d0) : _mm512_setzero_ps ();
-          _mm512_storeu_ps (tile[l], _mm512_cvtph_ps (_mm512_cvtps_ph (x, _MM_FROUND_TO_NEAREST_INT)));
-        }
-      for (int d = 0; d < 16; d++)
-        for (int l = 0; l < LANES; l++)
-          qt[(size_t) (d0 + d) * LANES + l] = tile[l][d];
-    }
-
-  /* scores, 8 keys at a time */
-  for (int j0 = 0; j0 < n_keys; j0 += 8)
-    {
-      const int nk = MIN (8, n_keys - j0);
-      __m512 acc[8];
-
-      for (int kk = 0; kk < 8; kk++)
-        {
-          acc[kk] = _mm512_setzero_ps ();
-          for (int d = 0; d < hd; d += 16)
-            _mm512_storeu_ps (kf + (size_t) kk * hd + d,
-                              kk < nk ? _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (k + (size_t) (j0 + kk) * hd + d)))
-                                      : _mm512_setzero_ps ());
-        }
-      for (int d = 0; d < hd; d++)
-        {
-          const __m512 qd = _mm512_loadu_ps (qt + (size_t) d * LANES);
-#pragma GCC unroll 8
-          for (int kk = 0; kk < 8; kk++)
-            acc[kk] = _mm512_fmadd_ps (_mm512_set1_ps (kf[(size_t) kk * hd + d]), qd, acc[kk]);
-        }
-      for (int kk = 0; kk < nk; kk++)
-        {
-          const __mmask16 seen = _mm512_cmple_epi32_mask (_mm512_set1_epi32 (j0 + kk), limv);
-          const __m512 s = _mm512_mask_mov_ps (_mm512_set1_ps (-INFINITY), seen, _mm512_mul_ps (acc[kk], _mm512_set1_ps (scale)));
-          _mm512_storeu_ps (sc + (size_t) (j0 + kk) * LANES, s);
-          mx = _mm512_max_ps (mx, s);
-        }
-    }
-  /* softmax over each lane's keys; probabilities normalized, then rounded to f16 */
-  for (int j = 0; j < n_keys; j++)
-    {
-      const __mmask16 seen = _mm512_cmple_epi32_mask (_mm512_set1_epi32 (j), limv);
-      const __m512 e = _mm512_maskz_mov_ps (seen, hone_x86_exp512 (_mm512_sub_ps (_mm512_loadu_ps (sc + (size_t) j * LANES), mx)));
-      _mm512_storeu_ps (sc + (size_t) j * LANES, e);
-      sum = _mm512_add_ps (sum, e);
-    }
-  inv = _mm512_div_ps (_mm512_set1_ps (1.0f), sum);
-  for (int j = 0; j < n_keys; j++)
-    {
-      const __m512 p = _mm512_mul_ps (_mm512_loadu_ps (sc + (size_t) j * LANES), inv);
-      _mm512_storeu_ps (sc + (size_t) j * LANES, _mm512_cvtph_ps (_mm512_cvtps_ph (p, _MM_FROUND_TO_NEAREST_INT)));
-    }
-  /* out[l][d0 … d0+15] = Σ_j p[j][l] · V[j][d0 …] */
-  for (int d0 = 0; d0 < hd; d0 += 16)
-    {
-      __m512 acc[LANES];
-
-#pragma GCC unroll 16
-      for (int l = 0; l < LANES; l++)
-        acc[l] = _mm512_setzero_ps ();
-      for (int j = 0; j < n_keys; j++)
-        {
-          const __m512 vv = _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (v + (size_t) j * hd + d0)));
-          const float *pj = sc + (size_t) j * LANES;
-#pragma GCC unroll 16
-          for (int l = 0; l < LANES; l++)
-            acc[l] = _mm512_fmadd_ps (_mm512_set1_ps (pj[l]), vv, acc[l]);
-        }
-      for (int l = 0; l < nl; l++)
-        _mm512_storeu_ps (out + qoff[l] + d0, acc[l]);
-    }
-}
+#define AL(name) name##_avx2
+#define AL_TARGET HONE_X86_256_TARGET
+#define AL_N 8
+#define AL_V __m256
+#define AL_VI __m256i
+#define AL_LOAD(p) _mm256_loadu_ps (p)
+#define AL_STORE(p, v) _mm256_storeu_ps ((p), (v))
+#define AL_SET1(f) _mm256_set1_ps (f)
+#define AL_ZERO() _mm256_setzero_ps ()
+#define AL_FMA(a, b, c) _mm256_fmadd_ps ((a), (b), (c))
+#define AL_MUL(a, b) _mm256_mul_ps ((a), (b))
+#define AL_SUB(a, b) _mm256_sub_ps ((a), (b))
+#define AL_ADD(a, b) _mm256_add_ps ((a), (b))
+#define AL_MAX(a, b) _mm256_max_ps ((a), (b))
+#define AL_DIV(a, b) _mm256_div_ps ((a), (b))
+#define AL_LOADI(p) _mm256_loadu_si256 ((const __m256i *) (p))
+#define AL_CVTPH(p) _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (p)))
+#define AL_RND16(v) _mm256_cvtph_ps (_mm256_cvtps_ph ((v), _MM_FROUND_TO_NEAREST_INT))
+#define AL_EXP(v) hone_x86_exp256 (v)
+/* lanes with j > lim take other */
+#define AL_SEEN(j, lim, v, other) \
+  _mm256_blendv_ps ((v), (other), _mm256_castsi256_ps (_mm256_cmpgt_epi32 (_mm256_set1_epi32 (j), (lim))))
+#include "hone-cpu-attention-lanes-x86.h"
+#undef AL
+#undef AL_TARGET
+#undef AL_N
+#undef AL_V
+#undef AL_VI
+#undef AL_LOAD
+#undef AL_STORE
+#undef AL_SET1
+#undef AL_ZERO
+#undef AL_FMA
+#undef AL_MUL
+#undef AL_SUB
+#undef AL_ADD
+#undef AL_MAX
+#undef AL_DIV
+#undef AL_LOADI
+#undef AL_CVTPH
+#undef AL_RND16
+#undef AL_EXP
+#undef AL_SEEN
 #endif
 
 static void
@@ -246,8 +220,8 @@ typedef struct {
   float *out;
   float *scratch;
   size_t scratch_stride;
-  gboolean lanes;          /* 16 queries an item (attention_lanes_avx512) */
-  int items_per_head;      /* lanes: ⌈T·group / 16⌉ */
+  int lanes;              /* queries an item in vector lanes (16, 8), or 0: one (token, head) an item */
+  int items_per_head;      /* lanes: ⌈T·group / lanes⌉ */
   atomic_int next;
 } AttentionJob;
 
@@ -270,19 +244,20 @@ hone_cpu_attention_lanes_set_enabled (gboolean on)
   return was;
 }
 
-/* Batches of queries need AVX-512, head_dim a multiple of 16, and enough
- * queries per KV head to fill lanes (decode keeps the one-head kernel). */
-static gboolean
-use_lanes (int T, int group, int hd)
+/* Queries a batch: 16 with AVX-512, 8 with AVX2, 0 (one head at a time) where
+ * head_dim is not a multiple of that or a KV head has fewer than 8 queries
+ * (decode keeps the one-head kernel). */
+static int
+lanes_for (int T, int group, int hd)
 {
 #ifdef HONE_HAVE_X86
-  return hone_cpu_attention_lanes_enabled () && hone_cpu_isa () >= HONE_CPU_ISA_AVX512VNNI && hd % 16 == 0
-         && T * group >= 8;
+  const int n = hone_cpu_isa () >= HONE_CPU_ISA_AVX512VNNI ? 16 : hone_cpu_isa () >= HONE_CPU_ISA_AVX2 ? 8 : 0;
+  return hone_cpu_attention_lanes_enabled () && n > 0 && hd % n == 0 && T * group >= 8 ? n : 0;
 #else
   (void) T;
   (void) group;
   (void) hd;
-  return FALSE;
+  return 0;
 #endif
 }
 
@@ -290,7 +265,7 @@ size_t
 hone_cpu_attention_scratch_floats (int max_ctx, int head_dim)
 {
   /* the one-head kernel: max_ctx scores; the batches: Qt, 8 keys, 16 scores a key (+ 8 rounding up) */
-  return MAX ((size_t) max_ctx, (size_t) head_dim * (LANES + 8) + (size_t) (max_ctx + 8) * LANES);
+  return MAX ((size_t) max_ctx, (size_t) head_dim * (16 + 8) + (size_t) (max_ctx + 8) * 16);
 }
 
 static void
@@ -313,11 +288,11 @@ attention_worker (gpointer data, int ith, int nth)
 #ifdef HONE_HAVE_X86
       if (job->lanes)
         {
-          /* queries i = batch·16 + l of KV head kh: token i / group, head kh·group + i % group */
-          const int kh = item / job->items_per_head, i0 = item % job->items_per_head * LANES;
-          const int nl = MIN (LANES, job->T * group - i0);
-          size_t qoff[LANES];
-          int lim[LANES];
+          /* queries i = batch·lanes + l of KV head kh: token i / group, head kh·group + i % group */
+          const int kh = item / job->items_per_head, i0 = item % job->items_per_head * job->lanes;
+          const int nl = MIN (job->lanes, job->T * group - i0);
+          size_t qoff[16];
+          int lim[16];
 
           for (int l = 0; l < nl; l++)
             {
@@ -325,8 +300,9 @@ attention_worker (gpointer data, int ith, int nth)
               qoff[l] = ((size_t) t * job->n_heads + h) * hd;
               lim[l] = job->pos0 + t;
             }
-          attention_lanes_avx512 (job->q, job->out, qoff, lim, nl, hone_cpu_kv_head (job->kv, job->layer, 0, kh),
-                                  hone_cpu_kv_head (job->kv, job->layer, 1, kh), hd, scale, scores);
+          (job->lanes == 16 ? attention_lanes_avx512 : attention_lanes_avx2)
+            (job->q, job->out, qoff, lim, nl, hone_cpu_kv_head (job->kv, job->layer, 0, kh),
+             hone_cpu_kv_head (job->kv, job->layer, 1, kh), hd, scale, scores);
           continue;
         }
 #endif
@@ -349,9 +325,9 @@ hone_cpu_attention (HoneCpuPool *pool, HoneCpuKv *kv, int layer, const float *q,
   AttentionJob job = {
     .kv = kv, .layer = layer, .q = q, .T = T, .pos0 = pos0, .n_heads = n_heads,
     .out = out, .scratch = scratch, .scratch_stride = scratch_stride,
-    .lanes = use_lanes (T, group, kv->head_dim),
-    .items_per_head = (T * group + LANES - 1) / LANES,
+    .lanes = lanes_for (T, group, kv->head_dim),
   };
+  job.items_per_head = job.lanes > 0 ? (T * group + job.lanes - 1) / job.lanes : 0;
   g_return_if_fail (scratch_stride >= hone_cpu_attention_scratch_floats (pos0 + T, kv->head_dim));
   atomic_init (&job.next, 0);
   hone_cpu_pool_run (pool, attention_worker, &job);

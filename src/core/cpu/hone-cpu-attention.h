@@ -17,7 +17,7 @@ G_BEGIN_DECLS
 void hone_cpu_attention_head (const float *q, const uint16_t *k, const uint16_t *v, int n_pos,
                               int head_dim, float scale, float *scores, float *out);
 
-/* Whether 8+ queries a KV head run 16 at a time where the CPU can: on, unless
+/* Whether 8+ queries a KV head run in vector lanes where the CPU can: on, unless
  * the environment has HONE_CPU_ATTN_LANES=0 (A/B measurements) or a test
  * switched it off. The setter returns the previous state. */
 gboolean hone_cpu_attention_lanes_enabled (void);
@@ -29,8 +29,9 @@ size_t hone_cpu_attention_scratch_floats (int max_ctx, int head_dim);
 /* T tokens at positions pos0.. (already stored in kv), n_heads query heads each:
  * token t sees positions [0, pos0 + t]. q and out: T × n_heads × head_dim.
  * scratch: n_threads × scratch_stride floats, scratch_stride ≥
- * hone_cpu_attention_scratch_floats (pos0 + T, head_dim). With AVX-512, 8+
- * queries a KV head (prefill) run 16 at a time, one per vector lane. */
+ * hone_cpu_attention_scratch_floats (pos0 + T, head_dim). Where a KV head has
+ * 8+ queries (prefill), they run 16 at a time with AVX-512, 8 with AVX2, one
+ * per vector lane (hone-cpu-attention-lanes-x86.h). */
 void hone_cpu_attention (HoneCpuPool *pool, HoneCpuKv *kv, int layer, const float *q, int T, int pos0,
                          int n_heads, float *out, float *scratch, size_t scratch_stride);
 

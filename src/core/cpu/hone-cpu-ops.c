@@ -7,7 +7,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HONE_HAVE_X86 1
 #include <immintrin.h>
-#include "hone-cpu-x86-512.h"
+#include "hone-cpu-x86-vec.h"
 
 /* The sum of squares in double, 16 at a time (products of floats are exact
  * in double, so only the order of the sums differs); y bit for bit as the
@@ -40,6 +40,55 @@ rmsnorm_avx512 (const float *x, const float *w, float *y, int n, float eps)
     y[i] = x[i] * scale * w[i];
 }
 
+/* rmsnorm_avx512 in 8 lanes (4 doubles a vector). */
+static HONE_X86_256_TARGET void
+rmsnorm_avx2 (const float *x, const float *w, float *y, int n, float eps)
+{
+  __m256d s0 = _mm256_setzero_pd (), s1 = _mm256_setzero_pd ();
+  __m128d h;
+  __m256 sv;
+  double ss;
+  float scale;
+  int i = 0;
+
+  for (; i + 8 <= n; i += 8)
+    {
+      const __m256 v = _mm256_loadu_ps (x + i);
+      const __m256d lo = _mm256_cvtps_pd (_mm256_castps256_ps128 (v)), hi = _mm256_cvtps_pd (_mm256_extractf128_ps (v, 1));
+      s0 = _mm256_fmadd_pd (lo, lo, s0);
+      s1 = _mm256_fmadd_pd (hi, hi, s1);
+    }
+  s0 = _mm256_add_pd (s0, s1);
+  h = _mm_add_pd (_mm256_castpd256_pd128 (s0), _mm256_extractf128_pd (s0, 1));
+  ss = _mm_cvtsd_f64 (_mm_add_sd (h, _mm_unpackhi_pd (h, h)));
+  for (int j = i; j < n; j++)
+    ss += (double) x[j] * x[j];
+  scale = (float) (1.0 / sqrt (ss / n + eps));
+  sv = _mm256_set1_ps (scale);
+  for (i = 0; i + 8 <= n; i += 8)
+    _mm256_storeu_ps (y + i, _mm256_mul_ps (_mm256_mul_ps (_mm256_loadu_ps (x + i), sv), _mm256_loadu_ps (w + i)));
+  for (; i < n; i++)
+    y[i] = x[i] * scale * w[i];
+}
+
+/* swiglu_avx512 in 8 lanes (hone_x86_exp256 stops at e^88.4 = 2.4e38: a gate
+ * below −88.4 gives g / 2.4e38, −4e-37 at −100, rather than −0). */
+static HONE_X86_256_TARGET void
+swiglu_avx2 (float *g, const float *u, int n)
+{
+  int i = 0;
+
+  for (; i + 8 <= n; i += 8)
+    {
+      const __m256 gv = _mm256_loadu_ps (g + i);
+      const __m256 e = hone_x86_exp256 (_mm256_sub_ps (_mm256_setzero_ps (), gv));
+      _mm256_storeu_ps (g + i, _mm256_mul_ps (_mm256_div_ps (gv, _mm256_add_ps (_mm256_set1_ps (1.0f), e)),
+                                              _mm256_loadu_ps (u + i)));
+    }
+  for (; i < n; i++)
+    g[i] = g[i] / (1.0f + expf (-g[i])) * u[i];
+}
+
 /* silu(g)·u with a vector e^x (hone_x86_exp512, within 2 ulp of expf). */
 static HONE_X86_512_TARGET void
 swiglu_avx512 (float *g, const float *u, int n)
@@ -68,6 +117,11 @@ hone_cpu_rmsnorm (const float *x, const float *w, float *y, int n, float eps)
   if (hone_cpu_isa () >= HONE_CPU_ISA_AVX512VNNI)
     {
       rmsnorm_avx512 (x, w, y, n, eps);
+      return;
+    }
+  if (hone_cpu_isa () >= HONE_CPU_ISA_AVX2)
+    {
+      rmsnorm_avx2 (x, w, y, n, eps);
       return;
     }
 #endif
@@ -168,6 +222,11 @@ hone_cpu_swiglu (float *g, const float *u, int n)
   if (hone_cpu_isa () >= HONE_CPU_ISA_AVX512VNNI)
     {
       swiglu_avx512 (g, u, n);
+      return;
+    }
+  if (hone_cpu_isa () >= HONE_CPU_ISA_AVX2)
+    {
+      swiglu_avx2 (g, u, n);
       return;
     }
 #endif

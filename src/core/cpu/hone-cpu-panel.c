@@ -9,7 +9,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HONE_HAVE_X86 1
 #include <immintrin.h>
-#include "hone-cpu-x86-512.h"
+#include "hone-cpu-x86-vec.h"
 #endif
 
 /* A panel of N rows (16 or 8): q[K/4][N][4] (line g: elements 4g … 4g+3 of
@@ -442,9 +442,16 @@ pack8 (HoneDType type, const void *w, size_t w_stride, int R, int K, void *panel
 #define DOT8_VNNI(ACC, U, S) _mm256_dpbusd_avx_epi32 ((ACC), (U), (S))
 #define DOT8_AVX2(ACC, U, S) \
   _mm256_add_epi32 ((ACC), _mm256_madd_epi16 (_mm256_maddubs_epi16 ((U), (S)), _mm256_set1_epi16 (1)))
+/* The 4-bit types' products (u ≤ 15, |q| ≤ 127: ≤ 3,810 a vpmaddubsw lane) add
+ * up over a block's 8 lines in 16 bits (≤ 30,480); one vpmaddwd then widens
+ * them. With VNNI the block's sums are 32-bit from the start. */
+#define DOTQ4_VNNI(ACC, U, S) _mm256_dpbusd_avx_epi32 ((ACC), (U), (S))
+#define FINQ4_VNNI(ACC) (ACC)
+#define DOTQ4_AVX2(ACC, U, S) _mm256_add_epi16 ((ACC), _mm256_maddubs_epi16 ((U), (S)))
+#define FINQ4_AVX2(ACC) _mm256_madd_epi16 ((ACC), _mm256_set1_epi16 (1))
 
 /* 8 rows × T tokens (T ≤ 4: 16 vector registers). */
-#define RUN8_TILE_BODY(DOT8)                                                                     \
+#define RUN8_TILE_BODY(DOT8, DOTQ4, FINQ4)                                                                     \
   {                                                                                              \
     const int nb = K / 32;                                                                       \
     const uint8_t *q = panel;                                                                    \
@@ -482,7 +489,7 @@ pack8 (HoneDType type, const void *w, size_t w_stride, int R, int K, void *panel
                 else                                                                             \
                   {                                                                              \
                     memcpy (&x4, xr[t][s].qs + 4 * g, 4);                                        \
-                    sum[t] = DOT8 (sum[t], line, _mm256_set1_epi32 (x4));                  \
+                    sum[t] = DOTQ4 (sum[t], line, _mm256_set1_epi32 (x4));                       \
                   }                                                                              \
               }                                                                                  \
           }                                                                                      \
@@ -501,6 +508,7 @@ pack8 (HoneDType type, const void *w, size_t w_stride, int R, int K, void *panel
           else                                                                                   \
             for (int t = 0; t < T; t++)                                                          \
               {                                                                                  \
+                sum[t] = FINQ4 (sum[t]);                                                         \
                 acc[t] = _mm256_fmadd_ps (_mm256_cvtepi32_ps (sum[t]),                           \
                                           _mm256_mul_ps (as, _mm256_set1_ps (xs[t][s])), acc[t]); \
                 acc[t] = _mm256_fmadd_ps (bs, _mm256_set1_ps (xs[t][nb + s]), acc[t]);           \
@@ -517,12 +525,12 @@ pack8 (HoneDType type, const void *w, size_t w_stride, int R, int K, void *panel
 static inline __attribute__((always_inline)) VTARGET void
 run8v_tile (const void *panel, int K, int R, const HoneQ8Act *x, size_t x_stride, const uint8_t *xb,
             float *out, size_t out_stride, const gboolean q6, const int T)
-RUN8_TILE_BODY (DOT8_VNNI)
+RUN8_TILE_BODY (DOT8_VNNI, DOTQ4_VNNI, FINQ4_VNNI)
 
 AINLINE void
 run8a_tile (const void *panel, int K, int R, const HoneQ8Act *x, size_t x_stride, const uint8_t *xb,
             float *out, size_t out_stride, const gboolean q6, const int T)
-RUN8_TILE_BODY (DOT8_AVX2)
+RUN8_TILE_BODY (DOT8_AVX2, DOTQ4_AVX2, FINQ4_AVX2)
 
 /* Tokens 4 at a time, then the rest as one tile. */
 #define RUN_TOKENS4(TILE, ...)                                                                   \

@@ -1,10 +1,12 @@
-/* hone-cpu-x86-512.h — small AVX-512 helpers shared by the CPU kernels
- * (panels, attention batches, per-token ops). Include after <immintrin.h>,
- * on x86 only; every function carries its own target attribute. */
+/* hone-cpu-x86-vec.h — small AVX2 / AVX-512 helpers shared by the CPU kernels
+ * (panels, attention batches, per-token ops). Include on x86 only; every
+ * function carries its own target attribute. */
 #pragma once
 
 #include <immintrin.h>
 
+#define HONE_X86_256_TARGET __attribute__((target ("avx2,fma,f16c")))
+#define HONE_X86_256_INLINE static inline __attribute__((always_inline)) HONE_X86_256_TARGET
 #define HONE_X86_512_TARGET __attribute__((target ("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512dq")))
 #define HONE_X86_512_INLINE static inline __attribute__((always_inline)) HONE_X86_512_TARGET
 
@@ -30,6 +32,32 @@ hone_x86_exp512 (__m512 x)
   p = _mm512_fmadd_ps (p, r, _mm512_set1_ps (5.0000001201e-1f));
   p = _mm512_fmadd_ps (p, _mm512_mul_ps (r, r), _mm512_add_ps (r, _mm512_set1_ps (1.0f)));
   return _mm512_scalef_ps (p, n);
+}
+
+/* e^x, 8 lanes: hone_x86_exp512's steps, with 2^n built in the exponent bits
+ * (x clamped to [−87.3, 88.4], so n stays a normal exponent: past 88.4 the
+ * result is 2.4e38 rather than +inf); NaN stays NaN. */
+HONE_X86_256_INLINE __m256
+hone_x86_exp256 (__m256 x)
+{
+  __m256 n, r, p;
+  __m256i e;
+
+  x = _mm256_max_ps (_mm256_set1_ps (-87.33654f), x);   /* NaN in x: x */
+  x = _mm256_min_ps (_mm256_set1_ps (88.37626f), x);
+  n = _mm256_round_ps (_mm256_mul_ps (x, _mm256_set1_ps (1.44269504088896341f)),
+                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  r = _mm256_fnmadd_ps (n, _mm256_set1_ps (0.693359375f), x);
+  r = _mm256_fnmadd_ps (n, _mm256_set1_ps (-2.12194440e-4f), r);
+  p = _mm256_set1_ps (1.9875691500e-4f);
+  p = _mm256_fmadd_ps (p, r, _mm256_set1_ps (1.3981999507e-3f));
+  p = _mm256_fmadd_ps (p, r, _mm256_set1_ps (8.3334519073e-3f));
+  p = _mm256_fmadd_ps (p, r, _mm256_set1_ps (4.1665795894e-2f));
+  p = _mm256_fmadd_ps (p, r, _mm256_set1_ps (1.6666665459e-1f));
+  p = _mm256_fmadd_ps (p, r, _mm256_set1_ps (5.0000001201e-1f));
+  p = _mm256_fmadd_ps (p, _mm256_mul_ps (r, r), _mm256_add_ps (r, _mm256_set1_ps (1.0f)));
+  e = _mm256_slli_epi32 (_mm256_add_epi32 (_mm256_cvtps_epi32 (n), _mm256_set1_epi32 (127)), 23);
+  return _mm256_mul_ps (p, _mm256_castsi256_ps (e));
 }
 
 /* 16 vectors of 16 dwords (rows) → 16 vectors of the rows' dword g (4×4
