@@ -84,7 +84,7 @@ main (int argc, char **argv)
     }
   be = hone_cpu_backend_new (&error);
   opt.n_threads = threads;
-  opt.max_context = 512;
+  opt.max_context = MAX (512, n_prompt + n_decode);   /* as bench_llamacpp.py's n_ctx */
   if (!be->klass->load (be, model, &opt, NULL, NULL, NULL, &error))
     {
       g_printerr ("bench-cpu: %s\n", error->message);

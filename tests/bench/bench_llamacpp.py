@@ -3,7 +3,7 @@
 same protocol as bench-cpu.c: a fixed prompt of N token ids
 (id_i = 1 + (7919*i + 13) mod (vocab - 1)), prefill timed as one eval of the
 whole prompt, then D single-token evals feeding back the argmax; median of R
-runs, a fresh KV cache per run, n_ctx 512, n_batch 512.
+runs, a fresh KV cache per run, n_ctx max(512, prompt + decode), n_batch 512.
 
 usage: bench_llamacpp.py [MODEL] [--threads 2] [--prompt 256] [--decode 128] [--runs 5]
 Prints one JSON line (wall tok/s, CPU ms per token, peak RSS).
@@ -47,7 +47,7 @@ def main():
     a = ap.parse_args()
     no_extra_buffer_types()
 
-    llm = llama_cpp.Llama(a.model, n_ctx=512, n_batch=512, n_ubatch=512, n_threads=a.threads,
+    llm = llama_cpp.Llama(a.model, n_ctx=max(512, a.prompt + a.decode), n_batch=512, n_ubatch=512, n_threads=a.threads,
                           n_threads_batch=a.threads, logits_all=False, verbose=False)
     vocab = llm.n_vocab()
     ids = [1 + (7919 * i + 13) % (vocab - 1) for i in range(a.prompt)]
