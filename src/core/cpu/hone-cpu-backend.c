@@ -2,8 +2,8 @@
  * weights in their stored type, on a thread pool.
  *
  * Prompts run as batches of 64–256 tokens (chunk_for): every matmul sees all of
- * a chunk's tokens at once (hone-cpu-matmul: panels of 16 rows on AVX-512 VNNI,
- * tiles of 4 tokens elsewhere), attention is causal inside the chunk. Decoding is
+ * a chunk's tokens at once (hone-cpu-matmul: weights repacked into panels of 16
+ * or 8 rows, hone-cpu-panel.h), attention is causal inside the chunk. Decoding is
  * the same code with T = 1. Small per-token operations (norms, RoPE, quantizing
  * activations) run on the pool's threads over ranges of tokens (rows_run); they
  * are O(hidden) against the matmuls' O(hidden²).

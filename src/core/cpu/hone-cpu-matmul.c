@@ -21,8 +21,9 @@ typedef struct {
    * thread's slice of scratch (chunk_rows × K floats) and run by fn[i] = F32 */
   gboolean dequant[MAX_OUTS];
   float *scratch;
-  /* outs[i] with panel[i] run chunk by chunk (16 rows) through a panel
-   * (hone-cpu-panel.h) in the thread's slice of panels (panel_bytes each) */
+  /* outs[i] with panel[i] run chunk by chunk (a chunk: hone_cpu_panel_rows)
+   * through a panel (hone-cpu-panel.h) in the thread's slice of panels
+   * (panel_bytes each) */
   gboolean panel[MAX_OUTS];
   uint8_t *panels;
   gsize panel_bytes;
@@ -168,7 +169,8 @@ matmul_run (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
       rows += outs[i].w->ne[1];
       job.dequant[i] = scratch != NULL && hone_cpu_precise_dequantizes (outs[i].w->type);
       job.fn[i] = hone_cpu_tile_func (job.dequant[i] ? HONE_DTYPE_F32 : outs[i].w->type, isa);
-      job.panel[i] = scratch == NULL && hone_cpu_panels_enabled () && T >= HONE_CPU_PANEL_MIN_T && hone_cpu_panel_supported (outs[i].w->type, K, isa);
+      job.panel[i] = scratch == NULL && hone_cpu_panels_enabled () && T >= HONE_CPU_PANEL_MIN_T
+                     && hone_cpu_panel_supported (outs[i].w->type, K, isa);
       panels |= job.panel[i];
     }
   job.scratch = scratch;

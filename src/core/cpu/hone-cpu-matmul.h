@@ -3,9 +3,11 @@
  * One call runs one or several matrices that share the same input (q/k/v, or
  * gate/up) as a single parallel job, so a layer costs few thread hand-offs.
  * Rows are handed out in small chunks through an atomic counter (a thread that
- * the OS descheduled on a busy machine does not stall the others); inside a
- * chunk, tokens go in tiles of 4 so each weight block is unpacked once per
- * 4 tokens (prefill) while the chunk's rows stay in L1.
+ * the OS descheduled on a busy machine does not stall the others). Inside a
+ * chunk of a prefill (8+ tokens), the rows are repacked once into a panel
+ * (hone-cpu-panel.h) that every token runs against; elsewhere tokens go in
+ * tiles of 4, so each weight block is unpacked once per 4 tokens while the
+ * chunk's rows stay in L1.
  */
 #pragma once
 
