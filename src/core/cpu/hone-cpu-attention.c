@@ -1,5 +1,7 @@
 /* hone-cpu-attention.c — causal GQA attention: 16 (AVX-512) or 8 (AVX2)
- * queries of one KV head a work item, or one (token, head) a work item. */
+ * queries of one KV head a work item (prefill); a KV head's few queries against
+ * a segment of its keys a work item (decode, AVX-512); or one (token, head) a
+ * work item. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize ("O3")
 #endif
@@ -167,6 +169,123 @@ attention_head_avx2 (const float *q, const uint16_t *k, const uint16_t *v, int n
 #undef AL_RND16
 #undef AL_EXP
 #undef AL_SEEN
+
+/* ---------------------------------------------------------------- a few queries, keys split (AVX-512) */
+
+#define MAX_SPLIT_GROUP 64
+
+/* The 16 vectors' sums, lane i = Σ of a[i]'s lanes (pairwise adds of halves:
+ * 4 levels of unpacks and lane shuffles). */
+static inline __attribute__((always_inline)) HONE_X86_512_TARGET __m512
+sum16 (__m512 a[16])
+{
+  __m512 b[8], c[4], d[2];
+
+  /* level 1: b[i] lane pairs (2k, 2k+1) ← keys 2i, 2i+1 */
+  for (int i = 0; i < 8; i++)
+    b[i] = _mm512_add_ps (_mm512_unpacklo_ps (a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps (a[2 * i], a[2 * i + 1]));
+  /* b[i] per 128-bit lane: (k2i, k2i+1, k2i, k2i+1) partial sums */
+  for (int i = 0; i < 4; i++)
+    c[i] = _mm512_add_ps (_mm512_castpd_ps (_mm512_unpacklo_pd (_mm512_castps_pd (b[2 * i]), _mm512_castps_pd (b[2 * i + 1]))),
+                          _mm512_castpd_ps (_mm512_unpackhi_pd (_mm512_castps_pd (b[2 * i]), _mm512_castps_pd (b[2 * i + 1]))));
+  /* c[i], each 128-bit lane L: keys 4i … 4i+3, a quarter of their sums */
+  for (int i = 0; i < 2; i++)
+    d[i] = _mm512_add_ps (_mm512_shuffle_f32x4 (c[2 * i], c[2 * i + 1], 0x88),
+                          _mm512_shuffle_f32x4 (c[2 * i], c[2 * i + 1], 0xdd));
+  /* d[i] lanes L = 0,1: keys 8i … 8i+3 (halves), L = 2,3: keys 8i+4 … 8i+7 */
+  {
+    const __m512 lo = _mm512_shuffle_f32x4 (d[0], d[1], 0x88), hi = _mm512_shuffle_f32x4 (d[0], d[1], 0xdd);
+    /* lanes: keys 0–3, 4–7, 8–11, 12–15 */
+    return _mm512_add_ps (lo, hi);
+  }
+}
+
+/* Queries @q[0 … @G − 1] (f32, rounded to f16 here as everywhere) of one KV
+ * head against its keys [@jb, @je), 16 keys at a time: each block's K and V rows
+ * converted once into @buf (32·hd floats) for all G queries; q·k as 16
+ * accumulators per query summed across lanes by sum16; an online softmax (a
+ * running max per query, earlier sums rescaled when it grows), probabilities
+ * rounded to f16. Writes the partial state per query g: @m[g] (max score),
+ * @l[g] (Σ e^{s − m}), @o[g·hd …] (Σ p·V, not normalized). */
+static inline __attribute__((always_inline)) HONE_X86_512_TARGET void
+attention_part_hd (const float *const *q, int G, const uint16_t *k, const uint16_t *v, float scale, int jb, int je,
+                   float *buf, float *m, float *l, float *o, const int HD16)
+{
+  const int hd = 16 * HD16;
+  float *kb = buf, *vb = buf + (size_t) 16 * hd;
+
+  for (int g = 0; g < G; g++)
+    {
+      m[g] = -INFINITY;
+      l[g] = 0.0f;
+      memset (o + (size_t) g * hd, 0, (size_t) hd * sizeof (float));
+    }
+  for (int j0 = jb; j0 < je; j0 += 16)
+    {
+      const int nk = MIN (16, je - j0);
+      const __mmask16 valid = (__mmask16) ((1u << nk) - 1);
+
+      for (int i = 0; i < 16; i++)
+        for (int c = 0; c < HD16; c++)
+          {
+            _mm512_storeu_ps (kb + (size_t) i * hd + 16 * c,
+                              i < nk ? _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (k + (size_t) (j0 + i) * hd + 16 * c)))
+                                     : _mm512_setzero_ps ());
+            _mm512_storeu_ps (vb + (size_t) i * hd + 16 * c,
+                              i < nk ? _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (v + (size_t) (j0 + i) * hd + 16 * c)))
+                                     : _mm512_setzero_ps ());
+          }
+      for (int g = 0; g < G; g++)
+        {
+          __m512 acc[16], qv[HD16], s, e, ov[HD16];
+          float bm, mnew, corr;
+          float p[16];
+
+#pragma GCC unroll 8
+          for (int c = 0; c < HD16; c++)
+            qv[c] = _mm512_cvtph_ps (_mm512_cvtps_ph (_mm512_loadu_ps (q[g] + 16 * c), _MM_FROUND_TO_NEAREST_INT));
+#pragma GCC unroll 16
+          for (int i = 0; i < 16; i++)
+            {
+              acc[i] = _mm512_mul_ps (_mm512_loadu_ps (kb + (size_t) i * hd), qv[0]);
+#pragma GCC unroll 8
+              for (int c = 1; c < HD16; c++)
+                acc[i] = _mm512_fmadd_ps (_mm512_loadu_ps (kb + (size_t) i * hd + 16 * c), qv[c], acc[i]);
+            }
+          s = _mm512_mask_mov_ps (_mm512_set1_ps (-INFINITY), valid, _mm512_mul_ps (sum16 (acc), _mm512_set1_ps (scale)));
+          bm = _mm512_reduce_max_ps (s);
+          mnew = fmaxf (m[g], bm);
+          corr = expf (m[g] - mnew);   /* 0 on the first block (m = −inf) */
+          e = _mm512_maskz_mov_ps (valid, hone_x86_exp512 (_mm512_sub_ps (s, _mm512_set1_ps (mnew))));
+          l[g] = l[g] * corr + _mm512_reduce_add_ps (e);
+          m[g] = mnew;
+          _mm512_storeu_ps (p, _mm512_cvtph_ps (_mm512_cvtps_ph (e, _MM_FROUND_TO_NEAREST_INT)));
+#pragma GCC unroll 8
+          for (int c = 0; c < HD16; c++)
+            ov[c] = _mm512_mul_ps (_mm512_loadu_ps (o + (size_t) g * hd + 16 * c), _mm512_set1_ps (corr));
+          for (int i = 0; i < nk; i++)
+            {
+              const __m512 pi = _mm512_set1_ps (p[i]);
+#pragma GCC unroll 8
+              for (int c = 0; c < HD16; c++)
+                ov[c] = _mm512_fmadd_ps (pi, _mm512_loadu_ps (vb + (size_t) i * hd + 16 * c), ov[c]);
+            }
+#pragma GCC unroll 8
+          for (int c = 0; c < HD16; c++)
+            _mm512_storeu_ps (o + (size_t) g * hd + 16 * c, ov[c]);
+        }
+    }
+}
+
+static HONE_X86_512_TARGET void
+attention_part_avx512 (const float *const *q, int G, const uint16_t *k, const uint16_t *v, int hd, float scale,
+                       int jb, int je, float *buf, float *m, float *l, float *o)
+{
+  if (hd == 64)
+    attention_part_hd (q, G, k, v, scale, jb, je, buf, m, l, o, 4);
+  else
+    attention_part_hd (q, G, k, v, scale, jb, je, buf, m, l, o, 8);
+}
 #endif
 
 static void
@@ -220,8 +339,10 @@ typedef struct {
   float *out;
   float *scratch;
   size_t scratch_stride;
-  int lanes;              /* queries an item in vector lanes (16, 8), or 0: one (token, head) an item */
+  int lanes;              /* queries an item in vector lanes (16, 8), or 0 */
   int items_per_head;      /* lanes: ⌈T·group / lanes⌉ */
+  int split;              /* lanes == 0: segments of the keys an item of (KV head, token) covers, or 0: one (token, head) an item */
+  float *part;            /* split: per item, group × (max, sum, hd outputs) */
   atomic_int next;
 } AttentionJob;
 
@@ -264,8 +385,10 @@ lanes_for (int T, int group, int hd)
 size_t
 hone_cpu_attention_scratch_floats (int max_ctx, int head_dim)
 {
-  /* the one-head kernel: max_ctx scores; the batches: Qt, 8 keys, 16 scores a key (+ 8 rounding up) */
-  return MAX ((size_t) max_ctx, (size_t) head_dim * (16 + 8) + (size_t) (max_ctx + 8) * 16);
+  /* the one-head kernel: max_ctx scores; the batches: Qt, 8 keys, 16 scores a key (+ 8 rounding up);
+   * the split keys: 16 K and 16 V rows */
+  return MAX (MAX ((size_t) max_ctx, (size_t) head_dim * (16 + 8) + (size_t) (max_ctx + 8) * 16),
+              (size_t) head_dim * 32);
 }
 
 static void
@@ -276,7 +399,8 @@ attention_worker (gpointer data, int ith, int nth)
   const int group = job->n_heads / job->kv->n_kv_heads;
   const float scale = 1.0f / sqrtf ((float) hd);
   float *scores = job->scratch + (size_t) ith * job->scratch_stride;
-  const int n_items = job->lanes ? job->kv->n_kv_heads * job->items_per_head : job->T * job->n_heads;
+  const int n_items = job->lanes ? job->kv->n_kv_heads * job->items_per_head
+                      : job->split ? job->kv->n_kv_heads * job->T * job->split : job->T * job->n_heads;
 
   (void) nth;
   for (;;)
@@ -305,6 +429,22 @@ attention_worker (gpointer data, int ith, int nth)
              hone_cpu_kv_head (job->kv, job->layer, 1, kh), hd, scale, scores);
           continue;
         }
+      if (job->split)
+        {
+          /* KV head kh, token t, keys [n·seg/split, n·(seg+1)/split) of its n */
+          const int kh = item / (job->T * job->split), t = item / job->split % job->T, seg = item % job->split;
+          const int n = job->pos0 + t + 1;
+          float *part = job->part + (size_t) item * group * (hd + 2);
+          const float *qp[MAX_SPLIT_GROUP];
+
+          for (int g = 0; g < group; g++)
+            qp[g] = job->q + ((size_t) t * job->n_heads + kh * group + g) * hd;
+          attention_part_avx512 (qp, group, hone_cpu_kv_head (job->kv, job->layer, 0, kh),
+                                 hone_cpu_kv_head (job->kv, job->layer, 1, kh), hd, scale,
+                                 (int) ((gint64) n * seg / job->split), (int) ((gint64) n * (seg + 1) / job->split),
+                                 scores, part, part + group, part + 2 * group);
+          continue;
+        }
 #endif
       {
         const int t = item / job->n_heads, h = item % job->n_heads;
@@ -315,6 +455,56 @@ attention_worker (gpointer data, int ith, int nth)
                                  job->pos0 + t + 1, hd, scale, scores, job->out + off);
       }
     }
+}
+
+/* Segments to split each (KV head, token)'s keys into where a few queries a KV
+ * head (decode) take attention_part_avx512: enough items for every thread
+ * (4 each), each segment ≥ 256 keys; 0 where that kernel does not apply. */
+static int
+split_for (int T, int group, int hd, int n_kv, int pos0, int nth)
+{
+#ifdef HONE_HAVE_X86
+  const int base = n_kv * T;
+
+  if (!hone_cpu_attention_lanes_enabled () || hone_cpu_isa () < HONE_CPU_ISA_AVX512VNNI || (hd != 64 && hd != 128)
+      || group > MAX_SPLIT_GROUP)
+    return 0;
+  return MAX (1, MIN ((4 * nth + base - 1) / base, (pos0 + 1 + 255) / 256));
+#else
+  (void) T; (void) group; (void) hd; (void) n_kv; (void) pos0; (void) nth;
+  return 0;
+#endif
+}
+
+/* Each (KV head, token, query)'s segments into its output: the softmax's
+ * partial states rescaled to their common max. */
+static void
+merge_split (const AttentionJob *job)
+{
+  const int hd = job->kv->head_dim, group = job->n_heads / job->kv->n_kv_heads;
+
+  for (int kh = 0; kh < job->kv->n_kv_heads; kh++)
+    for (int t = 0; t < job->T; t++)
+      for (int g = 0; g < group; g++)
+        {
+          const size_t item0 = ((size_t) kh * job->T + t) * job->split;
+          float *o = job->out + ((size_t) t * job->n_heads + kh * group + g) * hd;
+          float mx = -INFINITY, sum = 0.0f;
+
+          for (int seg = 0; seg < job->split; seg++)
+            mx = fmaxf (mx, job->part[(item0 + seg) * group * (hd + 2) + g]);
+          memset (o, 0, (size_t) hd * sizeof (float));
+          for (int seg = 0; seg < job->split; seg++)
+            {
+              const float *part = job->part + (item0 + seg) * group * (hd + 2);
+              const float w = expf (part[g] - mx);
+              sum += w * part[group + g];
+              for (int d = 0; d < hd; d++)
+                o[d] += w * part[2 * group + (size_t) g * hd + d];
+            }
+          for (int d = 0; d < hd; d++)
+            o[d] /= sum;
+        }
 }
 
 void
@@ -328,7 +518,16 @@ hone_cpu_attention (HoneCpuPool *pool, HoneCpuKv *kv, int layer, const float *q,
     .lanes = lanes_for (T, group, kv->head_dim),
   };
   job.items_per_head = job.lanes > 0 ? (T * group + job.lanes - 1) / job.lanes : 0;
+  if (job.lanes == 0)
+    job.split = split_for (T, group, kv->head_dim, kv->n_kv_heads, pos0, hone_cpu_pool_n_threads (pool));
   g_return_if_fail (scratch_stride >= hone_cpu_attention_scratch_floats (pos0 + T, kv->head_dim));
+  if (job.split)
+    job.part = g_new (float, (gsize) kv->n_kv_heads * T * job.split * group * (kv->head_dim + 2));
   atomic_init (&job.next, 0);
   hone_cpu_pool_run (pool, attention_worker, &job);
+  if (job.split)
+    {
+      merge_split (&job);
+      g_free (job.part);
+    }
 }
