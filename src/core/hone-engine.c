@@ -94,8 +94,10 @@ hone_engine_list_devices (void)
   cpu->kind = HONE_DEVICE_CPU;
   cpu->n_cores = (int) g_get_num_processors ();
   cpu->memory_total = hone_metrics_physical_memory ();
-  /* TRANSLATORS: "CPU — <model> (<n> threads)" */
-  cpu->name = g_strdup_printf (_("CPU — %s (%d threads)"), model != NULL ? model : _("unknown"), cpu->n_cores);
+  /* TRANSLATORS: "CPU — <model> (<n> threads, <instruction set> kernels)"; the
+   * instruction set is a name such as avx512-vnni, not to be translated */
+  cpu->name = g_strdup_printf (_("CPU — %s (%d threads, %s kernels)"), model != NULL ? model : _("unknown"),
+                               cpu->n_cores, hone_cpu_backend_isa ());
   g_ptr_array_add (devices, cpu);
 #ifdef HONE_HAVE_CUDA
   {

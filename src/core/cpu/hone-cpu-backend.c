@@ -794,6 +794,12 @@ static const HoneBackendClass cpu_class = {
   .free = cpu_free,
 };
 
+const char *
+hone_cpu_backend_isa (void)
+{
+  return hone_cpu_isa_name (hone_cpu_isa ());
+}
+
 HoneBackend *
 hone_cpu_backend_new (GError **error)
 {
