@@ -12,6 +12,7 @@
  *   AL_RND16(v)        v rounded to f16 and back
  *   AL_EXP(v)          e^v (hone-cpu-x86-vec.h)
  *   AL_SEEN(j, lim, v, other)   v in the lanes whose lim ≥ j, other in the rest
+ * (undefined again at the end, ready for the next width).
  *
  * Up to AL_N queries of one KV head, one per lane: query l is q + qoff[l],
  * its output out + qoff[l], and it sees keys 0 … lim[l]. The scores are kept
@@ -114,3 +115,24 @@ AL(attention_lanes) (const float *q, float *out, const size_t *qoff, const int *
         AL_STORE (out + qoff[l] + d0, acc[l]);
     }
 }
+
+#undef AL
+#undef AL_TARGET
+#undef AL_N
+#undef AL_V
+#undef AL_VI
+#undef AL_LOAD
+#undef AL_STORE
+#undef AL_SET1
+#undef AL_ZERO
+#undef AL_FMA
+#undef AL_MUL
+#undef AL_SUB
+#undef AL_ADD
+#undef AL_MAX
+#undef AL_DIV
+#undef AL_LOADI
+#undef AL_CVTPH
+#undef AL_RND16
+#undef AL_EXP
+#undef AL_SEEN

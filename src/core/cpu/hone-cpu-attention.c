@@ -104,27 +104,7 @@ attention_head_avx2 (const float *q, const uint16_t *k, const uint16_t *v, int n
 #define AL_EXP(v) hone_x86_exp512 (v)
 #define AL_SEEN(j, lim, v, other) \
   _mm512_mask_mov_ps ((other), _mm512_cmple_epi32_mask (_mm512_set1_epi32 (j), (lim)), (v))
-#include "hone-cpu-attention-lanes-x86.h"
-#undef AL
-#undef AL_TARGET
-#undef AL_N
-#undef AL_V
-#undef AL_VI
-#undef AL_LOAD
-#undef AL_STORE
-#undef AL_SET1
-#undef AL_ZERO
-#undef AL_FMA
-#undef AL_MUL
-#undef AL_SUB
-#undef AL_ADD
-#undef AL_MAX
-#undef AL_DIV
-#undef AL_LOADI
-#undef AL_CVTPH
-#undef AL_RND16
-#undef AL_EXP
-#undef AL_SEEN
+#include "hone-cpu-attention-lanes-x86.h"   /* it undefines the AL_ macros */
 
 #define AL(name) name##_avx2
 #define AL_TARGET HONE_X86_256_TARGET
@@ -148,27 +128,7 @@ attention_head_avx2 (const float *q, const uint16_t *k, const uint16_t *v, int n
 /* lanes with j > lim take other */
 #define AL_SEEN(j, lim, v, other) \
   _mm256_blendv_ps ((v), (other), _mm256_castsi256_ps (_mm256_cmpgt_epi32 (_mm256_set1_epi32 (j), (lim))))
-#include "hone-cpu-attention-lanes-x86.h"
-#undef AL
-#undef AL_TARGET
-#undef AL_N
-#undef AL_V
-#undef AL_VI
-#undef AL_LOAD
-#undef AL_STORE
-#undef AL_SET1
-#undef AL_ZERO
-#undef AL_FMA
-#undef AL_MUL
-#undef AL_SUB
-#undef AL_ADD
-#undef AL_MAX
-#undef AL_DIV
-#undef AL_LOADI
-#undef AL_CVTPH
-#undef AL_RND16
-#undef AL_EXP
-#undef AL_SEEN
+#include "hone-cpu-attention-lanes-x86.h"   /* it undefines the AL_ macros */
 
 /* ---------------------------------------------------------------- a few queries, keys split (AVX-512) */
 

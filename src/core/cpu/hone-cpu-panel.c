@@ -214,32 +214,6 @@ unpack_rows (HoneDType type, const void *w, size_t w_stride, int R, int K, int c
     }
 }
 
-/* 8 rows of 8 dwords → 8 vectors of the rows' dword e. */
-AINLINE void
-transpose8 (const __m256i r[8], __m256i o[8])
-{
-  __m256i t[8], u[8];
-
-  for (int i = 0; i < 8; i += 2)
-    {
-      t[i] = _mm256_unpacklo_epi32 (r[i], r[i + 1]);
-      t[i + 1] = _mm256_unpackhi_epi32 (r[i], r[i + 1]);
-    }
-  for (int G = 0; G < 8; G += 4)
-    {
-      u[G + 0] = _mm256_unpacklo_epi64 (t[G], t[G + 2]);
-      u[G + 1] = _mm256_unpackhi_epi64 (t[G], t[G + 2]);
-      u[G + 2] = _mm256_unpacklo_epi64 (t[G + 1], t[G + 3]);
-      u[G + 3] = _mm256_unpackhi_epi64 (t[G + 1], t[G + 3]);
-    }
-  /* u[4G + e], 128-bit lane L: dword 4L + e of rows 4G … 4G + 3 */
-  for (int e = 0; e < 4; e++)
-    {
-      o[e] = _mm256_permute2x128_si256 (u[e], u[4 + e], 0x20);
-      o[4 + e] = _mm256_permute2x128_si256 (u[e], u[4 + e], 0x31);
-    }
-}
-
 /* ---- 16-row panels, AVX-512 VNNI */
 
 PINLINE void
@@ -359,8 +333,9 @@ run16_tile (const void *panel, int K, int R, const HoneQ8Act *x, size_t x_stride
   }
 }
 
-/* Tokens 8 at a time, then the rest as one tile; @TILE the kernel's tile
- * function (run16_tile, run8_tile), @TMAX its largest T. */
+/* Tokens TMAX at a time, then the rest as one tile; @TILE the kernel's tile
+ * function (run16_tile: TMAX 8; run8v_tile, run8a_tile: 4 — their arrays
+ * are sized 8 for the switch's cases past TMAX, which never run). */
 #define RUN_TOKENS(TILE, TMAX, ...)                                                              \
   do                                                                                             \
     {                                                                                            \
@@ -412,10 +387,10 @@ pack8_type (HoneDType type, const void *w, size_t w_stride, int R, int K, void *
       __m256i lo[8], hi[8], lines[8];
 
       unpack_rows (type, w, w_stride, R, K, c, a, b, 8, ahead_step, lo, hi);
-      transpose8 (lo, lines);
+      hone_x86_transpose8 (lo, lines);
       for (int g = 0; g < 8; g++)
         _mm256_store_si256 ((__m256i *) (q + ((size_t) c * 16 + g) * 32), lines[g]);
-      transpose8 (hi, lines);
+      hone_x86_transpose8 (hi, lines);
       for (int g = 0; g < 8; g++)
         _mm256_store_si256 ((__m256i *) (q + ((size_t) c * 16 + 8 + g) * 32), lines[g]);
     }
@@ -456,10 +431,10 @@ pack8 (HoneDType type, const void *w, size_t w_stride, int R, int K, void *panel
     const int nb = K / 32;                                                                       \
     const uint8_t *q = panel;                                                                    \
     const float *a = panel_a ((void *) panel, K), *b = a + (size_t) nb * 8, *a2 = b + (size_t) nb * 8; \
-    const HoneQ8Act *xr[4];                                                                      \
-    const float *xs[4];                                                                          \
-    __m256 acc[4];                                                                               \
-    float keep[4][8];                                                                            \
+    const HoneQ8Act *xr[8];                                                                      \
+    const float *xs[8];                                                                          \
+    __m256 acc[8];                                                                               \
+    float keep[8][8];                                                                            \
                                                                                                  \
     for (int t = 0; t < T; t++)                                                                  \
       {                                                                                          \
@@ -469,7 +444,7 @@ pack8 (HoneDType type, const void *w, size_t w_stride, int R, int K, void *panel
       }                                                                                          \
     for (int s = 0; s < nb; s++)                                                                 \
       {                                                                                          \
-        __m256i sum[4], sum2[4];                                                                 \
+        __m256i sum[8], sum2[8];                                                                 \
         for (int t = 0; t < T; t++)                                                              \
           sum[t] = sum2[t] = _mm256_setzero_si256 ();                                            \
         for (int g = 0; g < 8; g++)                                                              \
@@ -532,37 +507,14 @@ run8a_tile (const void *panel, int K, int R, const HoneQ8Act *x, size_t x_stride
             float *out, size_t out_stride, const gboolean q6, const int T)
 RUN8_TILE_BODY (DOT8_AVX2, DOTQ4_AVX2, FINQ4_AVX2)
 
-/* Tokens 4 at a time, then the rest as one tile. */
-#define RUN_TOKENS4(TILE, ...)                                                                   \
-  do                                                                                             \
-    {                                                                                            \
-      int t_ = 0;                                                                                \
-      for (; t_ + 4 <= T; t_ += 4)                                                               \
-        TILE (panel, K, R, (const HoneQ8Act *) ((const uint8_t *) x + (size_t) t_ * x_stride),   \
-              x_stride, xb + (size_t) t_ * K, out + (size_t) t_ * out_stride, out_stride,        \
-              __VA_ARGS__, 4);                                                                   \
-      if (t_ == T)                                                                               \
-        break;                                                                                   \
-      x = (const HoneQ8Act *) ((const uint8_t *) x + (size_t) t_ * x_stride);                    \
-      xb += (size_t) t_ * K;                                                                     \
-      out += (size_t) t_ * out_stride;                                                           \
-      switch (T - t_)                                                                            \
-        {                                                                                        \
-        case 1: TILE (panel, K, R, x, x_stride, xb, out, out_stride, __VA_ARGS__, 1); break;     \
-        case 2: TILE (panel, K, R, x, x_stride, xb, out, out_stride, __VA_ARGS__, 2); break;     \
-        default: TILE (panel, K, R, x, x_stride, xb, out, out_stride, __VA_ARGS__, 3); break;    \
-        }                                                                                        \
-    }                                                                                            \
-  while (0)
-
 static VTARGET void
 run8v (const void *panel, int K, int R, const HoneQ8Act *x, size_t x_stride, const uint8_t *xb, int T,
        float *out, size_t out_stride)
 {
   if (xb != NULL)
-    RUN_TOKENS4 (run8v_tile, TRUE);
+    RUN_TOKENS (run8v_tile, 4, TRUE);
   else
-    RUN_TOKENS4 (run8v_tile, FALSE);
+    RUN_TOKENS (run8v_tile, 4, FALSE);
 }
 
 static ATARGET void
@@ -570,9 +522,9 @@ run8a (const void *panel, int K, int R, const HoneQ8Act *x, size_t x_stride, con
        float *out, size_t out_stride)
 {
   if (xb != NULL)
-    RUN_TOKENS4 (run8a_tile, TRUE);
+    RUN_TOKENS (run8a_tile, 4, TRUE);
   else
-    RUN_TOKENS4 (run8a_tile, FALSE);
+    RUN_TOKENS (run8a_tile, 4, FALSE);
 }
 
 static ATARGET void

@@ -60,6 +60,32 @@ hone_x86_exp256 (__m256 x)
   return _mm256_mul_ps (p, _mm256_castsi256_ps (e));
 }
 
+/* 8 rows of 8 dwords → 8 vectors of the rows' dword e. */
+HONE_X86_256_INLINE void
+hone_x86_transpose8 (const __m256i r[8], __m256i o[8])
+{
+  __m256i t[8], u[8];
+
+  for (int i = 0; i < 8; i += 2)
+    {
+      t[i] = _mm256_unpacklo_epi32 (r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_epi32 (r[i], r[i + 1]);
+    }
+  for (int G = 0; G < 8; G += 4)
+    {
+      u[G + 0] = _mm256_unpacklo_epi64 (t[G], t[G + 2]);
+      u[G + 1] = _mm256_unpackhi_epi64 (t[G], t[G + 2]);
+      u[G + 2] = _mm256_unpacklo_epi64 (t[G + 1], t[G + 3]);
+      u[G + 3] = _mm256_unpackhi_epi64 (t[G + 1], t[G + 3]);
+    }
+  /* u[4G + e], 128-bit lane L: dword 4L + e of rows 4G … 4G + 3 */
+  for (int e = 0; e < 4; e++)
+    {
+      o[e] = _mm256_permute2x128_si256 (u[e], u[4 + e], 0x20);
+      o[4 + e] = _mm256_permute2x128_si256 (u[e], u[4 + e], 0x31);
+    }
+}
+
 /* 16 vectors of 16 dwords (rows) → 16 vectors of the rows' dword g (4×4
  * transposes in each 128-bit lane, then of the lanes). */
 HONE_X86_512_INLINE void
