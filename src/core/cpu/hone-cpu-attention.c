@@ -1,7 +1,7 @@
 /* hone-cpu-attention.c — causal GQA attention: 16 (AVX-512) or 8 (AVX2)
  * queries of one KV head a work item (prefill); a KV head's few queries against
- * a segment of its keys a work item (decode, AVX-512); or one (token, head) a
- * work item. */
+ * a segment of its keys a work item (decode); or, without AVX2 or for other
+ * head sizes, one (token, head) a work item. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize ("O3")
 #endif
@@ -130,7 +130,7 @@ attention_head_avx2 (const float *q, const uint16_t *k, const uint16_t *v, int n
   _mm256_blendv_ps ((v), (other), _mm256_castsi256_ps (_mm256_cmpgt_epi32 (_mm256_set1_epi32 (j), (lim))))
 #include "hone-cpu-attention-lanes-x86.h"   /* it undefines the AL_ macros */
 
-/* ---------------------------------------------------------------- a few queries, keys split (AVX-512) */
+/* ---------------------------------------------------------------- a few queries, keys split */
 
 #define MAX_SPLIT_GROUP 64
 
@@ -160,92 +160,76 @@ sum16 (__m512 a[16])
   }
 }
 
-/* Queries @q[0 … @G − 1] (f32, rounded to f16 here as everywhere) of one KV
- * head against its keys [@jb, @je), 16 keys at a time: each block's K and V rows
- * converted once into @buf (32·hd floats) for all G queries; q·k as 16
- * accumulators per query summed across lanes by sum16; an online softmax (a
- * running max per query, earlier sums rescaled when it grows), probabilities
- * rounded to f16. Writes the partial state per query g: @m[g] (max score),
- * @l[g] (Σ e^{s − m}), @o[g·hd …] (Σ p·V, not normalized). */
-static inline __attribute__((always_inline)) HONE_X86_512_TARGET void
-attention_part_hd (const float *const *q, int G, const uint16_t *k, const uint16_t *v, float scale, int jb, int je,
-                   float *buf, float *m, float *l, float *o, const int HD16)
+/* The 8 vectors' sums, lane i = Σ of a[i]'s lanes (three levels of hadd, then
+ * the two 128-bit halves added). */
+static inline __attribute__((always_inline)) HONE_X86_256_TARGET __m256
+sum8 (__m256 a[8])
 {
-  const int hd = 16 * HD16;
-  float *kb = buf, *vb = buf + (size_t) 16 * hd;
+  const __m256 u0 = _mm256_hadd_ps (_mm256_hadd_ps (a[0], a[1]), _mm256_hadd_ps (a[2], a[3]));
+  const __m256 u1 = _mm256_hadd_ps (_mm256_hadd_ps (a[4], a[5]), _mm256_hadd_ps (a[6], a[7]));
 
-  for (int g = 0; g < G; g++)
-    {
-      m[g] = -INFINITY;
-      l[g] = 0.0f;
-      memset (o + (size_t) g * hd, 0, (size_t) hd * sizeof (float));
-    }
-  for (int j0 = jb; j0 < je; j0 += 16)
-    {
-      const int nk = MIN (16, je - j0);
-      const __mmask16 valid = (__mmask16) ((1u << nk) - 1);
-
-      for (int i = 0; i < 16; i++)
-        for (int c = 0; c < HD16; c++)
-          {
-            _mm512_storeu_ps (kb + (size_t) i * hd + 16 * c,
-                              i < nk ? _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (k + (size_t) (j0 + i) * hd + 16 * c)))
-                                     : _mm512_setzero_ps ());
-            _mm512_storeu_ps (vb + (size_t) i * hd + 16 * c,
-                              i < nk ? _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (v + (size_t) (j0 + i) * hd + 16 * c)))
-                                     : _mm512_setzero_ps ());
-          }
-      for (int g = 0; g < G; g++)
-        {
-          __m512 acc[16], qv[HD16], s, e, ov[HD16];
-          float bm, mnew, corr;
-          float p[16];
-
-#pragma GCC unroll 8
-          for (int c = 0; c < HD16; c++)
-            qv[c] = _mm512_cvtph_ps (_mm512_cvtps_ph (_mm512_loadu_ps (q[g] + 16 * c), _MM_FROUND_TO_NEAREST_INT));
-#pragma GCC unroll 16
-          for (int i = 0; i < 16; i++)
-            {
-              acc[i] = _mm512_mul_ps (_mm512_loadu_ps (kb + (size_t) i * hd), qv[0]);
-#pragma GCC unroll 8
-              for (int c = 1; c < HD16; c++)
-                acc[i] = _mm512_fmadd_ps (_mm512_loadu_ps (kb + (size_t) i * hd + 16 * c), qv[c], acc[i]);
-            }
-          s = _mm512_mask_mov_ps (_mm512_set1_ps (-INFINITY), valid, _mm512_mul_ps (sum16 (acc), _mm512_set1_ps (scale)));
-          bm = _mm512_reduce_max_ps (s);
-          mnew = fmaxf (m[g], bm);
-          corr = expf (m[g] - mnew);   /* 0 on the first block (m = −inf) */
-          e = _mm512_maskz_mov_ps (valid, hone_x86_exp512 (_mm512_sub_ps (s, _mm512_set1_ps (mnew))));
-          l[g] = l[g] * corr + _mm512_reduce_add_ps (e);
-          m[g] = mnew;
-          _mm512_storeu_ps (p, _mm512_cvtph_ps (_mm512_cvtps_ph (e, _MM_FROUND_TO_NEAREST_INT)));
-#pragma GCC unroll 8
-          for (int c = 0; c < HD16; c++)
-            ov[c] = _mm512_mul_ps (_mm512_loadu_ps (o + (size_t) g * hd + 16 * c), _mm512_set1_ps (corr));
-          for (int i = 0; i < nk; i++)
-            {
-              const __m512 pi = _mm512_set1_ps (p[i]);
-#pragma GCC unroll 8
-              for (int c = 0; c < HD16; c++)
-                ov[c] = _mm512_fmadd_ps (pi, _mm512_loadu_ps (vb + (size_t) i * hd + 16 * c), ov[c]);
-            }
-#pragma GCC unroll 8
-          for (int c = 0; c < HD16; c++)
-            _mm512_storeu_ps (o + (size_t) g * hd + 16 * c, ov[c]);
-        }
-    }
+  /* u0, each 128-bit lane L: keys 0 … 3, the sums of lane L's four; u1: keys 4 … 7 */
+  return _mm256_add_ps (_mm256_permute2f128_ps (u0, u1, 0x20), _mm256_permute2f128_ps (u0, u1, 0x31));
 }
 
-static HONE_X86_512_TARGET void
-attention_part_avx512 (const float *const *q, int G, const uint16_t *k, const uint16_t *v, int hd, float scale,
-                       int jb, int je, float *buf, float *m, float *l, float *o)
+static inline __attribute__((always_inline)) HONE_X86_256_TARGET float
+hmax8 (__m256 v)
 {
-  if (hd == 64)
-    attention_part_hd (q, G, k, v, scale, jb, je, buf, m, l, o, 4);
-  else
-    attention_part_hd (q, G, k, v, scale, jb, je, buf, m, l, o, 8);
+  __m128 x = _mm_max_ps (_mm256_castps256_ps128 (v), _mm256_extractf128_ps (v, 1));
+  x = _mm_max_ps (x, _mm_movehl_ps (x, x));
+  return _mm_cvtss_f32 (_mm_max_ss (x, _mm_movehdup_ps (x)));
 }
+
+static inline __attribute__((always_inline)) HONE_X86_256_TARGET float
+hadd8 (__m256 v)
+{
+  __m128 x = _mm_add_ps (_mm256_castps256_ps128 (v), _mm256_extractf128_ps (v, 1));
+  x = _mm_add_ps (x, _mm_movehl_ps (x, x));
+  return _mm_cvtss_f32 (_mm_add_ss (x, _mm_movehdup_ps (x)));
+}
+
+#define AP(name) name##_avx512
+#define AP_TARGET HONE_X86_512_TARGET
+#define AP_N 16
+#define AP_V __m512
+#define AP_LOAD(p) _mm512_loadu_ps (p)
+#define AP_STORE(p, v) _mm512_storeu_ps ((p), (v))
+#define AP_SET1(f) _mm512_set1_ps (f)
+#define AP_ZERO() _mm512_setzero_ps ()
+#define AP_FMA(a, b, c) _mm512_fmadd_ps ((a), (b), (c))
+#define AP_MUL(a, b) _mm512_mul_ps ((a), (b))
+#define AP_SUB(a, b) _mm512_sub_ps ((a), (b))
+#define AP_CVTPH(p) _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (p)))
+#define AP_RND16(v) _mm512_cvtph_ps (_mm512_cvtps_ph ((v), _MM_FROUND_TO_NEAREST_INT))
+#define AP_EXP(v) hone_x86_exp512 (v)
+#define AP_SUMS(a) sum16 (a)
+#define AP_RMAX(v) _mm512_reduce_max_ps (v)
+#define AP_RADD(v) _mm512_reduce_add_ps (v)
+#define AP_FIRST(n, v, other) _mm512_mask_mov_ps ((other), (__mmask16) ((1u << (n)) - 1), (v))
+#include "hone-cpu-attention-split-x86.h"   /* it undefines the AP_ macros */
+
+#define AP(name) name##_avx2
+#define AP_TARGET HONE_X86_256_TARGET
+#define AP_N 8
+#define AP_V __m256
+#define AP_LOAD(p) _mm256_loadu_ps (p)
+#define AP_STORE(p, v) _mm256_storeu_ps ((p), (v))
+#define AP_SET1(f) _mm256_set1_ps (f)
+#define AP_ZERO() _mm256_setzero_ps ()
+#define AP_FMA(a, b, c) _mm256_fmadd_ps ((a), (b), (c))
+#define AP_MUL(a, b) _mm256_mul_ps ((a), (b))
+#define AP_SUB(a, b) _mm256_sub_ps ((a), (b))
+#define AP_CVTPH(p) _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (p)))
+#define AP_RND16(v) _mm256_cvtph_ps (_mm256_cvtps_ph ((v), _MM_FROUND_TO_NEAREST_INT))
+#define AP_EXP(v) hone_x86_exp256 (v)
+#define AP_SUMS(a) sum8 (a)
+#define AP_RMAX(v) hmax8 (v)
+#define AP_RADD(v) hadd8 (v)
+/* lanes 0 … n − 1: those whose index is below n */
+#define AP_FIRST(n, v, other) \
+  _mm256_blendv_ps ((other), (v), _mm256_castsi256_ps (_mm256_cmpgt_epi32 (_mm256_set1_epi32 (n), \
+                                                                           _mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7))))
+#include "hone-cpu-attention-split-x86.h"
 #endif
 
 static void
@@ -303,6 +287,7 @@ typedef struct {
   int items_per_head;      /* lanes: ⌈T·group / lanes⌉ */
   int split;              /* lanes == 0: segments of the keys an item of (KV head, token) covers, or 0: one (token, head) an item */
   float *part;            /* split: per item, group × (max, sum, hd outputs) */
+  gboolean split_avx512;  /* split: attention_part_avx512, else _avx2 */
   atomic_int next;
 } AttentionJob;
 
@@ -346,9 +331,9 @@ size_t
 hone_cpu_attention_scratch_floats (int max_ctx, int head_dim)
 {
   /* the one-head kernel: max_ctx scores; the batches: Qt, 8 keys, 16 scores a key (+ 8 rounding up);
-   * the split keys: 16 K and 16 V rows */
+   * the split keys: 16 K and 16 V rows and a query */
   return MAX (MAX ((size_t) max_ctx, (size_t) head_dim * (16 + 8) + (size_t) (max_ctx + 8) * 16),
-              (size_t) head_dim * 32);
+              (size_t) head_dim * 33);
 }
 
 static void
@@ -399,7 +384,8 @@ attention_worker (gpointer data, int ith, int nth)
 
           for (int g = 0; g < group; g++)
             qp[g] = job->q + ((size_t) t * job->n_heads + kh * group + g) * hd;
-          attention_part_avx512 (qp, group, hone_cpu_kv_head (job->kv, job->layer, 0, kh),
+          (job->split_avx512 ? attention_part_avx512 : attention_part_avx2)
+            (qp, group, hone_cpu_kv_head (job->kv, job->layer, 0, kh),
                                  hone_cpu_kv_head (job->kv, job->layer, 1, kh), hd, scale,
                                  (int) ((gint64) n * seg / job->split), (int) ((gint64) n * (seg + 1) / job->split),
                                  scores, part, part + group, part + 2 * group);
@@ -418,15 +404,15 @@ attention_worker (gpointer data, int ith, int nth)
 }
 
 /* Segments to split each (KV head, token)'s keys into where a few queries a KV
- * head (decode) take attention_part_avx512: enough items for every thread
- * (4 each), each segment ≥ 256 keys; 0 where that kernel does not apply. */
+ * head (decode) take attention_part_*: enough items for every thread (4 each),
+ * each segment ≥ 256 keys; 0 where those kernels do not apply. */
 static int
 split_for (int T, int group, int hd, int n_kv, int pos0, int nth)
 {
 #ifdef HONE_HAVE_X86
   const int base = n_kv * T;
 
-  if (!hone_cpu_attention_lanes_enabled () || hone_cpu_isa () < HONE_CPU_ISA_AVX512VNNI || (hd != 64 && hd != 128)
+  if (!hone_cpu_attention_lanes_enabled () || hone_cpu_isa () < HONE_CPU_ISA_AVX2 || (hd != 64 && hd != 128)
       || group > MAX_SPLIT_GROUP)
     return 0;
   return MAX (1, MIN ((4 * nth + base - 1) / base, (pos0 + 1 + 255) / 256));
@@ -480,6 +466,7 @@ hone_cpu_attention (HoneCpuPool *pool, HoneCpuKv *kv, int layer, const float *q,
   job.items_per_head = job.lanes > 0 ? (T * group + job.lanes - 1) / job.lanes : 0;
   if (job.lanes == 0)
     job.split = split_for (T, group, kv->head_dim, kv->n_kv_heads, pos0, hone_cpu_pool_n_threads (pool));
+  job.split_avx512 = hone_cpu_isa () >= HONE_CPU_ISA_AVX512VNNI;
   g_return_if_fail (scratch_stride >= hone_cpu_attention_scratch_floats (pos0 + T, kv->head_dim));
   if (job.split)
     job.part = g_new (float, (gsize) kv->n_kv_heads * T * job.split * group * (kv->head_dim + 2));

@@ -18,8 +18,8 @@ void hone_cpu_attention_head (const float *q, const uint16_t *k, const uint16_t 
                               int head_dim, float scale, float *scores, float *out);
 
 /* Whether attention uses its batched kernels where the CPU can (8+ queries a
- * KV head in vector lanes; fewer, with AVX-512, against segments of the keys
- * split over the threads): on, unless the environment has
+ * KV head in vector lanes; fewer against segments of the keys split over the
+ * threads): on, unless the environment has
  * HONE_CPU_ATTN_LANES=0 (A/B measurements) or a test switched them off; off,
  * every query runs the one-head kernel. The setter returns the previous state. */
 gboolean hone_cpu_attention_lanes_enabled (void);
@@ -34,9 +34,10 @@ size_t hone_cpu_attention_scratch_floats (int max_ctx, int head_dim);
  * hone_cpu_attention_scratch_floats (pos0 + T, head_dim). Where a KV head has
  * 8+ queries (prefill), they run 16 at a time with AVX-512, 8 with AVX2, one
  * per vector lane (hone-cpu-attention-lanes-x86.h). Fewer (decode), with
- * AVX-512 and head_dim 64 or 128: all of a KV head's queries against each block
- * of its keys (converted once), the keys split into segments ≥ 256 long so
- * every thread has work, the segments' softmax states merged at the end. */
+ * head_dim 64 or 128: all of a KV head's queries against each block of 16 (8)
+ * of its keys, converted once (hone-cpu-attention-split-x86.h), the keys split
+ * into segments ≥ 256 long so every thread has work, the segments' softmax
+ * states merged at the end. */
 void hone_cpu_attention (HoneCpuPool *pool, HoneCpuKv *kv, int layer, const float *q, int T, int pos0,
                          int n_heads, float *out, float *scratch, size_t scratch_stride);
 
