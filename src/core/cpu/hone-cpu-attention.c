@@ -284,8 +284,9 @@ typedef struct {
   float *scratch;
   size_t scratch_stride;
   int lanes;              /* queries an item in vector lanes (16, 8), or 0 */
-  int items_per_head;      /* lanes: ⌈T·group / lanes⌉ */
-  int split;              /* lanes == 0: segments of the keys an item of (KV head, token) covers, or 0: one (token, head) an item */
+  int items_per_head;     /* lanes: ⌈T·group / lanes⌉ */
+  int split;              /* lanes == 0: an item is a (KV head, token) and one of split segments of
+                           * its keys; 0: an item is a (token, head) (attention_head) */
   float *part;            /* split: per item, group × (max, sum, hd outputs) */
   gboolean split_avx512;  /* split: attention_part_avx512, else _avx2 */
   atomic_int next;
@@ -310,9 +311,8 @@ hone_cpu_attention_lanes_set_enabled (gboolean on)
   return was;
 }
 
-/* Queries a batch: 16 with AVX-512, 8 with AVX2, 0 (one head at a time) where
- * head_dim is not a multiple of that or a KV head has fewer than 8 queries
- * (decode keeps the one-head kernel). */
+/* Queries a batch: 16 with AVX-512, 8 with AVX2, 0 where head_dim is not a
+ * multiple of that or a KV head has fewer than 8 queries (decode: split_for). */
 static int
 lanes_for (int T, int group, int hd)
 {
@@ -385,10 +385,9 @@ attention_worker (gpointer data, int ith, int nth)
           for (int g = 0; g < group; g++)
             qp[g] = job->q + ((size_t) t * job->n_heads + kh * group + g) * hd;
           (job->split_avx512 ? attention_part_avx512 : attention_part_avx2)
-            (qp, group, hone_cpu_kv_head (job->kv, job->layer, 0, kh),
-                                 hone_cpu_kv_head (job->kv, job->layer, 1, kh), hd, scale,
-                                 (int) ((gint64) n * seg / job->split), (int) ((gint64) n * (seg + 1) / job->split),
-                                 scores, part, part + group, part + 2 * group);
+            (qp, group, hone_cpu_kv_head (job->kv, job->layer, 0, kh), hone_cpu_kv_head (job->kv, job->layer, 1, kh),
+             hd, scale, (int) ((gint64) n * seg / job->split), (int) ((gint64) n * (seg + 1) / job->split),
+             scores, part, part + group, part + 2 * group);
           continue;
         }
 #endif
