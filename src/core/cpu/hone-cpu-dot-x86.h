@@ -1,6 +1,6 @@
 /* hone-cpu-dot-x86.h — x86 tile kernels, included by hone-cpu-dot.c once per ISA.
  *
- * Before including, define:
+ * Before including, include hone-cpu-x86-vec.h and define:
  *   X(name)      the name with the ISA suffix (name##_avx2, name##_vnni)
  *   XTARGET      __attribute__((target("…"))) for every function here
  *   XMADD(u, s)  eight int32 lanes, lane i = Σ_{j<4} u[4i+j]·s[4i+j] (u unsigned, s signed bytes)
@@ -417,18 +417,12 @@ X(act_scales8) (const HoneQ8Act *row, int K, int i, __m256 *d, __m256 *ds)
 }
 
 /* The rows' sub-block scales and mins of Q4_K super-block @i: 8 of each, as
- * d·sc and dmin·m (hone_cpu_q4k_scale_min's rules on all 12 bytes at once). */
+ * d·sc and dmin·m. */
 XINLINE void
 X(q4k_scales) (const HoneBlockQ4_K *blk, __m256 *dsc, __m256 *dmn)
 {
-  uint32_t u[3];
-  __m128i scm;
+  const __m128i scm = hone_x86_q4k_scales_mins (blk->scales);
 
-  memcpy (u, blk->scales, 12);
-  scm = _mm_setr_epi32 ((int) (u[0] & 0x3f3f3f3f),
-                        (int) ((u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4)),
-                        (int) (u[1] & 0x3f3f3f3f),
-                        (int) (((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4)));
   *dsc = _mm256_mul_ps (_mm256_set1_ps (X(f16) (blk->d)), _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (scm)));
   *dmn = _mm256_mul_ps (_mm256_set1_ps (X(f16) (blk->dmin)),
                         _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (_mm_srli_si128 (scm, 8))));

@@ -12,6 +12,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HONE_HAVE_X86 1
 #include <immintrin.h>
+#include "hone-cpu-x86-vec.h"
 #endif
 
 /* ---------------------------------------------------------------- activations */

@@ -156,16 +156,9 @@ unpack64 (HoneDType type, const uint8_t *row, int K, int c, float *a, float *b, 
         const __m256i m4 = _mm256_set1_epi8 (0x0f);
         if (j == 0)
           {
-            /* the 8 scales and mins from the 12 bytes at once (as the tiles' q4k_scales) */
-            uint32_t u[3];
+            const __m128i scm = hone_x86_q4k_scales_mins (blk->scales);
             float sv[8], mv[8];
-            __m128i scm;
 
-            memcpy (u, blk->scales, 12);
-            scm = _mm_setr_epi32 ((int) (u[0] & 0x3f3f3f3f),
-                                  (int) ((u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4)),
-                                  (int) (u[1] & 0x3f3f3f3f),
-                                  (int) (((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4)));
             _mm256_storeu_ps (sv, _mm256_mul_ps (_mm256_set1_ps (_cvtsh_ss (blk->d)),
                                                  _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (scm))));
             _mm256_storeu_ps (mv, _mm256_mul_ps (_mm256_set1_ps (-_cvtsh_ss (blk->dmin)),

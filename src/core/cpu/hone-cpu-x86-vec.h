@@ -4,11 +4,28 @@
 #pragma once
 
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 #define HONE_X86_256_TARGET __attribute__((target ("avx2,fma,f16c")))
 #define HONE_X86_256_INLINE static inline __attribute__((always_inline)) HONE_X86_256_TARGET
 #define HONE_X86_512_TARGET __attribute__((target ("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512dq")))
 #define HONE_X86_512_INLINE static inline __attribute__((always_inline)) HONE_X86_512_TARGET
+
+/* A Q4_K super-block's 8 sub-block scales (bytes 0–7) and 8 mins (bytes 8–15),
+ * 6 bits each, decoded from its 12 packed bytes at once (the rules of
+ * hone_cpu_q4k_scale_min, on 3 words). SSE2: every x86-64 has it. */
+static inline __m128i
+hone_x86_q4k_scales_mins (const uint8_t *scales)
+{
+  uint32_t u[3];
+
+  memcpy (u, scales, 12);
+  return _mm_setr_epi32 ((int) (u[0] & 0x3f3f3f3f),
+                         (int) ((u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4)),
+                         (int) (u[1] & 0x3f3f3f3f),
+                         (int) (((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4)));
+}
 
 /* e^x, 16 lanes: Cephes' expf (range reduction by n = round(x·log2 e), a
  * degree-6 polynomial), 2^n by vscalefps; within 2 ulp of expf. Below −87.3
