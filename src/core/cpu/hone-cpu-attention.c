@@ -297,18 +297,13 @@ static int lanes_on = -1;
 gboolean
 hone_cpu_attention_lanes_enabled (void)
 {
-  if (lanes_on < 0)
-    lanes_on = g_strcmp0 (g_getenv ("HONE_CPU_ATTN_LANES"), "0") != 0;
-  return lanes_on;
+  return hone_cpu_switch_get (&lanes_on, "HONE_CPU_ATTN_LANES");
 }
 
 gboolean
 hone_cpu_attention_lanes_set_enabled (gboolean on)
 {
-  gboolean was = hone_cpu_attention_lanes_enabled ();
-
-  lanes_on = on != FALSE;
-  return was;
+  return hone_cpu_switch_set (&lanes_on, "HONE_CPU_ATTN_LANES", on);
 }
 
 /* Queries a batch: 16 with AVX-512, 8 with AVX2, 0 where head_dim is not a

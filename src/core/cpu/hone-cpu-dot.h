@@ -132,6 +132,26 @@ hone_cpu_q4k_scale_min (int j, const uint8_t *q, uint8_t *d, uint8_t *m)
     }
 }
 
+/* An on/off switch for A/B measurements and tests (panels, attention batches):
+ * on unless the environment variable @env is "0", read once into *@state
+ * (−1 before); the setter returns the previous state. */
+static inline gboolean
+hone_cpu_switch_get (int *state, const char *env)
+{
+  if (*state < 0)
+    *state = g_strcmp0 (g_getenv (env), "0") != 0;
+  return *state;
+}
+
+static inline gboolean
+hone_cpu_switch_set (int *state, const char *env, gboolean on)
+{
+  gboolean was = hone_cpu_switch_get (state, env);
+
+  *state = on != FALSE;
+  return was;
+}
+
 /* f16 → f32 without hone-dtype's call overhead (exact, incl. subnormals). */
 static inline float
 hone_cpu_f16_to_f32 (uint16_t h)

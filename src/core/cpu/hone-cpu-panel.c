@@ -541,18 +541,13 @@ static int panels_on = -1;
 gboolean
 hone_cpu_panels_enabled (void)
 {
-  if (panels_on < 0)
-    panels_on = g_strcmp0 (g_getenv ("HONE_CPU_PANELS"), "0") != 0;
-  return panels_on;
+  return hone_cpu_switch_get (&panels_on, "HONE_CPU_PANELS");
 }
 
 gboolean
 hone_cpu_panels_set_enabled (gboolean on)
 {
-  gboolean was = hone_cpu_panels_enabled ();
-
-  panels_on = on != FALSE;
-  return was;
+  return hone_cpu_switch_set (&panels_on, "HONE_CPU_PANELS", on);
 }
 
 int
