@@ -119,6 +119,66 @@ gemv_epiq_out (const GemvArgs &a, int row0, int lane, const float (&acc)[R][MAXT
 #endif
 }
 
+/* Columns up to which a one-token dp4a GEMV normalizes and quantizes its
+ * own input (NORM 3): x and g copied to shared memory, then the int8 copy and
+ * its scales, in at most 48 KB of dynamic shared memory a block
+ * (qnorm_smem_bytes; 5120 columns take 47,360 bytes). */
+#define QNORM_MAX_COLS 5120
+
+static __host__ __device__ __forceinline__ size_t
+qnorm_smem_bytes (int cols)
+{
+  return (size_t) cols * 4 * 2 + (size_t) cols + (size_t) cols / 32 * 8;
+}
+
+/* NORM 3's prologue (every thread of the block): x·rsqrt(mean(x²) + eps)·g
+ * quantized per 32 (quant32_store) into *xq / *ds (in sm, laid out by
+ * qnorm_smem_bytes). x and g come in by cp.async (no registers held while
+ * the block's first weight loads are in flight). Σx² runs in
+ * hone_k_rmsnorm's order (thread i sums x[i], x[i+256], … in sequence, then
+ * the warp butterfly, then the 8 warps in order; hone-k-elementwise.cu
+ * row_rms_scale), and v = x·scale·g as norm_store computes it: the int8 and
+ * scales equal, bit for bit, what the RMSNorm launch writes. cols % 32 == 0
+ * (a warp's values are whole 32-blocks); x and g 16-byte aligned. */
+static __device__ __forceinline__ void
+qnorm_prologue (const GemvArgs &a, unsigned char *sm, const int8_t **xq, const float2 **ds)
+{
+  __shared__ float part[8];
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int n = a.cols;
+  float *xs = (float *) sm, *gs = xs + n;
+  int8_t *q = (int8_t *) (gs + n);
+  float2 *d = (float2 *) (q + n);
+  for (int i = tid * 4; i < n; i += 256 * 4)
+    {
+      cp_async16 (xs + i, a.x + i);
+      cp_async16 (gs + i, a.norm_g + i);
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile ("cp.async.wait_all;" ::: "memory");
+#endif
+  __syncthreads ();
+  float ss = 0.f;
+#pragma unroll 16
+  for (int i = tid; i < n; i += 256)
+    ss += xs[i] * xs[i];
+  ss = warp_sum (ss);
+  if (lane == 0)
+    part[tid >> 5] = ss;
+  __syncthreads ();
+  ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    ss += part[i];
+  const float scale = rsqrtf (ss / (float) n + a.eps);
+#pragma unroll 4
+  for (int i = tid; i < n; i += 256)
+    quant32_store (xs[i] * scale * gs[i], q + (i & ~31), d + (i >> 5), lane);
+  __syncthreads ();
+  *xq = q;
+  *ds = d;
+}
+
 /* Where a GEMV triggers its dependent launch (PDL): GemvArgs.late_trigger is
  * TRIG_ENTRY, TRIG_LATE or TRIG_WAIT; the QKV / OTHER modes give TRIG_WAIT to
  * the q|k|v GEMVs (RoPE + KV epilogue, before attention) or to the others and
@@ -130,6 +190,12 @@ enum { TRIG_ENTRY = 0, TRIG_LATE = 1, TRIG_WAIT = 2, TRIG_QKV, TRIG_OTHER, TRIG_
  * x·g and the scale, from the Σx² of the very x chunks the lanes load
  * anyway, multiplies the sums at the end (no prologue: no serial L2 round
  * trips before a block's weights are used, no second pass over x).
+ * NORM 3 (one token, Q8_0/Q4_0/Q4_1 weights, cols ≤ QNORM_MAX_COLS): every
+ * block makes the int8 input itself, after its PDL wait while its first
+ * weight loads are in flight: the RMSNorm of x times g, quantized per 32 into
+ * dynamic shared memory with hone_k_rmsnorm's arithmetic in the same order
+ * (the same bits), so no RMSNorm launch runs between the producer of x and
+ * this GEMV (hone_k_gemv_qnorm_takes).
  * EQ (one token, quantized weights, sm_90): quantization in the epilogue,
  * see GemvArgs.in_ssq / out_q; the launch forms clusters of blocks that
  * together own whole groups of 32 outputs. */
@@ -223,6 +289,15 @@ gemv_kernel (GemvArgs a)
   for (int j = 0; j < NP; j++)
     in_part[j] = EQ && a.in_ssq && lane + 32 * j < (a.cols >> 5) ? a.in_ssq[lane + 32 * j] : 0.f;
 
+  /* NORM 3: the normalized int8 input of this block, made here in dynamic shared memory */
+  const int8_t *xq_in = a.xq;
+  const float2 *xds_in = a.xds;
+  if constexpr (NORM == 3)
+    {
+      extern __shared__ __align__ (16) unsigned char qn_sm[];
+      qnorm_prologue (a, qn_sm, &xq_in, &xds_in);
+    }
+
   /* Fused RMSNorm: every block recomputes the input rows' scale. */
   __shared__ float nscale[MAXT];
   if (NORM == 1)
@@ -292,8 +367,8 @@ gemv_kernel (GemvArgs a)
                 }
               else if (WT == HONE_K_Q8_0)
                 {
-                  const int4 xv = *(const int4 *) (a.xq + (size_t) t * a.cols + (size_t) c * 16);
-                  const float2 xd = a.xds[(size_t) t * (a.cols >> 5) + (c >> 1)];
+                  const int4 xv = *(const int4 *) (xq_in + (size_t) t * a.cols + (size_t) c * 16);
+                  const float2 xd = xds_in[(size_t) t * (a.cols >> 5) + (c >> 1)];
 #pragma unroll
                   for (int r = 0; r < R; r++)
                     acc[r][t] = dot_chunk_q8 (w[u][r], sc[u][r], xv, xd.x, acc[r][t]);
@@ -311,9 +386,9 @@ gemv_kernel (GemvArgs a)
                 }
               else   /* Q4_0, Q4_1 */
                 {
-                  const int4 *xp = (const int4 *) (a.xq + (size_t) t * a.cols + (size_t) c * 32);
+                  const int4 *xp = (const int4 *) (xq_in + (size_t) t * a.cols + (size_t) c * 32);
                   const int4 xa = xp[0], xb = xp[1];
-                  const float2 xd = a.xds[(size_t) t * (a.cols >> 5) + c];
+                  const float2 xd = xds_in[(size_t) t * (a.cols >> 5) + c];
 #pragma unroll
                   for (int r = 0; r < R; r++)
                     acc[r][t] = dot_chunk_q4<WT> (w[u][r], sc[u][r], xa, xb, xd, acc[r][t]);
@@ -460,6 +535,16 @@ extra_shape_ok (const GemvArgs &a)
   return a.n_tok == 1 && (!F || !a.norm_g || norm_at_end);
 }
 
+/* The one-token launch shapes with a NORM 3 instance for the dp4a types:
+ * those the automatic rule gives q|k|v and gate|up (pick_config: R4 U2 KS2,
+ * R4 U1 KS2, R4 U1 KS4), and R8 U1 KS2 / KS1, which read the input half as
+ * often (a block's input prologue serves 64 or 32 rows instead of 32 or 16). */
+static constexpr bool
+qnorm_shape (int r, int u, int ks)
+{
+  return (r == 4 && ((u == 2 && ks == 2) || (u == 1 && (ks == 2 || ks == 4)))) || (r == 8 && u == 1 && ks <= 2);
+}
+
 /* ONE: only the one-token kernel exists in this shape (quantized weights'
  * extra shapes, and W4A16 which this kernel runs at one token only). */
 template <int WT, int R, int U, int KS, bool ONE = false>
@@ -469,13 +554,18 @@ launch_t (GemvArgs a, cudaStream_t stream)
   const int groups = (a.rows + R - 1) / R;
   const dim3 grid ((groups + (8 / KS) - 1) / (8 / KS)), block (256);
   constexpr bool F = (WT == HONE_K_BF16 || WT == HONE_K_F16);
+  constexpr bool DP4A = WT == HONE_K_Q8_0 || WT == HONE_K_Q4_0 || WT == HONE_K_Q4_1;
   void (*k) (GemvArgs);
+  if (DP4A && a.norm_g && !(ONE && qnorm_shape (R, U, KS)))   /* hone_k_gemv_pf checked qnorm_takes */
+    return (int) cudaErrorInvalidValue;
   if constexpr (WT == HONE_K_Q4Z || ONE)
     {
       if (a.n_tok != 1 || (F && a.norm_g && !norm_at_end))
         return (int) cudaErrorInvalidValue;
       if constexpr (F)
         k = a.norm_g ? gemv_kernel<WT, R, U, KS, 1, 2> : gemv_kernel<WT, R, U, KS, 1, 0>;
+      else if constexpr (DP4A && qnorm_shape (R, U, KS))
+        k = a.norm_g ? gemv_kernel<WT, R, U, KS, 1, 3> : gemv_kernel<WT, R, U, KS, 1, 0>;
       else
         k = gemv_kernel<WT, R, U, KS, 1, 0>;
     }
@@ -485,7 +575,7 @@ launch_t (GemvArgs a, cudaStream_t stream)
     k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, F> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, F>;
   else
     k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, 0> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, 0>;
-  const size_t smem = 0;
+  const size_t smem = DP4A && a.norm_g ? qnorm_smem_bytes (a.cols) : 0;   /* NORM 3 */
   a.pf_first = INT_MAX;
   unsigned long long pf_bytes = 0;
   for (int r = 0; r < HONE_K_PF_RANGES; r++)
@@ -503,7 +593,6 @@ launch_t (GemvArgs a, cudaStream_t stream)
    * 2.529 -> 2.445 (RESULTS-cuda.md "Decode, session 19"). BF16/F16 and
    * W4A16 re-read their wider inputs through L1: all shared measured 13 % and
    * 4.6 % slower there, so they keep the driver's choice. */
-  constexpr bool DP4A = WT == HONE_K_Q8_0 || WT == HONE_K_Q4_0 || WT == HONE_K_Q4_1;
   const int role = a.role ? a.role : (int) HONE_K_PDL_OTHER;
   hone_k_carveout_apply ((const void *) k, role, DP4A && a.n_tok == 1 ? (int) cudaSharedmemCarveoutMaxShared : -1);
   return hone_k_launch_role (role, k, grid, block, smem, stream, a);
@@ -915,6 +1004,73 @@ args_from_op (const HoneKGemvOp *op, const HoneKPrefetch *pf, GemvArgs &a)
   return 0;
 }
 
+/* GEMV roles whose one-token dp4a GEMVs normalize and quantize their own
+ * input (NORM 3); -1: read HONE_GEMV_QNORM (unset: QNORM_DEFAULT_ROLES; 0
+ * none; 1 q|k|v and gate|up; or a comma list of qkv, gu, head). */
+#define QNORM_DEFAULT_ROLES 0
+static int qnorm_roles = -1;
+static unsigned qnorm_runs;
+
+unsigned
+hone_k_gemv_qnorm_runs (void)
+{
+  return qnorm_runs;
+}
+
+extern "C" void
+hone_k_gemv_set_qnorm (int roles)
+{
+  qnorm_roles = roles < 0 ? -1 : roles & ROLE_ALL;
+}
+
+template <int WT>
+static bool
+qnorm_picked (const GemvArgs &a)
+{
+  const int cfg = pick_config<WT> (a);
+  return cfg >= HONE_K_GEMV_CONFIGS && cfg < HONE_K_GEMV_CONFIGS_Q1 && extra_shape_ok<WT> (a)
+         && qnorm_shape (gemv_shapes[cfg].r, gemv_shapes[cfg].u, gemv_shapes[cfg].ks);
+}
+
+/* Whether the GEMV of these arguments takes NORM 3: switched on for its
+ * role, one token of a normalized f32 input, and a launch shape that has the
+ * instance. */
+static bool
+qnorm_takes_args (int type, const GemvArgs &a)
+{
+  if (qnorm_roles < 0)
+    {
+      const char *env = getenv ("HONE_GEMV_QNORM");
+      qnorm_roles = !env || !*env         ? QNORM_DEFAULT_ROLES
+                    : !strcmp (env, "0") ? 0
+                    : !strcmp (env, "1") ? ROLE_QKV | ROLE_GU
+                                         : roles_of_list (env) & ROLE_ALL;
+    }
+  if (!(qnorm_roles & a.role) || a.n_tok != 1 || !a.x || !a.norm_g || a.cols < 32 || (a.cols & 31)
+      || a.cols > QNORM_MAX_COLS || ((uintptr_t) a.x & 15) || ((uintptr_t) a.norm_g & 15))
+    return false;
+  switch (type)
+    {
+    case HONE_K_Q8_0: return qnorm_picked<HONE_K_Q8_0> (a);
+    case HONE_K_Q4_0: return qnorm_picked<HONE_K_Q4_0> (a);
+    case HONE_K_Q4_1: return qnorm_picked<HONE_K_Q4_1> (a);
+    default: return false;
+    }
+}
+
+bool
+hone_k_gemv_qnorm_takes (const HoneKGemvOp *op)
+{
+  GemvArgs a;
+  const HoneKMatrix *w = op->w;
+  if (!w || op->n_tok != 1 || !op->x || !op->norm_g
+      || (w->type != HONE_K_Q8_0 && w->type != HONE_K_Q4_0 && w->type != HONE_K_Q4_1))
+    return false;
+  if (args_from_op (op, NULL, a))
+    return false;
+  return qnorm_takes_args (w->type, a);
+}
+
 extern "C" int
 hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream)
 {
@@ -933,8 +1089,13 @@ hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t str
   if (hone_k_gemv_staged_takes (op))
     return hone_k_gemv_staged (op, stream);
   const bool f = (w->type == HONE_K_BF16 || w->type == HONE_K_F16);
-  if (a.norm_g && (!f || (w->cols & 3)))
+  if (a.norm_g && (f ? (w->cols & 3) != 0 : !qnorm_takes_args (w->type, a)))
     return (int) cudaErrorInvalidValue;
+  if (a.norm_g && !f)
+    {
+      a.xq = NULL, a.xds = NULL;   /* NORM 3 makes its own int8 input */
+      qnorm_runs++;
+    }
   switch (w->type)
     {
     case HONE_K_BF16:
@@ -946,15 +1107,15 @@ hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t str
       a.nchunk = w->cols / 8;
       return launch_w<HONE_K_F16> (a, stream);
     case HONE_K_Q8_0:
-      if (w->cols % 32 || !a.xq) return (int) cudaErrorInvalidValue;
+      if (w->cols % 32 || !(a.xq || a.norm_g)) return (int) cudaErrorInvalidValue;
       a.nchunk = w->cols / 16;
       return launch_w<HONE_K_Q8_0> (a, stream);
     case HONE_K_Q4_0:
-      if (w->cols % 32 || !a.xq) return (int) cudaErrorInvalidValue;
+      if (w->cols % 32 || !(a.xq || a.norm_g)) return (int) cudaErrorInvalidValue;
       a.nchunk = w->cols / 32;
       return launch_w<HONE_K_Q4_0> (a, stream);
     case HONE_K_Q4_1:
-      if (w->cols % 32 || !a.xq) return (int) cudaErrorInvalidValue;
+      if (w->cols % 32 || !(a.xq || a.norm_g)) return (int) cudaErrorInvalidValue;
       a.nchunk = w->cols / 32;
       return launch_w<HONE_K_Q4_1> (a, stream);
     default:
