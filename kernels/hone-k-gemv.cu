@@ -124,31 +124,37 @@ gemv_epiq_out (const GemvArgs &a, int row0, int lane, const float (&acc)[R][MAXT
  * its scales, in at most 48 KB of dynamic shared memory a block
  * (qnorm_smem_bytes; 5120 columns take 47,360 bytes). */
 #define QNORM_MAX_COLS 5120
+#define QNORM_MAX_SMEM (47 * 1024)   /* the dynamic part stays under the 48 KB a launch gets without opting in */
 
 static __host__ __device__ __forceinline__ size_t
-qnorm_smem_bytes (int cols)
+qnorm_smem_bytes (int type, int cols)
 {
-  return (size_t) cols * 4 * 2 + (size_t) cols + (size_t) cols / 32 * 8;
+  const size_t q = type == HONE_K_Q4Z ? HONE_K_H16_ROW (cols) * 2 : (size_t) cols;   /* the int8 or the 16-bit copy */
+  return (size_t) cols * 4 * 2 + q + (size_t) cols / 32 * 8;
 }
 
 /* NORM 3's prologue (every thread of the block): x·rsqrt(mean(x²) + eps)·g
- * quantized per 32 (quant32_store) into *xq / *ds (in sm, laid out by
- * qnorm_smem_bytes). x and g come in by cp.async (no registers held while
- * the block's first weight loads are in flight). Σx² runs in
- * hone_k_rmsnorm's order (thread i sums x[i], x[i+256], … in sequence, then
- * the warp butterfly, then the 8 warps in order; hone-k-elementwise.cu
- * row_rms_scale), and v = x·scale·g as norm_store computes it: the int8 and
- * scales equal, bit for bit, what the RMSNorm launch writes. cols % 32 == 0
- * (a warp's values are whole 32-blocks); x and g 16-byte aligned. */
+ * into the input the main loop reads, in sm (laid out as qnorm_smem_bytes
+ * says): for the dp4a types the int8 per 32 (quant32_store) with its (d, d·Σq)
+ * words, for Q4Z (W4A16) HoneKActH16's 16-bit fixed point in tile order with
+ * its (d, Σv) words. x and g come in by cp.async (no registers held while the
+ * block's first weight loads are in flight). The arithmetic is the launch's
+ * it replaces, in its order, so the input is the same bits: hone_k_rmsnorm
+ * (thread i sums x[i], x[i+256], … in sequence, then the warp butterfly, then
+ * the 8 warps in order; v = x·scale·g as norm_store computes it) for the dp4a
+ * types, hone_k_pack_h16 (the sum over float4s, row_rms_scale<true>; its
+ * fixed point and words) for Q4Z. cols % 32 == 0 (a warp's values are whole
+ * 32-blocks); x and g 16-byte aligned. */
+template <int WT>
 static __device__ __forceinline__ void
-qnorm_prologue (const GemvArgs &a, unsigned char *sm, const int8_t **xq, const float2 **ds)
+qnorm_prologue (const GemvArgs &a, unsigned char *sm, const void **xin, const float2 **ds)
 {
   __shared__ float part[8];
   const int tid = threadIdx.x, lane = tid & 31;
   const int n = a.cols;
   float *xs = (float *) sm, *gs = xs + n;
-  int8_t *q = (int8_t *) (gs + n);
-  float2 *d = (float2 *) (q + n);
+  unsigned char *q = (unsigned char *) (gs + n);
+  float2 *d = (float2 *) (q + (WT == HONE_K_Q4Z ? HONE_K_H16_ROW (n) * 2 : (size_t) n));
   for (int i = tid * 4; i < n; i += 256 * 4)
     {
       cp_async16 (xs + i, a.x + i);
@@ -159,9 +165,21 @@ qnorm_prologue (const GemvArgs &a, unsigned char *sm, const int8_t **xq, const f
 #endif
   __syncthreads ();
   float ss = 0.f;
+  if constexpr (WT == HONE_K_Q4Z)
+    {
+#pragma unroll 8
+      for (int i = tid; i < (n >> 2); i += 256)
+        {
+          const float4 v = ((const float4 *) xs)[i];
+          ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+    }
+  else
+    {
 #pragma unroll 16
-  for (int i = tid; i < n; i += 256)
-    ss += xs[i] * xs[i];
+      for (int i = tid; i < n; i += 256)
+        ss += xs[i] * xs[i];
+    }
   ss = warp_sum (ss);
   if (lane == 0)
     part[tid >> 5] = ss;
@@ -173,9 +191,23 @@ qnorm_prologue (const GemvArgs &a, unsigned char *sm, const int8_t **xq, const f
   const float scale = rsqrtf (ss / (float) n + a.eps);
 #pragma unroll 4
   for (int i = tid; i < n; i += 256)
-    quant32_store (xs[i] * scale * gs[i], q + (i & ~31), d + (i >> 5), lane);
+    {
+      const float v = xs[i] * scale * gs[i];
+      if constexpr (WT == HONE_K_Q4Z)
+        {
+          const float amax = warp_max (fabsf (v));
+          const float inv = amax > 0.f ? 32767.f / amax : 0.f;
+          const int qv = h16_fixed (v, inv);
+          h16_store ((uint16_t *) q, n, 0, i, qv);
+          const int sum = (int) warp_sum ((float) qv);   /* exact: |Σ| ≤ 32·32767 < 2^24 */
+          if ((i & 31) == 0)
+            h16_store_ds ((float *) d, n, 0, i >> 5, amax, sum);
+        }
+      else
+        quant32_store (v, (int8_t *) q + (i & ~31), d + (i >> 5), lane);
+    }
   __syncthreads ();
-  *xq = q;
+  *xin = q;
   *ds = d;
 }
 
@@ -289,13 +321,17 @@ gemv_kernel (GemvArgs a)
   for (int j = 0; j < NP; j++)
     in_part[j] = EQ && a.in_ssq && lane + 32 * j < (a.cols >> 5) ? a.in_ssq[lane + 32 * j] : 0.f;
 
-  /* NORM 3: the normalized int8 input of this block, made here in dynamic shared memory */
+  /* NORM 3: the normalized input of this block (int8, or Q4Z's 16-bit), made here in dynamic shared memory */
   const int8_t *xq_in = a.xq;
-  const float2 *xds_in = a.xds;
+  const float2 *xds_in = WT == HONE_K_Q4Z ? a.xhd : a.xds;
+  const uint16_t *xh_in = a.xh;
   if constexpr (NORM == 3)
     {
       extern __shared__ __align__ (16) unsigned char qn_sm[];
-      qnorm_prologue (a, qn_sm, &xq_in, &xds_in);
+      const void *in;
+      qnorm_prologue<WT> (a, qn_sm, &in, &xds_in);
+      xq_in = (const int8_t *) in;
+      xh_in = (const uint16_t *) in;
     }
 
   /* Fused RMSNorm: every block recomputes the input rows' scale. */
@@ -376,10 +412,10 @@ gemv_kernel (GemvArgs a)
               else if (WT == HONE_K_Q4Z)
                 {
                   /* tile order: piece p of the warp's 32 chunks = 512 contiguous bytes */
-                  const uint4 *xp = (const uint4 *) (a.xh + (size_t) t * HONE_K_H16_ROW (a.cols)) + ((c >> 5) << 7)
+                  const uint4 *xp = (const uint4 *) (xh_in + (size_t) t * HONE_K_H16_ROW (a.cols)) + ((c >> 5) << 7)
                                     + (c & 31);
                   const uint4 xv[4] = { xp[0], xp[32], xp[64], xp[96] };
-                  const float2 xd = a.xhd[(size_t) t * (a.cols >> 5) + c];
+                  const float2 xd = xds_in[(size_t) t * (a.cols >> 5) + c];
 #pragma unroll
                   for (int r = 0; r < R; r++)
                     acc[r][t] = dot_chunk_w4 (w[u][r], sc[u][r], zp[WT == HONE_K_Q4Z ? u : 0][r], xv, xd, acc[r][t]);
@@ -538,11 +574,15 @@ extra_shape_ok (const GemvArgs &a)
 /* The one-token launch shapes with a NORM 3 instance for the dp4a types:
  * those the automatic rule gives q|k|v and gate|up (pick_config: R4 U2 KS2,
  * R4 U1 KS2, R4 U1 KS4), and R8 U1 KS2 / KS1, which read the input half as
- * often (a block's input prologue serves 64 or 32 rows instead of 32 or 16). */
+ * often (a block's input prologue serves 64 or 32 rows instead of 32 or 16);
+ * for Q4Z the shapes its rule gives. */
 static constexpr bool
-qnorm_shape (int r, int u, int ks)
+qnorm_shape (int type, int r, int u, int ks)
 {
-  return (r == 4 && ((u == 2 && ks == 2) || (u == 1 && (ks == 2 || ks == 4)))) || (r == 8 && u == 1 && ks <= 2);
+  if (type == HONE_K_Q4Z)   /* W4A16's q|k|v / gate|up (R2 U2 KS1) and o / down (R4 U2 KS2) shapes */
+    return (r == 2 && u == 2 && ks == 1) || (r == 4 && u == 2 && ks == 2);
+  return (type == HONE_K_Q8_0 || type == HONE_K_Q4_0 || type == HONE_K_Q4_1)
+         && ((r == 4 && ((u == 2 && ks == 2) || (u == 1 && (ks == 2 || ks == 4)))) || (r == 8 && u == 1 && ks <= 2));
 }
 
 /* ONE: only the one-token kernel exists in this shape (quantized weights'
@@ -555,8 +595,9 @@ launch_t (GemvArgs a, cudaStream_t stream)
   const dim3 grid ((groups + (8 / KS) - 1) / (8 / KS)), block (256);
   constexpr bool F = (WT == HONE_K_BF16 || WT == HONE_K_F16);
   constexpr bool DP4A = WT == HONE_K_Q8_0 || WT == HONE_K_Q4_0 || WT == HONE_K_Q4_1;
+  constexpr bool QN = (ONE || WT == HONE_K_Q4Z) && qnorm_shape (WT, R, U, KS);   /* a NORM 3 instance */
   void (*k) (GemvArgs);
-  if (DP4A && a.norm_g && !(ONE && qnorm_shape (R, U, KS)))   /* hone_k_gemv_pf checked qnorm_takes */
+  if (!F && a.norm_g && !QN)   /* hone_k_gemv_pf / hone_k_gemv_q4z_rs checked qnorm_takes_args */
     return (int) cudaErrorInvalidValue;
   if constexpr (WT == HONE_K_Q4Z || ONE)
     {
@@ -564,7 +605,7 @@ launch_t (GemvArgs a, cudaStream_t stream)
         return (int) cudaErrorInvalidValue;
       if constexpr (F)
         k = a.norm_g ? gemv_kernel<WT, R, U, KS, 1, 2> : gemv_kernel<WT, R, U, KS, 1, 0>;
-      else if constexpr (DP4A && qnorm_shape (R, U, KS))
+      else if constexpr (QN)
         k = a.norm_g ? gemv_kernel<WT, R, U, KS, 1, 3> : gemv_kernel<WT, R, U, KS, 1, 0>;
       else
         k = gemv_kernel<WT, R, U, KS, 1, 0>;
@@ -575,7 +616,7 @@ launch_t (GemvArgs a, cudaStream_t stream)
     k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, F> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, F>;
   else
     k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, 0> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, 0>;
-  const size_t smem = DP4A && a.norm_g ? qnorm_smem_bytes (a.cols) : 0;   /* NORM 3 */
+  const size_t smem = !F && a.norm_g ? qnorm_smem_bytes (WT, a.cols) : 0;   /* NORM 3 */
   a.pf_first = INT_MAX;
   unsigned long long pf_bytes = 0;
   for (int r = 0; r < HONE_K_PF_RANGES; r++)
@@ -1027,9 +1068,10 @@ template <int WT>
 static bool
 qnorm_picked (const GemvArgs &a)
 {
-  const int cfg = pick_config<WT> (a);
-  return cfg >= HONE_K_GEMV_CONFIGS && cfg < HONE_K_GEMV_CONFIGS_Q1 && extra_shape_ok<WT> (a)
-         && qnorm_shape (gemv_shapes[cfg].r, gemv_shapes[cfg].u, gemv_shapes[cfg].ks);
+  const int cfg = pick_config<WT> (a);   /* the shape launch_cfg will launch (the one-token ones for Q4Z too) */
+  return cfg >= (WT == HONE_K_Q4Z ? 0 : HONE_K_GEMV_CONFIGS) && cfg < HONE_K_GEMV_CONFIGS_Q1
+         && (cfg < HONE_K_GEMV_CONFIGS || extra_shape_ok<WT> (a))
+         && qnorm_shape (WT, gemv_shapes[cfg].r, gemv_shapes[cfg].u, gemv_shapes[cfg].ks);
 }
 
 /* Whether the GEMV of these arguments takes NORM 3: switched on for its
@@ -1047,10 +1089,12 @@ qnorm_takes_args (int type, const GemvArgs &a)
                                          : roles_of_list (env) & ROLE_ALL;
     }
   if (!(qnorm_roles & a.role) || a.n_tok != 1 || !a.x || !a.norm_g || a.cols < 32 || (a.cols & 31)
-      || a.cols > QNORM_MAX_COLS || ((uintptr_t) a.x & 15) || ((uintptr_t) a.norm_g & 15))
+      || a.cols > QNORM_MAX_COLS || qnorm_smem_bytes (type, a.cols) > QNORM_MAX_SMEM || ((uintptr_t) a.x & 15)
+      || ((uintptr_t) a.norm_g & 15))
     return false;
   switch (type)
     {
+    case HONE_K_Q4Z: return qnorm_picked<HONE_K_Q4Z> (a);
     case HONE_K_Q8_0: return qnorm_picked<HONE_K_Q8_0> (a);
     case HONE_K_Q4_0: return qnorm_picked<HONE_K_Q4_0> (a);
     case HONE_K_Q4_1: return qnorm_picked<HONE_K_Q4_1> (a);
@@ -1064,7 +1108,7 @@ hone_k_gemv_qnorm_takes (const HoneKGemvOp *op)
   GemvArgs a;
   const HoneKMatrix *w = op->w;
   if (!w || op->n_tok != 1 || !op->x || !op->norm_g
-      || (w->type != HONE_K_Q8_0 && w->type != HONE_K_Q4_0 && w->type != HONE_K_Q4_1))
+      || (w->type != HONE_K_Q8_0 && w->type != HONE_K_Q4_0 && w->type != HONE_K_Q4_1 && w->type != HONE_K_Q4Z))
     return false;
   if (args_from_op (op, NULL, a))
     return false;
@@ -1387,13 +1431,19 @@ hone_k_gemv_q4z_rs (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t
   const int rc = args_from_op (op, pf, a);
   if (rc)
     return rc;
-  a.x = NULL;
-  a.norm_g = NULL;
+  const bool qn = a.norm_g && qnorm_takes_args (HONE_K_Q4Z, a);   /* NORM 3: the kernel packs its own input */
+  if (!qn)
+    {
+      a.x = NULL;
+      a.norm_g = NULL;
+    }
+  else
+    qnorm_runs++;
   a.nchunk = w->cols / 32;
   a.ng = w->cols / g;
   a.cshift = g == 32 ? 0 : g == 64 ? 1 : 2;
   a.z = (const uint8_t *) w->s + (size_t) w->rows * a.ng * 2;
-  a.xh = op->xh->h;
-  a.xhd = (const float2 *) op->xh->d;
+  a.xh = qn ? NULL : op->xh->h;
+  a.xhd = qn ? NULL : (const float2 *) op->xh->d;
   return launch_w<HONE_K_Q4Z> (a, stream);
 }

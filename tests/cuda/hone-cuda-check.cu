@@ -1778,6 +1778,61 @@ check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1, int s
   cache_free (c);
 }
 
+/* A random Q4Z (AWQ int4) matrix of @group, from host blocks {f16 s, u8 z, pad, qs[16]} through
+ * hone_k_q4z_repack; wd: its values s·(q − z) in f64. */
+static HoneKMatrix
+q4z_matrix (int rows, int cols, int group, std::vector<double> &wd)
+{
+  const int nb = cols / 32, bpg = group / 32;
+  std::vector<uint8_t> blk ((size_t) rows * nb * 20);
+  wd.assign ((size_t) rows * cols, 0.0);
+  for (int r = 0; r < rows; r++)
+    for (int b = 0; b < nb; b++)
+      {
+        uint8_t *p = &blk[((size_t) r * nb + b) * 20];
+        if (b % bpg == 0)
+          {
+            const __half h = __float2half ((float) (0.002 + 0.01 * rng_uniform ()));
+            uint16_t bits;
+            memcpy (&bits, &h, 2);
+            p[0] = (uint8_t) bits;
+            p[1] = (uint8_t) (bits >> 8);
+            p[2] = (uint8_t) (rng_u64 () & 15);
+          }
+        else
+          memcpy (p, p - 20 * (b % bpg), 3);   /* a group's blocks share its (s, z) */
+        p[3] = 0;
+        for (int i = 0; i < 16; i++)
+          p[4 + i] = (uint8_t) rng_u64 ();
+        uint16_t bits = (uint16_t) (p[0] | (p[1] << 8));
+        __half h;
+        memcpy (&h, &bits, 2);
+        const double sc = (double) __half2float (h), z = p[2] & 15;
+        for (int i = 0; i < 16; i++)
+          {
+            wd[(size_t) r * cols + b * 32 + i] = sc * ((p[4 + i] & 15) - z);
+            wd[(size_t) r * cols + b * 32 + i + 16] = sc * ((p[4 + i] >> 4) - z);
+          }
+      }
+  HoneKMatrix m;
+  memset (&m, 0, sizeof m);
+  m.type = HONE_K_Q4Z;
+  m.rows = rows;
+  m.cols = cols;
+  m.group = group;
+  size_t qb = 0, sb = 0;
+  hone_k_matrix_bytes_g (HONE_K_Q4Z, rows, cols, group, &qb, &sb);
+  CK (cudaMalloc (&m.q, qb));
+  CK (cudaMalloc (&m.s, sb + 16));
+  void *src = NULL;
+  CK (cudaMalloc (&src, blk.size ()));
+  CK (cudaMemcpy (src, blk.data (), blk.size (), cudaMemcpyHostToDevice));
+  CK (hone_k_q4z_repack (src, rows, cols, &m, 0, 1, 0));
+  CK (cudaDeviceSynchronize ());
+  cudaFree (src);
+  return m;
+}
+
 /* ---- one-token dp4a GEMVs that normalize and quantize their own input ------
  * (NORM 3, hone_k_gemv_qnorm_takes). Its int8 input is meant to be the same
  * bits hone_k_rmsnorm writes, so the GEMV's output is checked bit for bit
@@ -1796,10 +1851,13 @@ check_gemv_qnorm (int type, int rows, int cols, int epi, int cfg, bool expect, i
   for (auto &v : res) v = rng_normal ();
   for (auto &v : g) v = 1.f + 0.3f * rng_normal ();
   std::vector<double> wd;
-  const std::vector<uint8_t> bytes = gguf_quantize (type, w, rows, cols, wd);
-  HoneKMatrix m = matrix_from_gguf (type, bytes, rows, cols);
+  HoneKMatrix m = type == HONE_K_Q4Z ? q4z_matrix (rows, cols, 128, wd)
+                                     : matrix_from_gguf (type, gguf_quantize (type, w, rows, cols, wd), rows, cols);
   const int out_cols = epi == HONE_K_EPI_SWIGLU ? rows / 2 : rows;
   const size_t out_n = (size_t) n_tok * out_cols;
+  HoneKActH16 xh;   /* Q4Z: the pack launch's output */
+  xh.h = (uint16_t *) dev_poisoned ((size_t) n_tok * HONE_K_H16_ROW (cols) * 2);
+  xh.d = (float *) dev_poisoned ((size_t) n_tok * cols / 32 * 8);
   std::vector<float> xbuf (x);
   if (misalign)   /* x 4 bytes past a 16-byte boundary: the cp.async copies need 16 */
     xbuf.insert (xbuf.begin (), 0.f);
@@ -1828,7 +1886,13 @@ check_gemv_qnorm (int type, int rows, int cols, int epi, int cfg, bool expect, i
       op.epilogue = epi;
       op.eps = 1e-5f;
       hone_k_gemv_set_qnorm (path ? 31 : 0);
-      if (path == 0)
+      op.xh = &xh;
+      if (path == 0 && type == HONE_K_Q4Z)   /* W4A16 packs its normalized input with hone_k_pack_h16 itself */
+        {
+          op.x = dx;
+          op.norm_g = dg;
+        }
+      else if (path == 0)
         {
           CK (hone_k_rmsnorm (dx, dg, n_tok, cols, 1e-5f, NULL, &xq, NULL, 0, 0));
           op.xq = &xq;
@@ -1849,15 +1913,16 @@ check_gemv_qnorm (int type, int rows, int cols, int epi, int cfg, bool expect, i
   char what[160];
   snprintf (what, sizeof what, "qnorm gemv %s %dx%d tok=%d epi=%d shape %d%s: %s", type_name (type), rows, cols, n_tok,
             epi, cfg, misalign ? " x+4 bytes" : "", expect ? "taken, the same bits as on the RMSNorm launch's int8" : "declined");
-  if (!expect)
+  if (!expect && type != HONE_K_Q4Z)   /* declined: the caller must run the RMSNorm launch first */
     check (rc[0] == 0 && !took && ran == 0 && rc[1] == (int) cudaErrorInvalidValue, what, rc[1], 0);
-  else
+  else   /* taken; or, for Q4Z, declined: the W4A16 GEMV packs with hone_k_pack_h16 as without the path */
     {
       const std::vector<float> y0 = dev_download<float> (dy[0], out_n), y1 = dev_download<float> (dy[1], out_n);
       size_t diff = 0;
       for (size_t i = 0; i < out_n; i++)
         diff += memcmp (&y0[i], &y1[i], 4) != 0;
-      check (rc[0] == 0 && rc[1] == 0 && took && ran == 1 && diff == 0, what, (double) diff, 0);
+      check (rc[0] == 0 && rc[1] == 0 && took == expect && ran == (expect ? 1u : 0u) && diff == 0, what,
+             (double) diff, 0);
       /* both against the f64 product of the dequantized weights and the unquantized normalized input */
       double ss = 0;
       for (int k = 0; k < cols; k++) ss += (double) x[k] * x[k];
@@ -1879,7 +1944,7 @@ check_gemv_qnorm (int type, int rows, int cols, int epi, int cfg, bool expect, i
     }
   matrix_free (&m);
   cudaFree (dxbuf); cudaFree (dres); cudaFree (dbias); cudaFree (dg); cudaFree (dy[0]); cudaFree (dy[1]);
-  cudaFree (xq.q); cudaFree (xq.ds);
+  cudaFree (xq.q); cudaFree (xq.ds); cudaFree (xh.h); cudaFree (xh.d);
 }
 
 /* The tiny models decoded with the path off, then on (same seed): logits the
@@ -1938,6 +2003,14 @@ check_qnorm_all (void)
       check_gemv_qnorm (type, 1030, 576, HONE_K_EPI_STORE, -1, false, 1, true);
       check_qnorm_tiny (type);
     }
+  /* W4A16 (AWQ g128): the same against hone_k_pack_h16's 16-bit input; its shapes (R2 U2 KS1 on q|k|v and
+   * gate|up, R4 U2 KS2 on the rest); declined: a shape without the instance, a width whose copies pass 47 KB */
+  check_gemv_qnorm (HONE_K_Q4Z, 6144, 4096, HONE_K_EPI_STORE, -1, true);
+  check_gemv_qnorm (HONE_K_Q4Z, 2 * 3000, 3584, HONE_K_EPI_SWIGLU, -1, true);
+  check_gemv_qnorm (HONE_K_Q4Z, 1030, 1024, HONE_K_EPI_ADD, -1, true);
+  check_gemv_qnorm (HONE_K_Q4Z, 1030, 1152, HONE_K_EPI_STORE, 7, true);
+  check_gemv_qnorm (HONE_K_Q4Z, 1030, 1024, HONE_K_EPI_STORE, 10, false);
+  check_gemv_qnorm (HONE_K_Q4Z, 100, 4608, HONE_K_EPI_STORE, -1, false);
 }
 
 /* ---- benchmarks --------------------------------------------------------------- */

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Session 30, call 1: one-token dp4a GEMVs that normalize and quantize their own input (HONE_GEMV_QNORM)
-# against the RMSNorm launch, same binary: checks, step A/B, engine, the CUDA suite with it on.
+# (and W4A16's normalized pack) against the RMSNorm / pack launch, same binary: checks, step A/B, engine, the CUDA
+# suites with it on.
 # Carry .carry-release (bundle.tar.xz and model/) and this script.
 set -u
 C=$PWD/.carry-release; W=$OUT; T0=$(date +%s); el () { echo "[$(( $(date +%s) - T0 ))s] $*"; }
@@ -16,8 +17,8 @@ mkdir -p $W/ab1 $W/ab2
 ROUNDS=2 OUT=$W/ab1 tests/cuda/run-step-ab.sh "Q4_0" "X=1" "HONE_GEMV_QNORM=1" "HONE_GEMV_QNORM=gu" \
   "HONE_GEMV_QNORM=qkv" "HONE_GEMV_QNORM=1 HONE_GEMV_SHAPE=gu=12" > /dev/null 2>&1
 el "step A/B Q4_0"; cat $W/ab1/ab.txt
-ROUNDS=2 OUT=$W/ab2 tests/cuda/run-step-ab.sh "Q4_1 Q8_0" "X=1" "HONE_GEMV_QNORM=1" > /dev/null 2>&1
-el "step A/B Q4_1 Q8_0"; cat $W/ab2/ab.txt
+ROUNDS=2 OUT=$W/ab2 tests/cuda/run-step-ab.sh "AWQ Q4_1 Q8_0" "X=1" "HONE_GEMV_QNORM=1" > /dev/null 2>&1
+el "step A/B AWQ Q4_1 Q8_0"; cat $W/ab2/ab.txt
 D=/dev/shm/m; mkdir -p $D
 timeout 90 $B/hone gen-model --shape llama3-8b --type q4_0 -o $D/q.gguf > /dev/null 2>&1; el "gen q4_0 rc $?"
 for r in 1 2; do for v in 0 1; do
@@ -29,5 +30,6 @@ M=/tmp/$(basename $(ls $C/model/*.gguf.xz | head -1) .xz); xz -dc $C/model/*.ggu
 HONE_GEMV_QNORM=1 HONE_DEFAULT_MODEL=$M timeout 150 $B/test-cuda-backend --verbose > $W/suite.txt 2>&1
 el "test-cuda-backend QNORM=1 rc $?: $(grep -c '^ok' $W/suite.txt) ok, $(grep -c '^not ok' $W/suite.txt) not ok"
 grep "^not ok" $W/suite.txt | head
-OUT= timeout 150 $B/hone-cuda-check --check > $W/check.txt 2>&1; el "check rc $?: $(tail -1 $W/check.txt)"
-grep -E "^FAIL" $W/check.txt | head -5
+HONE_GEMV_QNORM=1 timeout 100 $B/test-cuda-awq --verbose > $W/suite-awq.txt 2>&1
+el "test-cuda-awq QNORM=1 rc $?: $(grep -c '^ok' $W/suite-awq.txt) ok, $(grep -c '^not ok' $W/suite-awq.txt) not ok"
+grep "^not ok" $W/suite-awq.txt | head
