@@ -10,6 +10,11 @@
  * Q4_0/Q4_1 32 quants (one block). Quantized types dot against the int8
  * activation with dp4a.
  *
+ * One-token GEMVs of a normalized input can make that input themselves
+ * (NORM 3, qnorm_prologue: the RMSNorm and the int8 / 16-bit packing in
+ * shared memory after the PDL wait), so no launch sits between them and the
+ * kernel that wrote x (hone_k_gemv_qnorm_takes; off by default until measured).
+ *
  * Optionally (HoneKPrefetch, off by default: it measured slower, see
  * tests/bench/RESULTS-cuda.md "Decode, session 2") the blocks of the last
  * wave, once through their rows, prefetch a slice of the next matrix into L2.

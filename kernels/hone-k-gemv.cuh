@@ -331,10 +331,12 @@ extern "C" void hone_k_decode_set_epiq (int on);
  * op->xq needed) makes the int8 of the RMSNorm'ed input itself: every block,
  * after its PDL wait, into shared memory, the same bits as hone_k_rmsnorm
  * (NORM 3 in hone-k-gemv.cu), so no RMSNorm launch runs between the producer
- * of x and the GEMV. Switched on per GEMV role (hone_k_gemv_set_qnorm), for
- * cols ≤ 8192 and the launch shapes that have the instance; where it does
- * not take the op, the caller runs hone_k_rmsnorm into op->xq first
- * (hone-k-forward.cu gemv_normed). */
+ * of x and the GEMV; for a Q4Z (W4A16) GEMV likewise its 16-bit input, the
+ * same bits as hone_k_pack_h16. Switched on per GEMV role
+ * (hone_k_gemv_set_qnorm), for cols ≤ 5120 (Q4Z: 4096, its copy within 47 KB),
+ * 16-byte aligned x and g, and the launch shapes that have the instance;
+ * where it does not take the op, the caller runs hone_k_rmsnorm into op->xq
+ * first (hone-k-forward.cu gemv_normed), and the W4A16 GEMV its pack launch. */
 bool hone_k_gemv_qnorm_takes (const HoneKGemvOp *op);
 /* How many GEMVs took that path so far (checks: which path ran). */
 unsigned hone_k_gemv_qnorm_runs (void);
