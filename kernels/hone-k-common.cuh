@@ -112,6 +112,40 @@ quant32_store (float v, int8_t *q, float2 *ds, int lane)
     *ds = make_float2 (d, d * sum);
 }
 
+/* rsqrt(mean(x²) + eps) of one row, summed by a block of 256 threads (VEC:
+ * float4 loads; x 16-byte aligned, n % 4 == 0). The loops are unrolled so
+ * that a thread's loads are in flight together: one L2 round trip, not one a
+ * load (4 / 16 in a row at n = 4096) — each is ~0.5 µs of a decode step's
+ * critical path. The order of the sums is the same either way. */
+template <bool VEC>
+static __device__ __forceinline__ float
+row_rms_scale (const float *xr, int n, float eps)
+{
+  __shared__ float part[8];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float ss = 0.f;
+  if (VEC)
+#pragma unroll 8
+    for (int i = threadIdx.x; i < (n >> 2); i += 256)
+      {
+        const float4 v = ((const float4 *) xr)[i];
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      }
+  else
+#pragma unroll 16
+    for (int i = threadIdx.x; i < n; i += 256)
+      ss += xr[i] * xr[i];
+  ss = warp_sum (ss);
+  if (lane == 0)
+    part[warp] = ss;
+  __syncthreads ();
+  ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    ss += part[i];
+  return rsqrtf (ss / (float) n + eps);
+}
+
 /* Index (in 16-bit slots) of value j of token t of a HoneKActH16 of @cols
  * values a token: the tile order of hone-kernels.h (the slots of a 16-byte
  * piece hold its 8 values' bytes in h16_store's order). The register-streamed
@@ -149,6 +183,21 @@ h16_store_ds (float *ds, int cols, size_t t, int c, float amax, int sum)
 {
   float2 *p = (float2 *) ds + t * (size_t) (cols >> 5) + c;
   *p = make_float2 (amax / 32767.f, __int_as_float (sum));
+}
+
+/* A warp's 32 values v (lane = i % 32; i = value i of token t's @cols) into
+ * HoneKActH16 h / ds: d = absmax/32767, v = rint(x·32767/absmax), Σv
+ * (hone_k_pack_h16; the W4A16 GEMV's input prologue). */
+static __device__ __forceinline__ void
+h16_pack32 (float v, uint16_t *h, float *ds, int cols, size_t t, int i)
+{
+  const float amax = warp_max (fabsf (v));
+  const float inv = amax > 0.f ? 32767.f / amax : 0.f;
+  const int q = h16_fixed (v, inv);
+  h16_store (h, cols, t, i, q);
+  const int sum = (int) warp_sum ((float) q);   /* exact: |Σ| ≤ 32·32767 < 2^24 */
+  if ((i & 31) == 0)
+    h16_store_ds (ds, cols, t, i >> 5, amax, sum);
 }
 
 /* ---- L2 prefetch of the next weights (decode) ----------------------------

@@ -15,39 +15,7 @@ store16 (void *y16, int is_f16, size_t i, float v)
     ((__nv_bfloat16 *) y16)[i] = __float2bfloat16_rn (v);
 }
 
-/* rsqrt(mean(x²) + eps) of one row, summed by a block of 256 threads (VEC:
- * float4 loads; x 16-byte aligned, n % 4 == 0). The loops are unrolled so
- * that a thread's loads are in flight together: one L2 round trip, not one a
- * load (4 / 16 in a row at n = 4096) — each is ~0.5 µs of a decode step's
- * critical path. The order of the sums is the same either way. */
-template <bool VEC>
-static __device__ __forceinline__ float
-row_rms_scale (const float *xr, int n, float eps)
-{
-  __shared__ float part[8];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float ss = 0.f;
-  if (VEC)
-#pragma unroll 8
-    for (int i = threadIdx.x; i < (n >> 2); i += 256)
-      {
-        const float4 v = ((const float4 *) xr)[i];
-        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-      }
-  else
-#pragma unroll 16
-    for (int i = threadIdx.x; i < n; i += 256)
-      ss += xr[i] * xr[i];
-  ss = warp_sum (ss);
-  if (lane == 0)
-    part[warp] = ss;
-  __syncthreads ();
-  ss = 0.f;
-#pragma unroll
-  for (int i = 0; i < 8; i++)
-    ss += part[i];
-  return rsqrtf (ss / (float) n + eps);
-}
+/* row_rms_scale (hone-k-common.cuh): a row's RMS scale, summed by a block. */
 
 /* Element i of row t (xi, with its weight gi), normalized, into whichever
  * outputs are set (yq: a warp covers whole 32-blocks, n % 32 == 0). */
@@ -169,15 +137,9 @@ pack_h16_kernel (const float *x, const float *g, int n, float eps, uint16_t *yh,
   if ((i & ~31) >= n)   /* whole warps: n % 32 == 0 */
     return;
   const float v = g ? xi * scale * gi : xi;
-  const float amax = warp_max (fabsf (v));
   if (LATE)
     pdl_trigger ();
-  const float inv = amax > 0.f ? 32767.f / amax : 0.f;
-  const int q = h16_fixed (v, inv);
-  h16_store (yh, n, t, i, q);
-  const int sum = (int) warp_sum ((float) q);   /* exact: |Σ| ≤ 32·32767 < 2^24 */
-  if ((i & 31) == 0)
-    h16_store_ds (yd, n, t, i >> 5, amax, sum);
+  h16_pack32 (v, yh, yd, n, t, i);
 }
 
 extern "C" int

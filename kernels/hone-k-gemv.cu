@@ -144,17 +144,15 @@ qnorm_smem_bytes (int type, int cols)
  * words, for Q4Z (W4A16) HoneKActH16's 16-bit fixed point in tile order with
  * its (d, Σv) words. x and g come in by cp.async (no registers held while the
  * block's first weight loads are in flight). The arithmetic is the launch's
- * it replaces, in its order, so the input is the same bits: hone_k_rmsnorm
- * (thread i sums x[i], x[i+256], … in sequence, then the warp butterfly, then
- * the 8 warps in order; v = x·scale·g as norm_store computes it) for the dp4a
- * types, hone_k_pack_h16 (the sum over float4s, row_rms_scale<true>; its
- * fixed point and words) for Q4Z. cols % 32 == 0 (a warp's values are whole
- * 32-blocks); x and g 16-byte aligned. */
+ * it replaces, through the same helpers (row_rms_scale, quant32_store,
+ * h16_pack32), so the input is the same bits: hone_k_rmsnorm's for the dp4a
+ * types (v = x·scale·g as norm_store computes it), hone_k_pack_h16's for Q4Z.
+ * cols % 32 == 0 (a warp's values are whole 32-blocks); x and g 16-byte
+ * aligned. */
 template <int WT>
 static __device__ __forceinline__ void
 qnorm_prologue (const GemvArgs &a, unsigned char *sm, const void **xin, const float2 **ds)
 {
-  __shared__ float part[8];
   const int tid = threadIdx.x, lane = tid & 31;
   const int n = a.cols;
   float *xs = (float *) sm, *gs = xs + n;
@@ -169,45 +167,14 @@ qnorm_prologue (const GemvArgs &a, unsigned char *sm, const void **xin, const fl
   asm volatile ("cp.async.wait_all;" ::: "memory");
 #endif
   __syncthreads ();
-  float ss = 0.f;
-  if constexpr (WT == HONE_K_Q4Z)
-    {
-#pragma unroll 8
-      for (int i = tid; i < (n >> 2); i += 256)
-        {
-          const float4 v = ((const float4 *) xs)[i];
-          ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-        }
-    }
-  else
-    {
-#pragma unroll 16
-      for (int i = tid; i < n; i += 256)
-        ss += xs[i] * xs[i];
-    }
-  ss = warp_sum (ss);
-  if (lane == 0)
-    part[tid >> 5] = ss;
-  __syncthreads ();
-  ss = 0.f;
-#pragma unroll
-  for (int i = 0; i < 8; i++)
-    ss += part[i];
-  const float scale = rsqrtf (ss / (float) n + a.eps);
+  /* the sums in the order of the launch replaced: hone_k_pack_h16 takes the float4 form, hone_k_rmsnorm the plain one */
+  const float scale = row_rms_scale<WT == HONE_K_Q4Z> (xs, n, a.eps);
 #pragma unroll 4
   for (int i = tid; i < n; i += 256)
     {
       const float v = xs[i] * scale * gs[i];
       if constexpr (WT == HONE_K_Q4Z)
-        {
-          const float amax = warp_max (fabsf (v));
-          const float inv = amax > 0.f ? 32767.f / amax : 0.f;
-          const int qv = h16_fixed (v, inv);
-          h16_store ((uint16_t *) q, n, 0, i, qv);
-          const int sum = (int) warp_sum ((float) qv);   /* exact: |Σ| ≤ 32·32767 < 2^24 */
-          if ((i & 31) == 0)
-            h16_store_ds ((float *) d, n, 0, i >> 5, amax, sum);
-        }
+        h16_pack32 (v, (uint16_t *) q, (float *) d, n, 0, i);
       else
         quant32_store (v, (int8_t *) q + (i & ~31), d + (i >> 5), lane);
     }
