@@ -226,6 +226,30 @@ dev_download (const void *p, size_t n)
   return v;
 }
 
+/* A Q4Z matrix of @group on the device, its buffers 16 bytes longer than
+ * hone_k_matrix_bytes_g says and poisoned (0xff). */
+static HoneKMatrix
+q4z_alloc (int rows, int cols, int group)
+{
+  HoneKMatrix m;
+  memset (&m, 0, sizeof m);
+  m.type = HONE_K_Q4Z;
+  m.rows = rows;
+  m.cols = cols;
+  m.group = group;
+  size_t qb, sb;
+  if (!hone_k_matrix_bytes_g (HONE_K_Q4Z, rows, cols, group, &qb, &sb))
+    {
+      fprintf (stderr, "bad Q4Z shape\n");
+      exit (2);
+    }
+  CK (cudaMalloc (&m.q, qb + 16));
+  CK (cudaMalloc (&m.s, sb + 16));
+  CK (cudaMemset (m.q, 0xff, qb + 16));
+  CK (cudaMemset (m.s, 0xff, sb + 16));
+  return m;
+}
+
 static void
 matrix_free (HoneKMatrix *m)
 {

@@ -1814,16 +1814,7 @@ q4z_matrix (int rows, int cols, int group, std::vector<double> &wd)
             wd[(size_t) r * cols + b * 32 + i + 16] = sc * ((p[4 + i] >> 4) - z);
           }
       }
-  HoneKMatrix m;
-  memset (&m, 0, sizeof m);
-  m.type = HONE_K_Q4Z;
-  m.rows = rows;
-  m.cols = cols;
-  m.group = group;
-  size_t qb = 0, sb = 0;
-  hone_k_matrix_bytes_g (HONE_K_Q4Z, rows, cols, group, &qb, &sb);
-  CK (cudaMalloc (&m.q, qb));
-  CK (cudaMalloc (&m.s, sb + 16));
+  HoneKMatrix m = q4z_alloc (rows, cols, group);
   void *src = NULL;
   CK (cudaMalloc (&src, blk.size ()));
   CK (cudaMemcpy (src, blk.data (), blk.size (), cudaMemcpyHostToDevice));

@@ -121,27 +121,7 @@ q4z_make (int rows, int cols, int group, float scale)
   return h;
 }
 
-static HoneKMatrix
-q4z_alloc (int rows, int cols, int group)
-{
-  HoneKMatrix m;
-  memset (&m, 0, sizeof m);
-  m.type = HONE_K_Q4Z;
-  m.rows = rows;
-  m.cols = cols;
-  m.group = group;
-  size_t qb, sb;
-  if (!hone_k_matrix_bytes_g (HONE_K_Q4Z, rows, cols, group, &qb, &sb))
-    {
-      fprintf (stderr, "bad Q4Z shape\n");
-      exit (2);
-    }
-  CK (cudaMalloc (&m.q, qb + 16));
-  CK (cudaMalloc (&m.s, sb + 16));
-  CK (cudaMemset (m.q, 0xff, qb + 16));
-  CK (cudaMemset (m.s, 0xff, sb + 16));
-  return m;
-}
+/* q4z_alloc: hone-check-util.cuh */
 
 /* Upload host rows into rows row0 + r·step of m (the backend's gate/up interleave). */
 static void
