@@ -19,7 +19,8 @@
  * as [key][lane] (scratch: n_keys × AL_N floats), so q·k, the softmax and the
  * probability × V products all run across lanes with no horizontal sums:
  *   q·k: per key and dimension d, one FMA of k[d] (broadcast) × the queries'
- *        d (Qt, the queries transposed once);
+ *        d (Qt, the queries transposed once); 8 keys at a time, converted from
+ *        their block of the cache ([dim][16], hone-cpu-kv.h);
  *   P·V: per key and AL_N dimensions, one FMA per query of p (broadcast) × V.
  * Numbers as attention_head_avx2: q and the probabilities rounded to f16,
  * products and sums in f32 (other summation orders). head_dim: a multiple of AL_N.
@@ -30,7 +31,7 @@ AL(attention_lanes) (const float *q, float *out, const size_t *qoff, const int *
                      const uint16_t *k, const uint16_t *v, int hd, float scale, float *scratch)
 {
   float *qt = scratch;                              /* [hd][AL_N] */
-  float *kf = qt + (size_t) hd * AL_N;              /* [8][hd] */
+  float *kf = qt + (size_t) hd * AL_N;              /* [hd][8] */
   float *sc = kf + (size_t) 8 * hd;                 /* [n_keys][AL_N] */
   int n_keys = 0;
   AL_VI limv;
@@ -65,18 +66,21 @@ AL(attention_lanes) (const float *q, float *out, const size_t *qoff, const int *
       const int nk = MIN (8, n_keys - j0);
       AL_V acc[8];
 
+      /* keys j0 … j0 + 7 of their block of 16 ([dim][16]), as kf[d][kk]; past nk the block's
+       * unfilled rows, whose sums are not kept */
+      const uint16_t *kb = k + hone_cpu_kv_key_index (j0, 0, hd);
+
+#pragma GCC unroll 8
       for (int kk = 0; kk < 8; kk++)
-        {
-          acc[kk] = AL_ZERO ();
-          for (int d = 0; d < hd; d += AL_N)
-            AL_STORE (kf + (size_t) kk * hd + d, kk < nk ? AL_CVTPH (k + (size_t) (j0 + kk) * hd + d) : AL_ZERO ());
-        }
+        acc[kk] = AL_ZERO ();
+      for (int d = 0; d < hd; d++)
+        _mm256_storeu_ps (kf + (size_t) d * 8, _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (kb + (size_t) d * HONE_CPU_KV_BLOCK))));
       for (int d = 0; d < hd; d++)
         {
           const AL_V qd = AL_LOAD (qt + (size_t) d * AL_N);
 #pragma GCC unroll 8
           for (int kk = 0; kk < 8; kk++)
-            acc[kk] = AL_FMA (AL_SET1 (kf[(size_t) kk * hd + d]), qd, acc[kk]);
+            acc[kk] = AL_FMA (AL_SET1 (kf[(size_t) d * 8 + kk]), qd, acc[kk]);
         }
       for (int kk = 0; kk < nk; kk++)
         {

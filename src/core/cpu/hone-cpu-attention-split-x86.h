@@ -5,113 +5,188 @@
  * Before including, define (undefined again at the end):
  *   AP(name)        the name with the width's suffix
  *   AP_TARGET       __attribute__((target ("…")))
- *   AP_N            lanes, and keys a block: 16 or 8
+ *   AP_N            lanes: 16 or 8 (a 16-key block of the cache is 16 / AP_N vectors)
+ *   AP_OV           vector registers the outputs may hold across the keys (16 of
+ *                   AVX-512's 32, 8 of AVX2's 16)
  *   AP_V            the float vector type
- *   AP_LOAD, AP_STORE, AP_SET1, AP_ZERO, AP_FMA, AP_MUL, AP_SUB   float ops
+ *   AP_LOAD, AP_STORE, AP_SET1, AP_ZERO, AP_FMA, AP_MUL, AP_SUB, AP_ADD, AP_MAX   float ops
  *   AP_CVTPH(p)     AP_N halves from p as floats
  *   AP_RND16(v)     v rounded to f16 and back
  *   AP_EXP(v)       e^v (hone-cpu-x86-vec.h)
- *   AP_SUMS(a)      the AP_N vectors a[0 …]'s sums: lane i = Σ of a[i]'s lanes
  *   AP_RMAX(v), AP_RADD(v)   the max, the sum of v's lanes
- *   AP_FIRST(n, v, other)    v in lanes 0 … n − 1, other in the rest
+ *   AP_RANGE(h, lo, hi, v, other)   vector h of a block (keys h·AP_N + lane):
+ *                   v in the lanes of keys lo ≤ key < hi, other in the rest
  *
- * Queries q[0 … G − 1] (rounded to f16 here, as everywhere) of one KV head
- * against its keys [jb, je), AP_N keys a block: each block's K and V rows
- * converted once into buf (2·AP_N·hd floats, then hd for the rounded query)
- * for all G queries; q·k as AP_N accumulators per query summed across lanes by
- * AP_SUMS; an online softmax (a running max per query, earlier sums rescaled
- * when it grows); probabilities rounded to f16. Writes the partial state of
- * query g: m[g] (max score), l[g] (Σ e^{s − m}), o[g·hd …] (Σ p·V, not normalized).
- * HDN = hd / AP_N, a compile-time constant.
+ * The cache holds a head's keys in blocks of 16 positions, [block][dim][16]
+ * (hone-cpu-kv.h), so one block's 16 scores of a query are one vector (or two)
+ * of FMAs over the dims, each dim's 16 halves converted once for every query
+ * of the pass: no conversion buffer, no sums across lanes. The outputs stay in
+ * registers over the whole segment, so a pass takes as many queries as
+ * AP_OV / (the dims it writes ÷ AP_N) allow (AVX-512: 4 at head_dim 64, 2 at
+ * 128; AVX2: 1, and head_dim 128 in two passes over the dims); more queries
+ * run more passes over the same (cached) keys. Online softmax: a running max
+ * per query, the earlier sum and outputs rescaled when it grows; q and the
+ * probabilities rounded to f16 as everywhere. Writes query g's partial state:
+ * m[g] (max score), l[g] (Σ e^{s − m}), o[g·hd …] (Σ p·V, not normalized).
+ * Against the [key][dim] layout's kernel (session 30) this was 1.9–2.7× faster
+ * with AVX-512 and 1.3–2.6× with AVX2 (RESULTS.md, session 31).
  */
 
+#define AP_KV (16 / AP_N)
+
+/* GB queries, K dims HDK·AP_N, the V dims [c0, c0 + HDV)·AP_N of them */
 static inline __attribute__((always_inline)) AP_TARGET void
-AP(attention_part_hd) (const float *const *q, int G, const uint16_t *k, const uint16_t *v, float scale, int jb,
-                       int je, float *buf, float *m, float *l, float *o, const int HDN)
+AP(attention_part_pass) (const float *const *q, const int GB, const uint16_t *k, const uint16_t *v, float scale,
+                         int jb, int je, float *m, float *l, float *o, const int HDK, const int HDV, const int c0)
 {
-  const int hd = AP_N * HDN;
-  /* P·V holds up to 8 vectors of outputs in registers at a time */
-  const int PVN = HDN < 8 ? HDN : 8;
-  float *kb = buf, *vb = buf + (size_t) AP_N * hd, *qb = vb + (size_t) AP_N * hd;
+  const int hd = AP_N * HDK;
+  float qh[4][128] __attribute__((aligned (64)));
+  float pb[4][16] __attribute__((aligned (64)));
+  float mm[4], ll[4];
+  AP_V ov[4][8];
 
-  for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+  for (int g = 0; g < GB; g++)
     {
-      m[g] = -INFINITY;
-      l[g] = 0.0f;
-      memset (o + (size_t) g * hd, 0, (size_t) hd * sizeof (float));
+      for (int c = 0; c < HDK; c++)
+        AP_STORE (qh[g] + AP_N * c, AP_RND16 (AP_LOAD (q[g] + AP_N * c)));
+#pragma GCC unroll 8
+      for (int c = 0; c < HDV; c++)
+        ov[g][c] = AP_ZERO ();
+      mm[g] = -INFINITY;
+      ll[g] = 0.0f;
     }
-  for (int j0 = jb; j0 < je; j0 += AP_N)
+  for (int b = jb / 16; b * 16 < je; b++)
     {
-      const int nk = MIN (AP_N, je - j0);
+      const int lo = MAX (jb - b * 16, 0), hi = MIN (je - b * 16, 16);
+      const uint16_t *kb = k + (size_t) b * 16 * hd;
+      AP_V acc[4][2][AP_KV];
 
-      for (int i = 0; i < AP_N; i++)
-        for (int c = 0; c < HDN; c++)
-          {
-            AP_STORE (kb + (size_t) i * hd + AP_N * c, i < nk ? AP_CVTPH (k + (size_t) (j0 + i) * hd + AP_N * c) : AP_ZERO ());
-            AP_STORE (vb + (size_t) i * hd + AP_N * c, i < nk ? AP_CVTPH (v + (size_t) (j0 + i) * hd + AP_N * c) : AP_ZERO ());
-          }
-      for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+      for (int g = 0; g < GB; g++)
+#pragma GCC unroll 2
+        for (int h = 0; h < AP_KV; h++)
+          acc[g][0][h] = acc[g][1][h] = AP_ZERO ();
+      /* two dims a step: two accumulators a query and vector, for the FMA latency */
+#pragma GCC unroll 4
+      for (int d = 0; d < hd; d += 2)
         {
-          AP_V acc[AP_N], s, e;
-          float bm, mnew, corr, p[AP_N];
+          AP_V k0[AP_KV], k1[AP_KV];
 
-          for (int c = 0; c < HDN; c++)
-            AP_STORE (qb + AP_N * c, AP_RND16 (AP_LOAD (q[g] + AP_N * c)));
-#pragma GCC unroll 16
-          for (int i = 0; i < AP_N; i++)
-            acc[i] = AP_ZERO ();
-#pragma GCC unroll 16
-          for (int c = 0; c < HDN; c++)
+#pragma GCC unroll 2
+          for (int h = 0; h < AP_KV; h++)
             {
-              const AP_V qv = AP_LOAD (qb + AP_N * c);
-#pragma GCC unroll 16
-              for (int i = 0; i < AP_N; i++)
-                acc[i] = AP_FMA (AP_LOAD (kb + (size_t) i * hd + AP_N * c), qv, acc[i]);
+              k0[h] = AP_CVTPH (kb + (size_t) d * 16 + AP_N * h);
+              k1[h] = AP_CVTPH (kb + (size_t) (d + 1) * 16 + AP_N * h);
             }
-          s = AP_FIRST (nk, AP_MUL (AP_SUMS (acc), AP_SET1 (scale)), AP_SET1 (-INFINITY));
-          bm = AP_RMAX (s);
-          mnew = fmaxf (m[g], bm);
-          corr = expf (m[g] - mnew);   /* 0 on the first block (m = −inf) */
-          e = AP_FIRST (nk, AP_EXP (AP_SUB (s, AP_SET1 (mnew))), AP_ZERO ());
-          l[g] = l[g] * corr + AP_RADD (e);
-          m[g] = mnew;
-          AP_STORE (p, AP_RND16 (e));
-          for (int c0 = 0; c0 < HDN; c0 += PVN)
+#pragma GCC unroll 4
+          for (int g = 0; g < GB; g++)
             {
-              AP_V ov[8];
-
-#pragma GCC unroll 8
-              for (int c = 0; c < PVN; c++)
-                ov[c] = AP_MUL (AP_LOAD (o + (size_t) g * hd + AP_N * (c0 + c)), AP_SET1 (corr));
-              for (int i = 0; i < nk; i++)
+              const AP_V q0 = AP_SET1 (qh[g][d]), q1 = AP_SET1 (qh[g][d + 1]);
+#pragma GCC unroll 2
+              for (int h = 0; h < AP_KV; h++)
                 {
-                  const AP_V pi = AP_SET1 (p[i]);
-#pragma GCC unroll 8
-                  for (int c = 0; c < PVN; c++)
-                    ov[c] = AP_FMA (pi, AP_LOAD (vb + (size_t) i * hd + AP_N * (c0 + c)), ov[c]);
+                  acc[g][0][h] = AP_FMA (q0, k0[h], acc[g][0][h]);
+                  acc[g][1][h] = AP_FMA (q1, k1[h], acc[g][1][h]);
                 }
+            }
+        }
+#pragma GCC unroll 4
+      for (int g = 0; g < GB; g++)
+        {
+          AP_V s[AP_KV], e[AP_KV], smax, esum;
+          float mnew, corr;
+
+#pragma GCC unroll 2
+          for (int h = 0; h < AP_KV; h++)
+            s[h] = AP_RANGE (h, lo, hi, AP_MUL (AP_ADD (acc[g][0][h], acc[g][1][h]), AP_SET1 (scale)),
+                             AP_SET1 (-INFINITY));
+          smax = s[0];
+#pragma GCC unroll 2
+          for (int h = 1; h < AP_KV; h++)
+            smax = AP_MAX (smax, s[h]);
+          mnew = fmaxf (mm[g], AP_RMAX (smax));   /* finite: a block has a key in range */
+          corr = expf (mm[g] - mnew);             /* 0 on the first block (mm = −inf) */
+          esum = AP_ZERO ();
+#pragma GCC unroll 2
+          for (int h = 0; h < AP_KV; h++)
+            {
+              e[h] = AP_RANGE (h, lo, hi, AP_EXP (AP_SUB (s[h], AP_SET1 (mnew))), AP_ZERO ());
+              esum = AP_ADD (esum, e[h]);
+              AP_STORE (pb[g] + AP_N * h, AP_RND16 (e[h]));
+            }
+          ll[g] = ll[g] * corr + AP_RADD (esum);
+          mm[g] = mnew;
 #pragma GCC unroll 8
-              for (int c = 0; c < PVN; c++)
-                AP_STORE (o + (size_t) g * hd + AP_N * (c0 + c), ov[c]);
+          for (int c = 0; c < HDV; c++)
+            ov[g][c] = AP_MUL (ov[g][c], AP_SET1 (corr));
+        }
+      for (int i = lo; i < hi; i++)
+        {
+          const uint16_t *vi = v + (size_t) (b * 16 + i) * hd + AP_N * c0;
+#pragma GCC unroll 8
+          for (int c = 0; c < HDV; c++)
+            {
+              const AP_V vv = AP_CVTPH (vi + AP_N * c);
+#pragma GCC unroll 4
+              for (int g = 0; g < GB; g++)
+                ov[g][c] = AP_FMA (AP_SET1 (pb[g][i]), vv, ov[g][c]);
             }
         }
     }
+#pragma GCC unroll 4
+  for (int g = 0; g < GB; g++)
+    {
+      m[g] = mm[g];
+      l[g] = ll[g];
+#pragma GCC unroll 8
+      for (int c = 0; c < HDV; c++)
+        AP_STORE (o + (size_t) g * hd + AP_N * (c0 + c), ov[g][c]);
+    }
 }
 
-/* head_dim 64 or 128 */
+/* Queries q[0 … G − 1] (any G) against keys [jb, je) of one KV head;
+ * head_dim 64 or 128. */
 static AP_TARGET void
 AP(attention_part) (const float *const *q, int G, const uint16_t *k, const uint16_t *v, int hd, float scale,
-                    int jb, int je, float *buf, float *m, float *l, float *o)
+                    int jb, int je, float *m, float *l, float *o)
 {
-  if (hd == 64)
-    AP(attention_part_hd) (q, G, k, v, scale, jb, je, buf, m, l, o, 64 / AP_N);
-  else
-    AP(attention_part_hd) (q, G, k, v, scale, jb, je, buf, m, l, o, 128 / AP_N);
+  const int HDK = hd / AP_N, HDV = MIN (HDK, 8), per = MAX (1, MIN (4, AP_OV / HDV));
+
+  for (int g0 = 0; g0 < G; g0 += per)
+    for (int c0 = 0; c0 < HDK; c0 += HDV)
+      {
+        const int gb G_GNUC_UNUSED = MIN (per, G - g0);   /* AVX2: always 1 */
+        const float *const *qg = q + g0;
+        float *mg = m + g0, *lg = l + g0, *og = o + (size_t) g0 * hd;
+
+#if AP_N == 16
+        if (HDK == 4)          /* head_dim 64: up to 4 queries a pass */
+          switch (gb)
+            {
+            case 1: AP(attention_part_pass) (qg, 1, k, v, scale, jb, je, mg, lg, og, 4, 4, 0); break;
+            case 2: AP(attention_part_pass) (qg, 2, k, v, scale, jb, je, mg, lg, og, 4, 4, 0); break;
+            case 3: AP(attention_part_pass) (qg, 3, k, v, scale, jb, je, mg, lg, og, 4, 4, 0); break;
+            default: AP(attention_part_pass) (qg, 4, k, v, scale, jb, je, mg, lg, og, 4, 4, 0); break;
+            }
+        else if (gb == 1)      /* head_dim 128: up to 2 */
+          AP(attention_part_pass) (qg, 1, k, v, scale, jb, je, mg, lg, og, 8, 8, 0);
+        else
+          AP(attention_part_pass) (qg, 2, k, v, scale, jb, je, mg, lg, og, 8, 8, 0);
+#else
+        if (HDK == 8)          /* head_dim 64: one query a pass */
+          AP(attention_part_pass) (qg, 1, k, v, scale, jb, je, mg, lg, og, 8, 8, 0);
+        else                   /* head_dim 128: dims [0, 64), then [64, 128) */
+          AP(attention_part_pass) (qg, 1, k, v, scale, jb, je, mg, lg, og, 16, 8, c0);
+#endif
+      }
 }
 
+#undef AP_KV
 #undef AP
 #undef AP_TARGET
 #undef AP_N
+#undef AP_OV
 #undef AP_V
 #undef AP_LOAD
 #undef AP_STORE
@@ -120,10 +195,11 @@ AP(attention_part) (const float *const *q, int G, const uint16_t *k, const uint1
 #undef AP_FMA
 #undef AP_MUL
 #undef AP_SUB
+#undef AP_ADD
+#undef AP_MAX
 #undef AP_CVTPH
 #undef AP_RND16
 #undef AP_EXP
-#undef AP_SUMS
 #undef AP_RMAX
 #undef AP_RADD
-#undef AP_FIRST
+#undef AP_RANGE

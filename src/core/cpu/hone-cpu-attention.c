@@ -31,19 +31,26 @@ attention_head_avx2 (const float *q, const uint16_t *k, const uint16_t *v, int n
   /* q·k as an f16 × f16 dot with f32 accumulation (llama.cpp's KQ matmul) */
   for (int d = 0; d < hd; d += 8)
     _mm256_storeu_ps (qh + d, _mm256_cvtph_ps (_mm256_cvtps_ph (_mm256_loadu_ps (q + d), _MM_FROUND_TO_NEAREST_INT)));
-  for (int j = 0; j < n_pos; j++)
+  /* a block's 16 keys ([dim][16]) in two vectors of lanes, one FMA a dim each */
+  for (int j0 = 0; j0 < n_pos; j0 += HONE_CPU_KV_BLOCK)
     {
-      const uint16_t *kj = k + (size_t) j * hd;
-      __m256 acc = _mm256_setzero_ps ();
-      __m128 s;
-      for (int d = 0; d < hd; d += 8)
-        acc = _mm256_fmadd_ps (_mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (kj + d))),
-                               _mm256_loadu_ps (qh + d), acc);
-      s = _mm_add_ps (_mm256_castps256_ps128 (acc), _mm256_extractf128_ps (acc, 1));
-      s = _mm_add_ps (s, _mm_movehl_ps (s, s));
-      s = _mm_add_ss (s, _mm_movehdup_ps (s));
-      scores[j] = _mm_cvtss_f32 (s) * scale;
-      mx = fmaxf (mx, scores[j]);
+      const uint16_t *kb = k + hone_cpu_kv_key_index (j0, 0, hd);
+      __m256 a0 = _mm256_setzero_ps (), a1 = _mm256_setzero_ps ();
+      float s[HONE_CPU_KV_BLOCK];
+
+      for (int d = 0; d < hd; d++)
+        {
+          const __m256 qd = _mm256_broadcast_ss (qh + d);
+          a0 = _mm256_fmadd_ps (_mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (kb + (size_t) d * 16))), qd, a0);
+          a1 = _mm256_fmadd_ps (_mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (kb + (size_t) d * 16 + 8))), qd, a1);
+        }
+      _mm256_storeu_ps (s, a0);
+      _mm256_storeu_ps (s + 8, a1);
+      for (int i = 0; i < MIN (HONE_CPU_KV_BLOCK, n_pos - j0); i++)
+        {
+          scores[j0 + i] = s[i] * scale;
+          mx = fmaxf (mx, scores[j0 + i]);
+        }
     }
   for (int j = 0; j < n_pos; j++)
     {
@@ -134,44 +141,6 @@ attention_head_avx2 (const float *q, const uint16_t *k, const uint16_t *v, int n
 
 #define MAX_SPLIT_GROUP 64
 
-/* The 16 vectors' sums, lane i = Σ of a[i]'s lanes (pairwise adds of halves:
- * 4 levels of unpacks and lane shuffles). */
-static inline __attribute__((always_inline)) HONE_X86_512_TARGET __m512
-sum16 (__m512 a[16])
-{
-  __m512 b[8], c[4], d[2];
-
-  /* level 1: b[i] lane pairs (2k, 2k+1) ← keys 2i, 2i+1 */
-  for (int i = 0; i < 8; i++)
-    b[i] = _mm512_add_ps (_mm512_unpacklo_ps (a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps (a[2 * i], a[2 * i + 1]));
-  /* b[i] per 128-bit lane: (k2i, k2i+1, k2i, k2i+1) partial sums */
-  for (int i = 0; i < 4; i++)
-    c[i] = _mm512_add_ps (_mm512_castpd_ps (_mm512_unpacklo_pd (_mm512_castps_pd (b[2 * i]), _mm512_castps_pd (b[2 * i + 1]))),
-                          _mm512_castpd_ps (_mm512_unpackhi_pd (_mm512_castps_pd (b[2 * i]), _mm512_castps_pd (b[2 * i + 1]))));
-  /* c[i], each 128-bit lane L: keys 4i … 4i+3, a quarter of their sums */
-  for (int i = 0; i < 2; i++)
-    d[i] = _mm512_add_ps (_mm512_shuffle_f32x4 (c[2 * i], c[2 * i + 1], 0x88),
-                          _mm512_shuffle_f32x4 (c[2 * i], c[2 * i + 1], 0xdd));
-  /* d[i] lanes L = 0,1: keys 8i … 8i+3 (halves), L = 2,3: keys 8i+4 … 8i+7 */
-  {
-    const __m512 lo = _mm512_shuffle_f32x4 (d[0], d[1], 0x88), hi = _mm512_shuffle_f32x4 (d[0], d[1], 0xdd);
-    /* lanes: keys 0–3, 4–7, 8–11, 12–15 */
-    return _mm512_add_ps (lo, hi);
-  }
-}
-
-/* The 8 vectors' sums, lane i = Σ of a[i]'s lanes (three levels of hadd, then
- * the two 128-bit halves added). */
-static inline __attribute__((always_inline)) HONE_X86_256_TARGET __m256
-sum8 (__m256 a[8])
-{
-  const __m256 u0 = _mm256_hadd_ps (_mm256_hadd_ps (a[0], a[1]), _mm256_hadd_ps (a[2], a[3]));
-  const __m256 u1 = _mm256_hadd_ps (_mm256_hadd_ps (a[4], a[5]), _mm256_hadd_ps (a[6], a[7]));
-
-  /* u0, each 128-bit lane L: keys 0 … 3, the sums of lane L's four; u1: keys 4 … 7 */
-  return _mm256_add_ps (_mm256_permute2f128_ps (u0, u1, 0x20), _mm256_permute2f128_ps (u0, u1, 0x31));
-}
-
 static inline __attribute__((always_inline)) HONE_X86_256_TARGET float
 hmax8 (__m256 v)
 {
@@ -188,9 +157,20 @@ hadd8 (__m256 v)
   return _mm_cvtss_f32 (_mm_add_ss (x, _mm_movehdup_ps (x)));
 }
 
+/* lanes i with lo ≤ base + i < hi: all ones */
+static inline __attribute__((always_inline)) HONE_X86_256_TARGET __m256i
+range8 (int base, int lo, int hi)
+{
+  const __m256i idx = _mm256_add_epi32 (_mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32 (base));
+
+  return _mm256_andnot_si256 (_mm256_cmpgt_epi32 (_mm256_set1_epi32 (lo), idx),
+                              _mm256_cmpgt_epi32 (_mm256_set1_epi32 (hi), idx));
+}
+
 #define AP(name) name##_avx512
 #define AP_TARGET HONE_X86_512_TARGET
 #define AP_N 16
+#define AP_OV 16
 #define AP_V __m512
 #define AP_LOAD(p) _mm512_loadu_ps (p)
 #define AP_STORE(p, v) _mm512_storeu_ps ((p), (v))
@@ -199,18 +179,21 @@ hadd8 (__m256 v)
 #define AP_FMA(a, b, c) _mm512_fmadd_ps ((a), (b), (c))
 #define AP_MUL(a, b) _mm512_mul_ps ((a), (b))
 #define AP_SUB(a, b) _mm512_sub_ps ((a), (b))
+#define AP_ADD(a, b) _mm512_add_ps ((a), (b))
+#define AP_MAX(a, b) _mm512_max_ps ((a), (b))
 #define AP_CVTPH(p) _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (p)))
 #define AP_RND16(v) _mm512_cvtph_ps (_mm512_cvtps_ph ((v), _MM_FROUND_TO_NEAREST_INT))
 #define AP_EXP(v) hone_x86_exp512 (v)
-#define AP_SUMS(a) sum16 (a)
 #define AP_RMAX(v) _mm512_reduce_max_ps (v)
 #define AP_RADD(v) _mm512_reduce_add_ps (v)
-#define AP_FIRST(n, v, other) _mm512_mask_mov_ps ((other), (__mmask16) ((1u << (n)) - 1), (v))
+#define AP_RANGE(h, lo, hi, v, other) \
+  _mm512_mask_mov_ps ((other), (__mmask16) (((1u << (hi)) - 1) & ~((1u << (lo)) - 1)), (v))
 #include "hone-cpu-attention-split-x86.h"   /* it undefines the AP_ macros */
 
 #define AP(name) name##_avx2
 #define AP_TARGET HONE_X86_256_TARGET
 #define AP_N 8
+#define AP_OV 8
 #define AP_V __m256
 #define AP_LOAD(p) _mm256_loadu_ps (p)
 #define AP_STORE(p, v) _mm256_storeu_ps ((p), (v))
@@ -219,16 +202,16 @@ hadd8 (__m256 v)
 #define AP_FMA(a, b, c) _mm256_fmadd_ps ((a), (b), (c))
 #define AP_MUL(a, b) _mm256_mul_ps ((a), (b))
 #define AP_SUB(a, b) _mm256_sub_ps ((a), (b))
+#define AP_ADD(a, b) _mm256_add_ps ((a), (b))
+#define AP_MAX(a, b) _mm256_max_ps ((a), (b))
 #define AP_CVTPH(p) _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (p)))
 #define AP_RND16(v) _mm256_cvtph_ps (_mm256_cvtps_ph ((v), _MM_FROUND_TO_NEAREST_INT))
 #define AP_EXP(v) hone_x86_exp256 (v)
-#define AP_SUMS(a) sum8 (a)
 #define AP_RMAX(v) hmax8 (v)
 #define AP_RADD(v) hadd8 (v)
-/* lanes 0 … n − 1: those whose index is below n */
-#define AP_FIRST(n, v, other) \
-  _mm256_blendv_ps ((other), (v), _mm256_castsi256_ps (_mm256_cmpgt_epi32 (_mm256_set1_epi32 (n), \
-                                                                           _mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7))))
+/* keys h·8 + lane in [lo, hi) */
+#define AP_RANGE(h, lo, hi, v, other) \
+  _mm256_blendv_ps ((other), (v), _mm256_castsi256_ps (range8 (8 * (h), (lo), (hi))))
 #include "hone-cpu-attention-split-x86.h"
 #endif
 
@@ -242,10 +225,9 @@ attention_head_portable (const float *q, const uint16_t *k, const uint16_t *v, i
     qh[d] = hone_cpu_f16_to_f32 (hone_f32_to_f16 (q[d]));
   for (int j = 0; j < n_pos; j++)
     {
-      const uint16_t *kj = k + (size_t) j * hd;
       float s = 0.0f;
       for (int d = 0; d < hd; d++)
-        s += hone_cpu_f16_to_f32 (kj[d]) * qh[d];
+        s += hone_cpu_f16_to_f32 (k[hone_cpu_kv_key_index (j, d, hd)]) * qh[d];
       scores[j] = s * scale;
     }
   hone_cpu_softmax (scores, n_pos);
@@ -326,9 +308,8 @@ size_t
 hone_cpu_attention_scratch_floats (int max_ctx, int head_dim)
 {
   /* the one-head kernel: max_ctx scores; the batches: Qt, 8 keys, 16 scores a key (+ 8 rounding up);
-   * the split keys: 16 K and 16 V rows and a query */
-  return MAX (MAX ((size_t) max_ctx, (size_t) head_dim * (16 + 8) + (size_t) (max_ctx + 8) * 16),
-              (size_t) head_dim * 33);
+   * the split keys: none (registers) */
+  return MAX ((size_t) max_ctx, (size_t) head_dim * (16 + 8) + (size_t) (max_ctx + 8) * 16);
 }
 
 static void
@@ -382,7 +363,7 @@ attention_worker (gpointer data, int ith, int nth)
           (job->split_avx512 ? attention_part_avx512 : attention_part_avx2)
             (qp, group, hone_cpu_kv_head (job->kv, job->layer, 0, kh), hone_cpu_kv_head (job->kv, job->layer, 1, kh),
              hd, scale, (int) ((gint64) n * seg / job->split), (int) ((gint64) n * (seg + 1) / job->split),
-             scores, part, part + group, part + 2 * group);
+             part, part + group, part + 2 * group);
           continue;
         }
 #endif

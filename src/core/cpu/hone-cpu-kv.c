@@ -14,7 +14,9 @@
 gint64
 hone_cpu_kv_bytes_for (int n_layers, int n_kv_heads, int head_dim, int capacity)
 {
-  return (gint64) n_layers * 2 * n_kv_heads * head_dim * (gint64) capacity * (gint64) sizeof (uint16_t);
+  const gint64 rows = ((gint64) capacity + HONE_CPU_KV_BLOCK - 1) / HONE_CPU_KV_BLOCK * HONE_CPU_KV_BLOCK;
+
+  return (gint64) n_layers * 2 * n_kv_heads * head_dim * rows * (gint64) sizeof (uint16_t);
 }
 
 HoneCpuKv *
@@ -26,6 +28,7 @@ hone_cpu_kv_new (int n_layers, int n_kv_heads, int head_dim, int capacity, GErro
   kv->n_kv_heads = n_kv_heads;
   kv->head_dim = head_dim;
   kv->capacity = capacity;
+  kv->rows = (capacity + HONE_CPU_KV_BLOCK - 1) / HONE_CPU_KV_BLOCK * HONE_CPU_KV_BLOCK;
   kv->bytes = hone_cpu_kv_bytes_for (n_layers, n_kv_heads, head_dim, capacity);
   /* Large allocations are fresh anonymous mappings: untouched pages cost no RAM. */
   kv->data = g_try_malloc ((gsize) kv->bytes);
@@ -83,11 +86,18 @@ to_f16 (const float *x, uint16_t *y, int n)
 void
 hone_cpu_kv_store (HoneCpuKv *kv, int layer, int pos, const float *k, const float *v)
 {
+  const int hd = kv->head_dim;
+  uint16_t kh[HONE_CPU_MAX_HEAD_DIM];
+
+  g_return_if_fail (hd <= HONE_CPU_MAX_HEAD_DIM);
   for (int h = 0; h < kv->n_kv_heads; h++)
     {
-      to_f16 (k + (size_t) h * kv->head_dim, hone_cpu_kv_head (kv, layer, 0, h) + (size_t) pos * kv->head_dim,
-              kv->head_dim);
-      to_f16 (v + (size_t) h * kv->head_dim, hone_cpu_kv_head (kv, layer, 1, h) + (size_t) pos * kv->head_dim,
-              kv->head_dim);
+      uint16_t *kb = hone_cpu_kv_head (kv, layer, 0, h) + hone_cpu_kv_key_index (pos, 0, hd);
+
+      /* the key's dims 16 apart in its block */
+      to_f16 (k + (size_t) h * hd, kh, hd);
+      for (int d = 0; d < hd; d++)
+        kb[(size_t) d * HONE_CPU_KV_BLOCK] = kh[d];
+      to_f16 (v + (size_t) h * hd, hone_cpu_kv_head (kv, layer, 1, h) + (size_t) pos * hd, hd);
     }
 }
