@@ -187,7 +187,7 @@ h16_store_ds (float *ds, int cols, size_t t, int c, float amax, int sum)
 
 /* A warp's 32 values v (lane = i % 32; i = value i of token t's @cols) into
  * HoneKActH16 h / ds: d = absmax/32767, v = rint(x·32767/absmax), Σv
- * (hone_k_pack_h16; the W4A16 GEMV's input prologue). */
+ * (hone_k_pack_h16's pack step). */
 static __device__ __forceinline__ void
 h16_pack32 (float v, uint16_t *h, float *ds, int cols, size_t t, int i)
 {

@@ -632,7 +632,7 @@ gemv_normed (HoneKState *st, const HoneKMatrix *w, const float *x, const float *
   op.x = x;
   op.norm_g = g;
   op.xh = &st->xh;
-  if (!takes_f32 (w) && !hone_k_gemv_staged_takes (&op) && !hone_k_gemv_qnorm_takes (&op))
+  if (!takes_f32 (w) && !hone_k_gemv_staged_takes (&op))
     {
       op.x = NULL;
       op.norm_g = NULL;

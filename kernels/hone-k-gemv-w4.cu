@@ -132,9 +132,6 @@ hone_k_q4z_repack (const void *src, int rows, int cols, HoneKMatrix *dst, int ro
 
 /* the int4 → f16x2 conversion (lop3_and_or, as_h2, h2_bits, w4_word, w4_zero): hone-k-w4.cuh */
 
-/* hone-k-gemv.cuh (not included here: its GemvArgs helpers would clash with W4Args') */
-bool hone_k_gemv_qnorm_takes (const HoneKGemvOp *op);
-
 /* ---- decode GEMV ------------------------------------------------------------------ */
 
 struct W4Args {
@@ -1772,9 +1769,7 @@ hone_k_q4z_gemv (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t st
     }
   if (kind == 5 && op->n_tok == 1 && op->xh && op->xh->h && op->xh->d)
     {
-      /* packed: attention wrote it, or the GEMV normalizes and packs its input itself (hone_k_gemv_qnorm_takes) */
-      const bool packed = (op->xh_ready && !op->norm_g) || (hone_k_step_probe () & 1)   /* probe: measurement only */
-                          || (op->norm_g && hone_k_gemv_qnorm_takes (op));
+      const bool packed = (op->xh_ready && !op->norm_g) || (hone_k_step_probe () & 1);   /* probe: measurement only */
       const int r = packed ? 0 : hone_k_pack_h16 (op->x, op->norm_g, 1, w->cols, op->eps, op->xh, stream);
       if (r)
         return r;

@@ -10,11 +10,6 @@
  * Q4_0/Q4_1 32 quants (one block). Quantized types dot against the int8
  * activation with dp4a.
  *
- * One-token GEMVs of a normalized input can make that input themselves
- * (NORM 3, qnorm_prologue: the RMSNorm and the int8 / 16-bit packing in
- * shared memory after the PDL wait), so no launch sits between them and the
- * kernel that wrote x (hone_k_gemv_qnorm_takes; off by default until measured).
- *
  * Optionally (HoneKPrefetch, off by default: it measured slower, see
  * tests/bench/RESULTS-cuda.md "Decode, session 2") the blocks of the last
  * wave, once through their rows, prefetch a slice of the next matrix into L2.
@@ -124,65 +119,6 @@ gemv_epiq_out (const GemvArgs &a, int row0, int lane, const float (&acc)[R][MAXT
 #endif
 }
 
-/* Columns up to which a one-token dp4a GEMV normalizes and quantizes its
- * own input (NORM 3): x and g copied to shared memory, then the int8 copy and
- * its scales, in at most 48 KB of dynamic shared memory a block
- * (qnorm_smem_bytes; 5120 columns take 47,360 bytes). */
-#define QNORM_MAX_COLS 5120
-#define QNORM_MAX_SMEM (47 * 1024)   /* the dynamic part stays under the 48 KB a launch gets without opting in */
-
-static __host__ __device__ __forceinline__ size_t
-qnorm_smem_bytes (int type, int cols)
-{
-  const size_t q = type == HONE_K_Q4Z ? HONE_K_H16_ROW (cols) * 2 : (size_t) cols;   /* the int8 or the 16-bit copy */
-  return (size_t) cols * 4 * 2 + q + (size_t) cols / 32 * 8;
-}
-
-/* NORM 3's prologue (every thread of the block): x·rsqrt(mean(x²) + eps)·g
- * into the input the main loop reads, in sm (laid out as qnorm_smem_bytes
- * says): for the dp4a types the int8 per 32 (quant32_store) with its (d, d·Σq)
- * words, for Q4Z (W4A16) HoneKActH16's 16-bit fixed point in tile order with
- * its (d, Σv) words. x and g come in by cp.async (no registers held while the
- * block's first weight loads are in flight). The arithmetic is the launch's
- * it replaces, through the same helpers (row_rms_scale, quant32_store,
- * h16_pack32), so the input is the same bits: hone_k_rmsnorm's for the dp4a
- * types (v = x·scale·g as norm_store computes it), hone_k_pack_h16's for Q4Z.
- * cols % 32 == 0 (a warp's values are whole 32-blocks); x and g 16-byte
- * aligned. */
-template <int WT>
-static __device__ __forceinline__ void
-qnorm_prologue (const GemvArgs &a, unsigned char *sm, const void **xin, const float2 **ds)
-{
-  const int tid = threadIdx.x, lane = tid & 31;
-  const int n = a.cols;
-  float *xs = (float *) sm, *gs = xs + n;
-  unsigned char *q = (unsigned char *) (gs + n);
-  float2 *d = (float2 *) (q + (WT == HONE_K_Q4Z ? HONE_K_H16_ROW (n) * 2 : (size_t) n));
-  for (int i = tid * 4; i < n; i += 256 * 4)
-    {
-      cp_async16 (xs + i, a.x + i);
-      cp_async16 (gs + i, a.norm_g + i);
-    }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile ("cp.async.wait_all;" ::: "memory");
-#endif
-  __syncthreads ();
-  /* the sums in the order of the launch replaced: hone_k_pack_h16 takes the float4 form, hone_k_rmsnorm the plain one */
-  const float scale = row_rms_scale<WT == HONE_K_Q4Z> (xs, n, a.eps);
-#pragma unroll 4
-  for (int i = tid; i < n; i += 256)
-    {
-      const float v = xs[i] * scale * gs[i];
-      if constexpr (WT == HONE_K_Q4Z)
-        h16_pack32 (v, (uint16_t *) q, (float *) d, n, 0, i);
-      else
-        quant32_store (v, (int8_t *) q + (i & ~31), d + (i >> 5), lane);
-    }
-  __syncthreads ();
-  *xin = q;
-  *ds = d;
-}
-
 /* Where a GEMV triggers its dependent launch (PDL): GemvArgs.late_trigger is
  * TRIG_ENTRY, TRIG_LATE or TRIG_WAIT; the QKV / OTHER modes give TRIG_WAIT to
  * the q|k|v GEMVs (RoPE + KV epilogue, before attention) or to the others and
@@ -194,12 +130,6 @@ enum { TRIG_ENTRY = 0, TRIG_LATE = 1, TRIG_WAIT = 2, TRIG_QKV, TRIG_OTHER, TRIG_
  * x·g and the scale, from the Σx² of the very x chunks the lanes load
  * anyway, multiplies the sums at the end (no prologue: no serial L2 round
  * trips before a block's weights are used, no second pass over x).
- * NORM 3 (one token, Q8_0/Q4_0/Q4_1 weights, cols ≤ QNORM_MAX_COLS): every
- * block makes the int8 input itself, after its PDL wait while its first
- * weight loads are in flight: the RMSNorm of x times g, quantized per 32 into
- * dynamic shared memory with hone_k_rmsnorm's arithmetic in the same order
- * (the same bits), so no RMSNorm launch runs between the producer of x and
- * this GEMV (hone_k_gemv_qnorm_takes).
  * EQ (one token, quantized weights, sm_90): quantization in the epilogue,
  * see GemvArgs.in_ssq / out_q; the launch forms clusters of blocks that
  * together own whole groups of 32 outputs. */
@@ -293,19 +223,6 @@ gemv_kernel (GemvArgs a)
   for (int j = 0; j < NP; j++)
     in_part[j] = EQ && a.in_ssq && lane + 32 * j < (a.cols >> 5) ? a.in_ssq[lane + 32 * j] : 0.f;
 
-  /* NORM 3: the normalized input of this block (int8, or Q4Z's 16-bit), made here in dynamic shared memory */
-  const int8_t *xq_in = a.xq;
-  const float2 *xds_in = WT == HONE_K_Q4Z ? a.xhd : a.xds;
-  const uint16_t *xh_in = a.xh;
-  if constexpr (NORM == 3)
-    {
-      extern __shared__ __align__ (16) unsigned char qn_sm[];
-      const void *in;
-      qnorm_prologue<WT> (a, qn_sm, &in, &xds_in);
-      xq_in = (const int8_t *) in;
-      xh_in = (const uint16_t *) in;
-    }
-
   /* Fused RMSNorm: every block recomputes the input rows' scale. */
   __shared__ float nscale[MAXT];
   if (NORM == 1)
@@ -375,8 +292,8 @@ gemv_kernel (GemvArgs a)
                 }
               else if (WT == HONE_K_Q8_0)
                 {
-                  const int4 xv = *(const int4 *) (xq_in + (size_t) t * a.cols + (size_t) c * 16);
-                  const float2 xd = xds_in[(size_t) t * (a.cols >> 5) + (c >> 1)];
+                  const int4 xv = *(const int4 *) (a.xq + (size_t) t * a.cols + (size_t) c * 16);
+                  const float2 xd = a.xds[(size_t) t * (a.cols >> 5) + (c >> 1)];
 #pragma unroll
                   for (int r = 0; r < R; r++)
                     acc[r][t] = dot_chunk_q8 (w[u][r], sc[u][r], xv, xd.x, acc[r][t]);
@@ -384,19 +301,19 @@ gemv_kernel (GemvArgs a)
               else if (WT == HONE_K_Q4Z)
                 {
                   /* tile order: piece p of the warp's 32 chunks = 512 contiguous bytes */
-                  const uint4 *xp = (const uint4 *) (xh_in + (size_t) t * HONE_K_H16_ROW (a.cols)) + ((c >> 5) << 7)
+                  const uint4 *xp = (const uint4 *) (a.xh + (size_t) t * HONE_K_H16_ROW (a.cols)) + ((c >> 5) << 7)
                                     + (c & 31);
                   const uint4 xv[4] = { xp[0], xp[32], xp[64], xp[96] };
-                  const float2 xd = xds_in[(size_t) t * (a.cols >> 5) + c];
+                  const float2 xd = a.xhd[(size_t) t * (a.cols >> 5) + c];
 #pragma unroll
                   for (int r = 0; r < R; r++)
                     acc[r][t] = dot_chunk_w4 (w[u][r], sc[u][r], zp[WT == HONE_K_Q4Z ? u : 0][r], xv, xd, acc[r][t]);
                 }
               else   /* Q4_0, Q4_1 */
                 {
-                  const int4 *xp = (const int4 *) (xq_in + (size_t) t * a.cols + (size_t) c * 32);
+                  const int4 *xp = (const int4 *) (a.xq + (size_t) t * a.cols + (size_t) c * 32);
                   const int4 xa = xp[0], xb = xp[1];
-                  const float2 xd = xds_in[(size_t) t * (a.cols >> 5) + c];
+                  const float2 xd = a.xds[(size_t) t * (a.cols >> 5) + c];
 #pragma unroll
                   for (int r = 0; r < R; r++)
                     acc[r][t] = dot_chunk_q4<WT> (w[u][r], sc[u][r], xa, xb, xd, acc[r][t]);
@@ -543,20 +460,6 @@ extra_shape_ok (const GemvArgs &a)
   return a.n_tok == 1 && (!F || !a.norm_g || norm_at_end);
 }
 
-/* The one-token launch shapes with a NORM 3 instance for the dp4a types:
- * those the automatic rule gives q|k|v and gate|up (pick_config: R4 U2 KS2,
- * R4 U1 KS2, R4 U1 KS4), and R8 U1 KS2 / KS1, which read the input half as
- * often (a block's input prologue serves 64 or 32 rows instead of 32 or 16);
- * for Q4Z the shapes its rule gives. */
-static constexpr bool
-qnorm_shape (int type, int r, int u, int ks)
-{
-  if (type == HONE_K_Q4Z)   /* W4A16's q|k|v / gate|up (R2 U2 KS1) and o / down (R4 U2 KS2) shapes */
-    return (r == 2 && u == 2 && ks == 1) || (r == 4 && u == 2 && ks == 2);
-  return (type == HONE_K_Q8_0 || type == HONE_K_Q4_0 || type == HONE_K_Q4_1)
-         && ((r == 4 && ((u == 2 && ks == 2) || (u == 1 && (ks == 2 || ks == 4)))) || (r == 8 && u == 1 && ks <= 2));
-}
-
 /* ONE: only the one-token kernel exists in this shape (quantized weights'
  * extra shapes, and W4A16 which this kernel runs at one token only). */
 template <int WT, int R, int U, int KS, bool ONE = false>
@@ -566,19 +469,13 @@ launch_t (GemvArgs a, cudaStream_t stream)
   const int groups = (a.rows + R - 1) / R;
   const dim3 grid ((groups + (8 / KS) - 1) / (8 / KS)), block (256);
   constexpr bool F = (WT == HONE_K_BF16 || WT == HONE_K_F16);
-  constexpr bool DP4A = WT == HONE_K_Q8_0 || WT == HONE_K_Q4_0 || WT == HONE_K_Q4_1;
-  constexpr bool QN = (ONE || WT == HONE_K_Q4Z) && qnorm_shape (WT, R, U, KS);   /* a NORM 3 instance */
   void (*k) (GemvArgs);
-  if (!F && a.norm_g && !QN)   /* hone_k_gemv_pf / hone_k_gemv_q4z_rs checked qnorm_takes_args */
-    return (int) cudaErrorInvalidValue;
   if constexpr (WT == HONE_K_Q4Z || ONE)
     {
       if (a.n_tok != 1 || (F && a.norm_g && !norm_at_end))
         return (int) cudaErrorInvalidValue;
       if constexpr (F)
         k = a.norm_g ? gemv_kernel<WT, R, U, KS, 1, 2> : gemv_kernel<WT, R, U, KS, 1, 0>;
-      else if constexpr (QN)
-        k = a.norm_g ? gemv_kernel<WT, R, U, KS, 1, 3> : gemv_kernel<WT, R, U, KS, 1, 0>;
       else
         k = gemv_kernel<WT, R, U, KS, 1, 0>;
     }
@@ -588,7 +485,7 @@ launch_t (GemvArgs a, cudaStream_t stream)
     k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, F> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, F>;
   else
     k = a.n_tok == 1 ? gemv_kernel<WT, R, U, KS, 1, 0> : gemv_kernel<WT, R, U, KS, HONE_K_MAX_DECODE, 0>;
-  const size_t smem = !F && a.norm_g ? qnorm_smem_bytes (WT, a.cols) : 0;   /* NORM 3 */
+  const size_t smem = 0;
   a.pf_first = INT_MAX;
   unsigned long long pf_bytes = 0;
   for (int r = 0; r < HONE_K_PF_RANGES; r++)
@@ -606,6 +503,7 @@ launch_t (GemvArgs a, cudaStream_t stream)
    * 2.529 -> 2.445 (RESULTS-cuda.md "Decode, session 19"). BF16/F16 and
    * W4A16 re-read their wider inputs through L1: all shared measured 13 % and
    * 4.6 % slower there, so they keep the driver's choice. */
+  constexpr bool DP4A = WT == HONE_K_Q8_0 || WT == HONE_K_Q4_0 || WT == HONE_K_Q4_1;
   const int role = a.role ? a.role : (int) HONE_K_PDL_OTHER;
   hone_k_carveout_apply ((const void *) k, role, DP4A && a.n_tok == 1 ? (int) cudaSharedmemCarveoutMaxShared : -1);
   return hone_k_launch_role (role, k, grid, block, smem, stream, a);
@@ -1017,76 +915,6 @@ args_from_op (const HoneKGemvOp *op, const HoneKPrefetch *pf, GemvArgs &a)
   return 0;
 }
 
-/* GEMV roles whose one-token dp4a GEMVs normalize and quantize their own
- * input (NORM 3); -1: read HONE_GEMV_QNORM (unset: QNORM_DEFAULT_ROLES; 0
- * none; 1 q|k|v and gate|up; or a comma list of qkv, gu, head). */
-#define QNORM_DEFAULT_ROLES 0
-static int qnorm_roles = -1;
-static unsigned qnorm_runs;
-
-unsigned
-hone_k_gemv_qnorm_runs (void)
-{
-  return qnorm_runs;
-}
-
-extern "C" void
-hone_k_gemv_set_qnorm (int roles)
-{
-  qnorm_roles = roles < 0 ? -1 : roles & ROLE_ALL;
-}
-
-template <int WT>
-static bool
-qnorm_picked (const GemvArgs &a)
-{
-  const int cfg = pick_config<WT> (a);   /* the shape launch_cfg will launch (the one-token ones for Q4Z too) */
-  return cfg >= (WT == HONE_K_Q4Z ? 0 : HONE_K_GEMV_CONFIGS) && cfg < HONE_K_GEMV_CONFIGS_Q1
-         && (cfg < HONE_K_GEMV_CONFIGS || extra_shape_ok<WT> (a))
-         && qnorm_shape (WT, gemv_shapes[cfg].r, gemv_shapes[cfg].u, gemv_shapes[cfg].ks);
-}
-
-/* Whether the GEMV of these arguments takes NORM 3: switched on for its
- * role, one token of a normalized f32 input, and a launch shape that has the
- * instance. */
-static bool
-qnorm_takes_args (int type, const GemvArgs &a)
-{
-  if (qnorm_roles < 0)
-    {
-      const char *env = getenv ("HONE_GEMV_QNORM");
-      qnorm_roles = !env || !*env         ? QNORM_DEFAULT_ROLES
-                    : !strcmp (env, "0") ? 0
-                    : !strcmp (env, "1") ? ROLE_QKV | ROLE_GU
-                                         : roles_of_list (env) & ROLE_ALL;
-    }
-  if (!(qnorm_roles & a.role) || a.n_tok != 1 || !a.x || !a.norm_g || a.cols < 32 || (a.cols & 31)
-      || a.cols > QNORM_MAX_COLS || qnorm_smem_bytes (type, a.cols) > QNORM_MAX_SMEM || ((uintptr_t) a.x & 15)
-      || ((uintptr_t) a.norm_g & 15))
-    return false;
-  switch (type)
-    {
-    case HONE_K_Q4Z: return qnorm_picked<HONE_K_Q4Z> (a);
-    case HONE_K_Q8_0: return qnorm_picked<HONE_K_Q8_0> (a);
-    case HONE_K_Q4_0: return qnorm_picked<HONE_K_Q4_0> (a);
-    case HONE_K_Q4_1: return qnorm_picked<HONE_K_Q4_1> (a);
-    default: return false;
-    }
-}
-
-bool
-hone_k_gemv_qnorm_takes (const HoneKGemvOp *op)
-{
-  GemvArgs a;
-  const HoneKMatrix *w = op->w;
-  if (!w || op->n_tok != 1 || !op->x || !op->norm_g
-      || (w->type != HONE_K_Q8_0 && w->type != HONE_K_Q4_0 && w->type != HONE_K_Q4_1 && w->type != HONE_K_Q4Z))
-    return false;
-  if (args_from_op (op, NULL, a))
-    return false;
-  return qnorm_takes_args (w->type, a);
-}
-
 extern "C" int
 hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t stream)
 {
@@ -1105,13 +933,8 @@ hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t str
   if (hone_k_gemv_staged_takes (op))
     return hone_k_gemv_staged (op, stream);
   const bool f = (w->type == HONE_K_BF16 || w->type == HONE_K_F16);
-  if (a.norm_g && (f ? (w->cols & 3) != 0 : !qnorm_takes_args (w->type, a)))
+  if (a.norm_g && (!f || (w->cols & 3)))
     return (int) cudaErrorInvalidValue;
-  if (a.norm_g && !f)
-    {
-      a.xq = NULL, a.xds = NULL;   /* NORM 3 makes its own int8 input */
-      qnorm_runs++;
-    }
   switch (w->type)
     {
     case HONE_K_BF16:
@@ -1123,15 +946,15 @@ hone_k_gemv_pf (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t str
       a.nchunk = w->cols / 8;
       return launch_w<HONE_K_F16> (a, stream);
     case HONE_K_Q8_0:
-      if (w->cols % 32 || !(a.xq || a.norm_g)) return (int) cudaErrorInvalidValue;
+      if (w->cols % 32 || !a.xq) return (int) cudaErrorInvalidValue;
       a.nchunk = w->cols / 16;
       return launch_w<HONE_K_Q8_0> (a, stream);
     case HONE_K_Q4_0:
-      if (w->cols % 32 || !(a.xq || a.norm_g)) return (int) cudaErrorInvalidValue;
+      if (w->cols % 32 || !a.xq) return (int) cudaErrorInvalidValue;
       a.nchunk = w->cols / 32;
       return launch_w<HONE_K_Q4_0> (a, stream);
     case HONE_K_Q4_1:
-      if (w->cols % 32 || !(a.xq || a.norm_g)) return (int) cudaErrorInvalidValue;
+      if (w->cols % 32 || !a.xq) return (int) cudaErrorInvalidValue;
       a.nchunk = w->cols / 32;
       return launch_w<HONE_K_Q4_1> (a, stream);
     default:
@@ -1403,19 +1226,13 @@ hone_k_gemv_q4z_rs (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t
   const int rc = args_from_op (op, pf, a);
   if (rc)
     return rc;
-  const bool qn = a.norm_g && qnorm_takes_args (HONE_K_Q4Z, a);   /* NORM 3: the kernel packs its own input */
-  if (!qn)
-    {
-      a.x = NULL;
-      a.norm_g = NULL;
-    }
-  else
-    qnorm_runs++;
+  a.x = NULL;
+  a.norm_g = NULL;
   a.nchunk = w->cols / 32;
   a.ng = w->cols / g;
   a.cshift = g == 32 ? 0 : g == 64 ? 1 : 2;
   a.z = (const uint8_t *) w->s + (size_t) w->rows * a.ng * 2;
-  a.xh = qn ? NULL : op->xh->h;
-  a.xhd = qn ? NULL : (const float2 *) op->xh->d;
+  a.xh = op->xh->h;
+  a.xhd = (const float2 *) op->xh->d;
   return launch_w<HONE_K_Q4Z> (a, stream);
 }

@@ -327,20 +327,6 @@ unsigned hone_k_gemv_epiq_runs (void);
  * -1 reads HONE_DECODE_EPIQ (the same values). */
 extern "C" void hone_k_decode_set_epiq (int on);
 
-/* Whether a one-token Q8_0/Q4_0/Q4_1 GEMV given op->x and op->norm_g (no
- * op->xq needed) makes the int8 of the RMSNorm'ed input itself: every block,
- * after its PDL wait, into shared memory, the same bits as hone_k_rmsnorm
- * (NORM 3 in hone-k-gemv.cu), so no RMSNorm launch runs between the producer
- * of x and the GEMV; for a Q4Z (W4A16) GEMV likewise its 16-bit input, the
- * same bits as hone_k_pack_h16. Switched on per GEMV role
- * (hone_k_gemv_set_qnorm), for cols ≤ 5120 (Q4Z: 4096, its copy within 47 KB),
- * 16-byte aligned x and g, and the launch shapes that have the instance;
- * where it does not take the op, the caller runs hone_k_rmsnorm into op->xq
- * first (hone-k-forward.cu gemv_normed), and the W4A16 GEMV its pack launch. */
-bool hone_k_gemv_qnorm_takes (const HoneKGemvOp *op);
-/* How many GEMVs took that path so far (checks: which path ran). */
-unsigned hone_k_gemv_qnorm_runs (void);
-
 /* ---- the staged GEMV (hone-k-gemv-staged.cu) ------------------------------- */
 
 /* Whether hone_k_gemv_staged() takes op (sm_90, one token, a shape and types

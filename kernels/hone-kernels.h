@@ -385,13 +385,6 @@ void hone_k_gemv_set_pick (int rule);
  * (HONE_GEMV_EPI_PF=1: BF16/F16 GEMVs also prefetch their epilogue's inputs
  * into L1 after that wait; off by default, measured slower: hone-k-gemv.cuh.) */
 void hone_k_gemv_set_early (int on);
-/* One-token Q8_0/Q4_0/Q4_1 and W4A16 GEMVs that normalize and quantize their
- * own f32 input instead of an RMSNorm / pack launch before them
- * (hone-k-gemv.cuh, hone_k_gemv_qnorm_takes): the GEMV roles this is on for
- * (the HONE_K_PDL_* role bits of hone-k-common.cuh, 1 q|k|v, 4 gate|up, 16
- * lm_head; 0 none), -1 from HONE_GEMV_QNORM (0, 1 = q|k|v and gate|up, or a
- * list of qkv, gu, head; unset: the default, off until measured on a GPU). */
-void hone_k_gemv_set_qnorm (int roles);
 /* One-token Q8_0/Q4_0/Q4_1 decode steps: quantization in the GEMV epilogues
  * (no RMSNorm/quantize launches; kernels/hone-k-forward.cu) 1 on, 0 off (the
  * default: measured slower), -1 from HONE_DECODE_EPIQ. */

@@ -23,8 +23,6 @@
  *                                                       with a per-block trace / the streamed checks alone)
  *        hone-cuda-check --bench-sample                (the samplers' time a call over a Llama-3 / Qwen2.5 row)
  *        hone-cuda-check --check-misc                  (the norm, dequantization and embedding checks alone)
- *        hone-cuda-check --check-qnorm                 (the GEMVs that normalize and quantize their own input,
- *                                                       alone: small, for compute-sanitizer)
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -1647,9 +1645,6 @@ tiny_ref (const TinyModel &t, const std::vector<int> &tok)
  * forced off when the staged kernel is forced on (it takes those GEMVs). */
 /* stream: streamed one-token steps (hone-k-decode-stream.cu) -1 default, 0 off, 1 on
  * (then every one-token step must run streamed: L + 1 launches each) */
-/* When set, check_tiny_model keeps each mode's logits here (check_qnorm_tiny compares two runs). */
-static std::vector<float> *tiny_capture;
-
 static void
 check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1, int stream = 0)
 {
@@ -1767,8 +1762,6 @@ check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1, int s
       snprintf (what, sizeof what, "  top-1 agreement %d/%d where the margin exceeds 6x the position's error (of %d)", top1,
                 decided, n);
       check (top1 == decided && decided >= n / 3, what, decided - top1, 0);   /* n / 3: not vacuous */
-      if (tiny_capture)
-        tiny_capture[mode] = got;
       hone_k_state_free (&st);
     }
   hone_k_gemv_set_staged (-1);
@@ -1776,232 +1769,6 @@ check_tiny_model (int type, int staged = -1, int modes = 7, int epiq = -1, int s
   hone_k_decode_set_stream (-1);
   for (int l = 0; l < t.L; l++) { cudaFree (kp[l]); cudaFree (vp[l]); }
   cache_free (c);
-}
-
-/* A random Q4Z (AWQ int4) matrix of @group, from host blocks {f16 s, u8 z, pad, qs[16]} through
- * hone_k_q4z_repack; wd: its values s·(q − z) in f64. */
-static HoneKMatrix
-q4z_matrix (int rows, int cols, int group, std::vector<double> &wd)
-{
-  const int nb = cols / 32, bpg = group / 32;
-  std::vector<uint8_t> blk ((size_t) rows * nb * 20);
-  wd.assign ((size_t) rows * cols, 0.0);
-  for (int r = 0; r < rows; r++)
-    for (int b = 0; b < nb; b++)
-      {
-        uint8_t *p = &blk[((size_t) r * nb + b) * 20];
-        if (b % bpg == 0)
-          {
-            const __half h = __float2half ((float) (0.002 + 0.01 * rng_uniform ()));
-            uint16_t bits;
-            memcpy (&bits, &h, 2);
-            p[0] = (uint8_t) bits;
-            p[1] = (uint8_t) (bits >> 8);
-            p[2] = (uint8_t) (rng_u64 () & 15);
-          }
-        else
-          memcpy (p, p - 20 * (b % bpg), 3);   /* a group's blocks share its (s, z) */
-        p[3] = 0;
-        for (int i = 0; i < 16; i++)
-          p[4 + i] = (uint8_t) rng_u64 ();
-        uint16_t bits = (uint16_t) (p[0] | (p[1] << 8));
-        __half h;
-        memcpy (&h, &bits, 2);
-        const double sc = (double) __half2float (h), z = p[2] & 15;
-        for (int i = 0; i < 16; i++)
-          {
-            wd[(size_t) r * cols + b * 32 + i] = sc * ((p[4 + i] & 15) - z);
-            wd[(size_t) r * cols + b * 32 + i + 16] = sc * ((p[4 + i] >> 4) - z);
-          }
-      }
-  HoneKMatrix m = q4z_alloc (rows, cols, group);
-  void *src = NULL;
-  CK (cudaMalloc (&src, blk.size ()));
-  CK (cudaMemcpy (src, blk.data (), blk.size (), cudaMemcpyHostToDevice));
-  CK (hone_k_q4z_repack (src, rows, cols, &m, 0, 1, 0));
-  CK (cudaDeviceSynchronize ());
-  cudaFree (src);
-  return m;
-}
-
-/* ---- one-token dp4a GEMVs that normalize and quantize their own input ------
- * (NORM 3, hone_k_gemv_qnorm_takes). Its int8 input is meant to be the same
- * bits hone_k_rmsnorm writes, so the GEMV's output is checked bit for bit
- * against the same launch shape on hone_k_rmsnorm's int8 (the path
- * check_gemv holds to f64), and both against the f64 product on unquantized
- * activations (the int8 step's 2e-2). cfg: a forced launch shape (-1: the
- * automatic one); expect: whether the GEMV should take the path. */
-static void
-check_gemv_qnorm (int type, int rows, int cols, int epi, int cfg, bool expect, int n_tok = 1, bool misalign = false)
-{
-  std::vector<float> w ((size_t) rows * cols), x ((size_t) n_tok * cols), bias (rows), res ((size_t) n_tok * rows),
-      g (cols);
-  for (auto &v : w) v = rng_normal () * 0.05f;
-  for (auto &v : x) v = rng_normal () * 3.f;
-  for (auto &v : bias) v = rng_normal ();
-  for (auto &v : res) v = rng_normal ();
-  for (auto &v : g) v = 1.f + 0.3f * rng_normal ();
-  std::vector<double> wd;
-  HoneKMatrix m = type == HONE_K_Q4Z ? q4z_matrix (rows, cols, 128, wd)
-                                     : matrix_from_gguf (type, gguf_quantize (type, w, rows, cols, wd), rows, cols);
-  const int out_cols = epi == HONE_K_EPI_SWIGLU ? rows / 2 : rows;
-  const size_t out_n = (size_t) n_tok * out_cols;
-  HoneKActH16 xh;   /* Q4Z: the pack launch's output */
-  xh.h = (uint16_t *) dev_poisoned ((size_t) n_tok * HONE_K_H16_ROW (cols) * 2);
-  xh.d = (float *) dev_poisoned ((size_t) n_tok * cols / 32 * 8);
-  std::vector<float> xbuf (x);
-  if (misalign)   /* x 4 bytes past a 16-byte boundary: the cp.async copies need 16 */
-    xbuf.insert (xbuf.begin (), 0.f);
-  float *dxbuf = dev_upload (xbuf), *dres = dev_upload (res), *dbias = dev_upload (bias), *dg = dev_upload (g);
-  float *dx = dxbuf + (misalign ? 1 : 0);
-  float *dy[2] = { (float *) dev_poisoned (out_n * 4), (float *) dev_poisoned (out_n * 4) };
-  HoneKActQ8 xq;
-  xq.q = (int8_t *) dev_poisoned ((size_t) n_tok * cols);
-  xq.ds = (float2 *) dev_poisoned ((size_t) n_tok * cols / 32 * 8);
-  const float *bptr = epi == HONE_K_EPI_SWIGLU ? NULL : dbias;
-  hone_k_gemv_set_config (cfg);
-  int rc[2] = { 0, 0 };
-  bool took = false;
-  unsigned ran = 0;
-  for (int path = 0; path < 2; path++)   /* 0: hone_k_rmsnorm, then the GEMV on its int8; 1: the GEMV alone */
-    {
-      if (epi == HONE_K_EPI_ADD)
-        CK (cudaMemcpy (dy[path], dres, (size_t) n_tok * rows * 4, cudaMemcpyDeviceToDevice));
-      HoneKGemvOp op;
-      memset (&op, 0, sizeof op);
-      op.w = &m;
-      op.n_tok = n_tok;
-      op.bias = bptr;
-      op.res = epi == HONE_K_EPI_ADD ? dy[path] : NULL;
-      op.y = dy[path];
-      op.epilogue = epi;
-      op.eps = 1e-5f;
-      hone_k_gemv_set_qnorm (path ? 31 : 0);
-      op.xh = &xh;
-      if (path == 0 && type == HONE_K_Q4Z)   /* W4A16 packs its normalized input with hone_k_pack_h16 itself */
-        {
-          op.x = dx;
-          op.norm_g = dg;
-        }
-      else if (path == 0)
-        {
-          CK (hone_k_rmsnorm (dx, dg, n_tok, cols, 1e-5f, NULL, &xq, NULL, 0, 0));
-          op.xq = &xq;
-        }
-      else
-        {
-          op.x = dx;
-          op.norm_g = dg;
-          took = hone_k_gemv_qnorm_takes (&op);
-        }
-      const unsigned r0 = hone_k_gemv_qnorm_runs ();
-      rc[path] = hone_k_gemv_ex (&op, 0);
-      ran = hone_k_gemv_qnorm_runs () - r0;
-      CK (cudaDeviceSynchronize ());
-    }
-  hone_k_gemv_set_qnorm (-1);
-  hone_k_gemv_set_config (-1);
-  char what[160];
-  snprintf (what, sizeof what, "qnorm gemv %s %dx%d tok=%d epi=%d shape %d%s: %s", type_name (type), rows, cols, n_tok,
-            epi, cfg, misalign ? " x+4 bytes" : "", expect ? "taken, the same bits as on the RMSNorm launch's int8" : "declined");
-  if (!expect && type != HONE_K_Q4Z)   /* declined: the caller must run the RMSNorm launch first */
-    check (rc[0] == 0 && !took && ran == 0 && rc[1] == (int) cudaErrorInvalidValue, what, rc[1], 0);
-  else   /* taken; or, for Q4Z, declined: the W4A16 GEMV packs with hone_k_pack_h16 as without the path */
-    {
-      const std::vector<float> y0 = dev_download<float> (dy[0], out_n), y1 = dev_download<float> (dy[1], out_n);
-      size_t diff = 0;
-      for (size_t i = 0; i < out_n; i++)
-        diff += memcmp (&y0[i], &y1[i], 4) != 0;
-      check (rc[0] == 0 && rc[1] == 0 && took == expect && ran == (expect ? 1u : 0u) && diff == 0, what,
-             (double) diff, 0);
-      /* both against the f64 product of the dequantized weights and the unquantized normalized input */
-      double ss = 0;
-      for (int k = 0; k < cols; k++) ss += (double) x[k] * x[k];
-      const double sc = 1.0 / sqrt (ss / cols + 1e-5);
-      std::vector<double> ref (out_n);
-      std::vector<double> acc (rows);
-      for (int r = 0; r < rows; r++)
-        {
-          double s2 = 0;
-          for (int k = 0; k < cols; k++) s2 += wd[(size_t) r * cols + k] * x[k] * sc * g[k];
-          acc[r] = s2 + (bptr ? bias[r] : 0.0);
-        }
-      for (int r = 0; r < out_cols; r++)
-        ref[r] = epi == HONE_K_EPI_SWIGLU ? acc[2 * r] / (1 + exp (-acc[2 * r])) * acc[2 * r + 1]
-                                          : acc[r] + (epi == HONE_K_EPI_ADD ? res[r] : 0.0);
-      bool fin;
-      const double e = rel_err (y1.data (), ref.data (), out_n, &fin);
-      check (fin && e < 2e-2, "  vs f64 on unquantized activations", e, 2e-2);
-    }
-  matrix_free (&m);
-  cudaFree (dxbuf); cudaFree (dres); cudaFree (dbias); cudaFree (dg); cudaFree (dy[0]); cudaFree (dy[1]);
-  cudaFree (xq.q); cudaFree (xq.ds); cudaFree (xh.h); cudaFree (xh.d);
-}
-
-/* The tiny models decoded with the path off, then on (same seed): logits the
- * same bits, and the path taken by every one-token normalized GEMV. */
-static void
-check_qnorm_tiny (int type)
-{
-  std::vector<float> got[2][3];
-  unsigned runs[2];
-  for (int on = 0; on < 2; on++)
-    {
-      rng_state = HONE_CHECK_SEED + 91 * (uint64_t) type;
-      hone_k_gemv_set_qnorm (on ? 31 : 0);
-      tiny_capture = got[on];
-      const unsigned r0 = hone_k_gemv_qnorm_runs ();
-      check_tiny_model (type, 0, 7, 0, 0);
-      runs[on] = hone_k_gemv_qnorm_runs () - r0;
-      tiny_capture = NULL;
-    }
-  hone_k_gemv_set_qnorm (-1);
-  size_t diff = 0, n = 0;
-  for (int mode = 0; mode < 3; mode++)
-    {
-      n += got[0][mode].size ();
-      for (size_t i = 0; i < got[0][mode].size () && i < got[1][mode].size (); i++)
-        diff += memcmp (&got[0][mode][i], &got[1][mode][i], 4) != 0;
-      diff += got[0][mode].size () != got[1][mode].size ();
-    }
-  char what[160];
-  snprintf (what, sizeof what, "qnorm tiny llama %s: %zu logits the same bits off / on (%u / %u GEMVs took it)",
-            type_name (type), n, runs[0], runs[1]);
-  check (diff == 0 && n > 0 && runs[0] == 0 && runs[1] > 0, what, (double) diff, 0);
-}
-
-static void
-check_qnorm_all (void)
-{
-  for (int type : { HONE_K_Q8_0, HONE_K_Q4_0, HONE_K_Q4_1 })
-    {
-      /* the automatic shapes: q|k|v-sized, gate|up-sized (SwiGLU), the lm_head's rule, the widest taken (5120),
-       * widths that are no multiple of 256 (3584: Qwen2.5-7B's hidden size) */
-      check_gemv_qnorm (type, 1536, 4096, HONE_K_EPI_STORE, -1, true);
-      check_gemv_qnorm (type, 2 * 8200, 1024, HONE_K_EPI_SWIGLU, -1, true);
-      check_gemv_qnorm (type, 6144, 4096, HONE_K_EPI_STORE, -1, true);
-      check_gemv_qnorm (type, 300, 5120, HONE_K_EPI_ADD, -1, true);
-      check_gemv_qnorm (type, 1030, 1056, HONE_K_EPI_ADD, -1, true);
-      check_gemv_qnorm (type, 33, 3584, HONE_K_EPI_STORE, -1, true);
-      for (int cfg : { 7, 10, 14, 12, 15 })   /* each shape with the instance, forced */
-        check_gemv_qnorm (type, 2 * 350, 2048, HONE_K_EPI_SWIGLU, cfg, true);
-      /* declined: shapes without the instance (one-token and general), wider than the shared copy, two
-       * tokens, x off 16 bytes */
-      check_gemv_qnorm (type, 1030, 576, HONE_K_EPI_STORE, 16, false);
-      check_gemv_qnorm (type, 1030, 576, HONE_K_EPI_STORE, 2, false);
-      check_gemv_qnorm (type, 100, 5152, HONE_K_EPI_STORE, -1, false);
-      check_gemv_qnorm (type, 1030, 576, HONE_K_EPI_STORE, -1, false, 2);
-      check_gemv_qnorm (type, 1030, 576, HONE_K_EPI_STORE, -1, false, 1, true);
-      check_qnorm_tiny (type);
-    }
-  /* W4A16 (AWQ g128): the same against hone_k_pack_h16's 16-bit input; its shapes (R2 U2 KS1 on q|k|v and
-   * gate|up, R4 U2 KS2 on the rest); declined: a shape without the instance, a width whose copies pass 47 KB */
-  check_gemv_qnorm (HONE_K_Q4Z, 6144, 4096, HONE_K_EPI_STORE, -1, true);
-  check_gemv_qnorm (HONE_K_Q4Z, 2 * 3000, 3584, HONE_K_EPI_SWIGLU, -1, true);
-  check_gemv_qnorm (HONE_K_Q4Z, 1030, 1024, HONE_K_EPI_ADD, -1, true);
-  check_gemv_qnorm (HONE_K_Q4Z, 1030, 1152, HONE_K_EPI_STORE, 7, true);
-  check_gemv_qnorm (HONE_K_Q4Z, 1030, 1024, HONE_K_EPI_STORE, 10, false);
-  check_gemv_qnorm (HONE_K_Q4Z, 100, 4608, HONE_K_EPI_STORE, -1, false);
 }
 
 /* ---- benchmarks --------------------------------------------------------------- */
@@ -3753,7 +3520,7 @@ main (int argc, char **argv)
   bool decode_only = false, check_staged = false, decode2 = false, check_epiq_only = false;
   bool decode_stream = false, check_stream = false, gemv_sweep = false, sample_bench = false, check_samplers = false,
        sample_rows_only = false,
-       check_misc = false, check_qnorm = false;
+       check_misc = false;
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp (argv[i], "--check")) do_bench = false;
@@ -3770,7 +3537,6 @@ main (int argc, char **argv)
       else if (!strcmp (argv[i], "--gemv-sweep")) { do_check = false; do_bench = false; gemv_sweep = true; }   /* every launch shape */
       else if (!strcmp (argv[i], "--bench-sample")) { do_check = false; do_bench = false; sample_bench = true; }   /* decode session 24 */
       else if (!strcmp (argv[i], "--check-misc")) { do_check = false; do_bench = false; check_misc = true; }   /* norms, dequantization, embedding alone */
-      else if (!strcmp (argv[i], "--check-qnorm")) { do_check = false; do_bench = false; check_qnorm = true; }   /* session 30 */
       else if (!strcmp (argv[i], "--check-sample")) { do_check = false; do_bench = false; check_samplers = true; }   /* the samplers' checks alone (sanitizers) */
       else if (!strcmp (argv[i], "--check-sample-rows")) { do_check = false; do_bench = false; check_samplers = true; sample_rows_only = true; }   /* the chain's checks alone (racecheck: the Gumbel χ² is 20,000 launches) */
     }
@@ -3904,7 +3670,6 @@ main (int argc, char **argv)
             rng_state = HONE_CHECK_SEED + 77 * (uint64_t) type;
             check_tiny_model (type, -1, 7, -1, on);
           }
-      check_qnorm_all ();
       report ("checks: %d passed, %d failed\n", n_pass, n_fail);
     }
   if (check_stream)
@@ -4020,12 +3785,6 @@ main (int argc, char **argv)
       bench_prefill (HONE_K_BF16, false);
       bench_prefill (HONE_K_Q4_0, true);
       do_bench = false;
-    }
-  if (check_qnorm)
-    {
-      report ("== GEMVs that normalize and quantize their own input ==\n");
-      check_qnorm_all ();
-      report ("checks: %d passed, %d failed\n", n_pass, n_fail);
     }
   if (check_misc)
     {
