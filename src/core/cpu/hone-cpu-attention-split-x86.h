@@ -34,10 +34,14 @@
 
 #define AP_KV (16 / AP_N)
 
-/* GB queries, K dims HDK·AP_N, the V dims [c0, c0 + HDV)·AP_N of them */
+/* GB queries, K dims HDK·AP_N, the V dims [c0, c0 + HDV)·AP_N of them. keep
+ * (GB = 1, NULL otherwise): 17 floats a block, the block's rounded
+ * probabilities and rescale factor, written by the pass with c0 = 0 and read
+ * back by the later ones instead of their own q·k. */
 static inline __attribute__((always_inline)) AP_TARGET void
 AP(attention_part_pass) (const float *const *q, const int GB, const uint16_t *k, const uint16_t *v, float scale,
-                         int jb, int je, float *m, float *l, float *o, const int HDK, const int HDV, const int c0)
+                         int jb, int je, float *m, float *l, float *o, const int HDK, const int HDV, const int c0,
+                         float *keep)
 {
   const int hd = AP_N * HDK;
   float qh[4][128] __attribute__((aligned (64)));
@@ -60,7 +64,17 @@ AP(attention_part_pass) (const float *const *q, const int GB, const uint16_t *k,
     {
       const int lo = MAX (jb - b * 16, 0), hi = MIN (je - b * 16, 16);
       const uint16_t *kb = k + (size_t) b * 16 * hd;
+      float *kp = keep != NULL ? keep + (size_t) (b - jb / 16) * 17 : NULL;
       AP_V acc[4][2][AP_KV];
+
+      if (kp != NULL && c0 > 0)
+        {
+          memcpy (pb[0], kp, 16 * sizeof (float));
+#pragma GCC unroll 8
+          for (int c = 0; c < HDV; c++)
+            ov[0][c] = AP_MUL (ov[0][c], AP_SET1 (kp[16]));
+          goto pv;
+        }
 
 #pragma GCC unroll 4
       for (int g = 0; g < GB; g++)
@@ -117,10 +131,16 @@ AP(attention_part_pass) (const float *const *q, const int GB, const uint16_t *k,
             }
           ll[g] = ll[g] * corr + AP_RADD (esum);
           mm[g] = mnew;
+          if (kp != NULL)
+            {
+              memcpy (kp, pb[0], 16 * sizeof (float));
+              kp[16] = corr;
+            }
 #pragma GCC unroll 8
           for (int c = 0; c < HDV; c++)
             ov[g][c] = AP_MUL (ov[g][c], AP_SET1 (corr));
         }
+    pv:
       for (int i = lo; i < hi; i++)
         {
           const uint16_t *vi = v + (size_t) (b * 16 + i) * hd + AP_N * c0;
@@ -137,8 +157,11 @@ AP(attention_part_pass) (const float *const *q, const int GB, const uint16_t *k,
 #pragma GCC unroll 4
   for (int g = 0; g < GB; g++)
     {
-      m[g] = mm[g];
-      l[g] = ll[g];
+      if (c0 == 0)
+        {
+          m[g] = mm[g];
+          l[g] = ll[g];
+        }
 #pragma GCC unroll 8
       for (int c = 0; c < HDV; c++)
         AP_STORE (o + (size_t) g * hd + AP_N * (c0 + c), ov[g][c]);
@@ -146,10 +169,11 @@ AP(attention_part_pass) (const float *const *q, const int GB, const uint16_t *k,
 }
 
 /* Queries q[0 … G − 1] (any G) against keys [jb, je) of one KV head;
- * head_dim 64 or 128. */
+ * head_dim 64 or 128. keep: 17 floats a block of the segment, scratch for
+ * AVX2's second pass over the dims at head_dim 128. */
 static AP_TARGET void
 AP(attention_part) (const float *const *q, int G, const uint16_t *k, const uint16_t *v, int hd, float scale,
-                    int jb, int je, float *m, float *l, float *o)
+                    int jb, int je, float *keep, float *m, float *l, float *o)
 {
   const int HDK = hd / AP_N, HDV = MIN (HDK, 8), per = MAX (1, MIN (4, AP_OV / HDV));
 
@@ -161,23 +185,24 @@ AP(attention_part) (const float *const *q, int G, const uint16_t *k, const uint1
         float *mg = m + g0, *lg = l + g0, *og = o + (size_t) g0 * hd;
 
 #if AP_N == 16
+        (void) keep;
         if (HDK == 4)          /* head_dim 64: up to 4 queries a pass */
           switch (gb)
             {
-            case 1: AP(attention_part_pass) (qg, 1, k, v, scale, jb, je, mg, lg, og, 4, 4, 0); break;
-            case 2: AP(attention_part_pass) (qg, 2, k, v, scale, jb, je, mg, lg, og, 4, 4, 0); break;
-            case 3: AP(attention_part_pass) (qg, 3, k, v, scale, jb, je, mg, lg, og, 4, 4, 0); break;
-            default: AP(attention_part_pass) (qg, 4, k, v, scale, jb, je, mg, lg, og, 4, 4, 0); break;
+            case 1: AP(attention_part_pass) (qg, 1, k, v, scale, jb, je, mg, lg, og, 4, 4, 0, NULL); break;
+            case 2: AP(attention_part_pass) (qg, 2, k, v, scale, jb, je, mg, lg, og, 4, 4, 0, NULL); break;
+            case 3: AP(attention_part_pass) (qg, 3, k, v, scale, jb, je, mg, lg, og, 4, 4, 0, NULL); break;
+            default: AP(attention_part_pass) (qg, 4, k, v, scale, jb, je, mg, lg, og, 4, 4, 0, NULL); break;
             }
         else if (gb == 1)      /* head_dim 128: up to 2 */
-          AP(attention_part_pass) (qg, 1, k, v, scale, jb, je, mg, lg, og, 8, 8, 0);
+          AP(attention_part_pass) (qg, 1, k, v, scale, jb, je, mg, lg, og, 8, 8, 0, NULL);
         else
-          AP(attention_part_pass) (qg, 2, k, v, scale, jb, je, mg, lg, og, 8, 8, 0);
+          AP(attention_part_pass) (qg, 2, k, v, scale, jb, je, mg, lg, og, 8, 8, 0, NULL);
 #else
         if (HDK == 8)          /* head_dim 64: one query a pass */
-          AP(attention_part_pass) (qg, 1, k, v, scale, jb, je, mg, lg, og, 8, 8, 0);
+          AP(attention_part_pass) (qg, 1, k, v, scale, jb, je, mg, lg, og, 8, 8, 0, NULL);
         else                   /* head_dim 128: dims [0, 64), then [64, 128) */
-          AP(attention_part_pass) (qg, 1, k, v, scale, jb, je, mg, lg, og, 16, 8, c0);
+          AP(attention_part_pass) (qg, 1, k, v, scale, jb, je, mg, lg, og, 16, 8, c0, keep);
 #endif
       }
 }

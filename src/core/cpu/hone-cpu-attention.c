@@ -308,7 +308,7 @@ size_t
 hone_cpu_attention_scratch_floats (int max_ctx, int head_dim)
 {
   /* the one-head kernel: max_ctx scores; the batches: Qt, 8 keys, 16 scores a key (+ 8 rounding up);
-   * the split keys: none (registers) */
+   * the split keys: 17 a block of 16 keys (AVX2 at head_dim 128), fewer than the batches' */
   return MAX ((size_t) max_ctx, (size_t) head_dim * (16 + 8) + (size_t) (max_ctx + 8) * 16);
 }
 
@@ -363,7 +363,7 @@ attention_worker (gpointer data, int ith, int nth)
           (job->split_avx512 ? attention_part_avx512 : attention_part_avx2)
             (qp, group, hone_cpu_kv_head (job->kv, job->layer, 0, kh), hone_cpu_kv_head (job->kv, job->layer, 1, kh),
              hd, scale, (int) ((gint64) n * seg / job->split), (int) ((gint64) n * (seg + 1) / job->split),
-             part, part + group, part + 2 * group);
+             scores, part, part + group, part + 2 * group);
           continue;
         }
 #endif
