@@ -5,7 +5,7 @@
 set -u
 W=$OUT; T0=$(date +%s); el () { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv,noheader
-OUT=$W/rel timeout 330 tests/cuda/run-release.sh suite checks > $W/rel.txt 2>&1; el "run-release rc $?"
+OUT=$W/rel timeout 240 tests/cuda/run-release.sh suite checks > $W/rel.txt 2>&1; el "run-release rc $?"
 tail -45 $W/rel.txt
 C=$PWD/.carry-release; B=$C/bin
 export LD_LIBRARY_PATH=$C/lib:/usr/local/cuda/lib64 GSETTINGS_BACKEND=memory XDG_CACHE_HOME=/tmp/xc
