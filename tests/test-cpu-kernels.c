@@ -6,6 +6,7 @@
  * same blocks. Every ISA this CPU has is forced in turn.
  */
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -505,6 +506,123 @@ test_pool (void)
   }
 }
 
+/* Threads outnumbering the cores (8 on CI's 2): every part of every job runs
+ * exactly once and with its own job's function and context, though threads
+ * wake late and claim parts while the caller moves on to the next job. Two
+ * functions alternate, each checking the tag of its context. */
+typedef struct {
+  guint32 tag;
+  int job;
+  int counts[8];
+} TaggedJob;
+
+static void
+tagged_a (gpointer data, int ith, int nth)
+{
+  TaggedJob *j = data;
+  if (j->tag != 0xa11a)
+    g_error ("job %d: function A ran with a context tagged %#x", j->job, j->tag);
+  g_atomic_int_inc (&j->counts[ith]);
+}
+
+static void
+tagged_b (gpointer data, int ith, int nth)
+{
+  TaggedJob *j = data;
+  if (j->tag != 0xb22b)
+    g_error ("job %d: function B ran with a context tagged %#x", j->job, j->tag);
+  g_atomic_int_inc (&j->counts[ith]);
+  if (ith == 0)
+    g_thread_yield ();   /* one part slow: the others are claimed meanwhile */
+}
+
+static void
+test_pool_crowded (void)
+{
+  HoneCpuPool *pool = hone_cpu_pool_new (8, NULL);
+  const int jobs = 20000;
+
+  g_assert_cmpint (hone_cpu_pool_n_threads (pool), ==, 8);
+  for (int i = 0; i < jobs; i++)
+    {
+      /* a fresh context each job, on the stack: a late claim of an old job
+       * would find it gone or retagged */
+      TaggedJob j = { (i & 1) ? 0xb22b : 0xa11a, i, { 0 } };
+      hone_cpu_pool_run (pool, (i & 1) ? tagged_b : tagged_a, &j);
+      for (int p = 0; p < 8; p++)
+        if (j.counts[p] != 1)
+          g_error ("job %d: part %d ran %d times", i, p, j.counts[p]);
+      j.tag = 0xdead;
+      if (i == jobs / 2)
+        g_usleep (50000);   /* workers asleep, then woken */
+    }
+  hone_cpu_pool_free (pool);
+}
+
+/* The cgroup CPU quota read from a cgroup tree built here: v2 with a limit on
+ * a parent, a tighter one below, none ("max"), a fraction rounded up; v1's
+ * cfs quota; unreadable or odd text gives no limit. */
+static void
+write_file (const char *dir, const char *name, const char *text)
+{
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+}
+
+static void
+remove_tree (const char *path)
+{
+  GDir *dir = g_dir_open (path, 0, NULL);
+  const char *name;
+
+  if (dir != NULL)
+    {
+      while ((name = g_dir_read_name (dir)) != NULL)
+        {
+          g_autofree char *child = g_build_filename (path, name, NULL);
+          remove_tree (child);
+        }
+      g_dir_close (dir);
+    }
+  g_remove (path);
+}
+
+static void
+test_cgroup_limit (void)
+{
+  g_autofree char *root = g_dir_make_tmp ("hone-cgroup-XXXXXX", NULL);
+  g_autofree char *a = g_build_filename (root, "a", NULL);
+  g_autofree char *ab = g_build_filename (root, "a", "b", NULL);
+  g_autofree char *v1 = g_build_filename (root, "cpu", "box", NULL);
+  g_autofree char *v1root = g_build_filename (root, "cpu", NULL);
+
+  g_assert_nonnull (root);
+  write_file (root, "cpu.max", "max 100000\n");
+  g_assert_cmpint (hone_cpu_cgroup_limit (root, "0::/\n"), ==, 0);
+  write_file (a, "cpu.max", "400000 100000\n");
+  write_file (ab, "cpu.max", "max 100000\n");
+  g_assert_cmpint (hone_cpu_cgroup_limit (root, "0::/a/b\n"), ==, 4);     /* the parent's */
+  write_file (ab, "cpu.max", "150000 100000\n");
+  g_assert_cmpint (hone_cpu_cgroup_limit (root, "0::/a/b\n"), ==, 2);     /* 1.5 rounded up */
+  write_file (ab, "cpu.max", "50000 100000\n");
+  g_assert_cmpint (hone_cpu_cgroup_limit (root, "0::/a/b\n"), ==, 1);     /* at least one */
+  write_file (ab, "cpu.max", "garbage\n");
+  g_assert_cmpint (hone_cpu_cgroup_limit (root, "0::/a/b\n"), ==, 4);
+  g_assert_cmpint (hone_cpu_cgroup_limit (root, "0::/missing/x\n"), ==, 0);
+  g_assert_cmpint (hone_cpu_cgroup_limit (root, ""), ==, 0);
+  g_assert_cmpint (hone_cpu_cgroup_limit (root, "no colons\n:\n::\n"), ==, 0);
+  /* v1: the cpu controller's line only */
+  write_file (v1, "cpu.cfs_quota_us", "300000\n");
+  write_file (v1, "cpu.cfs_period_us", "100000\n");
+  write_file (v1root, "cpu.cfs_quota_us", "-1\n");
+  g_assert_cmpint (hone_cpu_cgroup_limit (root, "4:memory:/box\n2:cpuacct:/box\n"), ==, 0);
+  g_assert_cmpint (hone_cpu_cgroup_limit (root, "3:cpu,cpuacct:/box\n1:name=systemd:/\n"), ==, 3);
+  g_assert_cmpint (hone_cpu_cgroup_limit (root, "1:cpu:/\n"), ==, 0);
+  g_assert_cmpint (hone_cpu_pool_default_threads (), >=, 1);
+  remove_tree (root);
+}
+
 static void
 test_rmsnorm_softmax_swiglu (void)
 {
@@ -866,6 +984,8 @@ main (int argc, char **argv)
   g_test_add_func ("/cpu/kernels/matmul-many-rows", test_matmul_many_rows);
   g_test_add_func ("/cpu/kernels/panels", test_panels);
   g_test_add_func ("/cpu/kernels/pool", test_pool);
+  g_test_add_func ("/cpu/kernels/pool-crowded", test_pool_crowded);
+  g_test_add_func ("/cpu/kernels/cgroup-limit", test_cgroup_limit);
   g_test_add_func ("/cpu/kernels/norm-softmax-swiglu", test_rmsnorm_softmax_swiglu);
   g_test_add_func ("/cpu/kernels/rope-freq", test_rope_freq);
   g_test_add_func ("/cpu/kernels/rope", test_rope);

@@ -1,6 +1,7 @@
 /* hone-cli.c — shared pieces of the `hone` subcommands. */
 #include <inttypes.h>
 #include "hone-cli.h"
+#include "hone-backend.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -36,7 +37,7 @@ hone_cli_model_options_add (GOptionContext *ctx, HoneCliModelOptions *o, gboolea
   GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME, &o->model,
       N_("Model: a GGUF file or a Hugging Face folder (default: the default model)"), N_("MODEL") },
-    { "threads", 't', 0, G_OPTION_ARG_INT, &o->threads, N_("CPU threads (0: all cores)"), N_("N") },
+    { "threads", 't', 0, G_OPTION_ARG_INT, &o->threads, N_("CPU threads (0: one per usable CPU)"), N_("N") },
     { "context", 'c', 0, G_OPTION_ARG_INT, &o->context, N_("Context length in tokens"), N_("N") },
     { "device", 0, 0, G_OPTION_ARG_STRING, &o->device,
       N_("Device: auto (default: the first usable GPU, else the CPU), cpu or cuda:N"), N_("DEVICE") },
@@ -170,6 +171,14 @@ hone_cli_load_engine (HoneCliModelOptions *o, GError **error)
       fflush (stdout);
       /* TRANSLATORS: %s says why, e.g. "No NVIDIA driver is installed (no CUDA GPU to use)" */
       fprintf (stderr, _("hone: running on the CPU: %s\n"), o->device_note);
+    }
+  if (o->threads > hone_cpu_backend_default_threads () && g_strcmp0 (o->device, "cpu") == 0)
+    {
+      fflush (stdout);
+      /* TRANSLATORS: both numbers are counts; "--threads 0" is an option, not to be translated */
+      fprintf (stderr, _("hone: %d threads on %d usable CPUs: the threads take turns on the cores, which is "
+                         "slower (--threads 0 starts one per usable CPU)\n"),
+               o->threads, hone_cpu_backend_default_threads ());
     }
   return g_steal_pointer (&engine);
 }

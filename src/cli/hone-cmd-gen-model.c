@@ -14,6 +14,7 @@
  * the same file every time.
  */
 #include "hone-cli.h"
+#include "hone-backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -417,7 +418,7 @@ hone_cmd_gen_model (int argc, char **argv)
     { "layers", 'l', 0, G_OPTION_ARG_INT, &layers, N_("Keep only the first N layers (default: all)"), N_("N") },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, N_("The GGUF file to write"), N_("FILE") },
     { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, N_("Random seed (default 1)"), N_("SEED") },
-    { "threads", 't', 0, G_OPTION_ARG_INT, &threads, N_("Threads (0: all cores)"), N_("N") },
+    { "threads", 't', 0, G_OPTION_ARG_INT, &threads, N_("Threads (0: one per usable CPU)"), N_("N") },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, N_("Print nothing on success"), NULL },
     { NULL },
   };
@@ -459,7 +460,7 @@ hone_cmd_gen_model (int argc, char **argv)
   if (threads < 0)
     return hone_cli_fail_literal (_("--threads must be ≥ 0"));
   if (threads == 0)
-    threads = (int) g_get_num_processors ();
+    threads = hone_cpu_backend_default_threads ();
   if (!generate (s, layers ? layers : s->n_layers, type, (guint64) seed, MIN (threads, 256), output, quiet, &error))
     return hone_cli_fail (error);
   return 0;

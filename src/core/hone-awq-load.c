@@ -1,6 +1,7 @@
 /* hone-awq-load.c — AWQ GEMM checkpoints → Q4Z weights (see hone-awq-load.h). */
 #include <inttypes.h>
 #include "hone-awq-load.h"
+#include "hone-backend.h"
 #include "hone-error.h"
 #include "hone-i18n.h"
 #include "hone-safetensors.h"
@@ -252,7 +253,7 @@ hone_awq_repack_q4z (const void *qweight, const void *qzeros, const void *scales
   const int64_t nb = K / 32;
   /* A large model's linears hold billions of weights: split the block
    * columns over the cores (each thread writes its own blocks). */
-  int n = (int) CLAMP ((K * N) >> 18, 1, MIN (16, (int64_t) g_get_num_processors ()));
+  int n = (int) CLAMP ((K * N) >> 18, 1, MIN (16, (int64_t) hone_cpu_backend_default_threads ()));
   RepackJob jobs[16];
   GThread *threads[16] = { NULL };
 

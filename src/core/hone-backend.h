@@ -128,6 +128,9 @@ HoneBackend *hone_cpu_backend_new (GError **error);
 /* The instruction set the CPU backend's kernels use here ("avx512-vnni",
  * "avx-vnni", "avx2", "portable"), for device listings. */
 const char  *hone_cpu_backend_isa (void);
+/* The threads the CPU backend runs on when not told: the CPUs this process
+ * may use (affinity mask, cgroup CPU quota). */
+int          hone_cpu_backend_default_threads (void);
 HoneBackend *hone_cuda_backend_new (int device, GError **error);
 /* CUDA builds: whether hone_cuda_backend_new (@device) can work here — a
  * driver new enough, the device, compute capability ≥ 8.0, cuBLAS — without

@@ -1,6 +1,7 @@
 /* hone-device-bandwidth.c — measure a device's read bandwidth once (a GPU's,
  * or the CPU's with every core reading), cache it. */
 #include "hone-device-bandwidth.h"
+#include "hone-backend.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -84,7 +85,7 @@ hone_device_bandwidth_cpu_name (void)
   g_autofree char *model = hone_metrics_cpu_model ();
 
   /* not translated: a cache key, the same in every locale */
-  return g_strdup_printf ("CPU %s, %u threads", model != NULL ? model : "unknown", g_get_num_processors ());
+  return g_strdup_printf ("CPU %s, %u threads", model != NULL ? model : "unknown", hone_cpu_backend_default_threads ());
 }
 
 typedef uint64_t Lane4 __attribute__ ((vector_size (32)));
@@ -150,7 +151,7 @@ read_share (gpointer data)
 static gboolean
 measure_cpu (double *gbs, GError **error)
 {
-  const guint nt = MAX (1u, g_get_num_processors ());
+  const guint nt = (guint) hone_cpu_backend_default_threads ();
   gint64 ram = hone_metrics_physical_memory ();
   gsize bytes = (gsize) 1 << 30;
   g_autofree char *mem = NULL;

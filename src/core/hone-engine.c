@@ -92,7 +92,7 @@ hone_engine_list_devices (void)
 
   cpu->id = g_strdup ("cpu");
   cpu->kind = HONE_DEVICE_CPU;
-  cpu->n_cores = (int) g_get_num_processors ();
+  cpu->n_cores = hone_cpu_backend_default_threads ();
   cpu->memory_total = hone_metrics_physical_memory ();
   /* TRANSLATORS: "CPU — <model> (<n> threads, <instruction set> kernels)"; the
    * instruction set is a name such as avx512-vnni, not to be translated */

@@ -381,7 +381,7 @@ cpu_estimate (HoneBackend *self, HoneModel *model, const HoneBackendOptions *opt
 {
   const HoneModelConfig *c = &model->config;
   int ctx = context_for (model, options);
-  int nth = options != NULL && options->n_threads > 0 ? options->n_threads : (int) MAX (1, sysconf (_SC_NPROCESSORS_ONLN));
+  int nth = options != NULL && options->n_threads > 0 ? options->n_threads : hone_cpu_pool_default_threads ();
   return weight_bytes (model) + hone_cpu_kv_bytes_for (c->n_layers, c->n_kv_heads, c->head_dim, ctx)
          + workspace_bytes_for (c, chunk_for (c, weight_bytes (model)), ctx, nth, precise_for (options));
 }
@@ -798,6 +798,12 @@ const char *
 hone_cpu_backend_isa (void)
 {
   return hone_cpu_isa_name (hone_cpu_isa ());
+}
+
+int
+hone_cpu_backend_default_threads (void)
+{
+  return hone_cpu_pool_default_threads ();
 }
 
 HoneBackend *

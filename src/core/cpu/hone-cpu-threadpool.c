@@ -1,7 +1,9 @@
 /* hone-cpu-threadpool.c — fork/join pool: spin, then sleep. */
 #include "hone-cpu-threadpool.h"
 
+#include <errno.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <stdbool.h>
 #include <sched.h>
 #include <unistd.h>
@@ -21,13 +23,25 @@
  * enough not to steal a shared machine's cores when the engine is idle. */
 #define SPIN_ITERS 20000
 
+/* A spinning thread gives its core away this often: where threads outnumber
+ * the free cores, the one holding an unfinished part gets back on a core
+ * within microseconds instead of at the end of a spinner's time slice. On an
+ * idle machine the yield returns at once. */
+#define YIELD_EVERY 256
+
+/* ticket = the job's generation << 32 | the next part to claim. One word, so
+ * a thread that wakes late cannot claim a part of a newer job for an older
+ * one's function. */
+#define TICKET(gen, part) (((guint64) (gen) << 32) | (guint32) (part))
+
 struct _HoneCpuPool {
   int n_threads;
   GThread **threads;
-  HoneCpuPoolFunc fn;
+  HoneCpuPoolFunc fn;       /* written before the ticket's release, read after a claim */
   gpointer ctx;
-  atomic_uint generation;   /* bumped once per job */
-  atomic_int pending;       /* workers still running the current job */
+  guint32 gen;              /* the caller's last generation */
+  _Atomic guint64 ticket;
+  atomic_int done;          /* parts of the current job finished */
   atomic_bool stop;
   GMutex lock;
   GCond wake;
@@ -39,31 +53,57 @@ typedef struct {
   int ith;
 } WorkerArgs;
 
+static inline void
+relax (int *spins)
+{
+  CPU_RELAX ();
+  if (++*spins % YIELD_EVERY == 0)
+    sched_yield ();
+}
+
+/* Claim and run parts of job @gen until none is left. A successful claim
+ * holds the job open (its part is not done), so fn and ctx are still the
+ * job's when read after it. */
+static void
+run_parts (HoneCpuPool *pool, guint32 gen)
+{
+  const int n = pool->n_threads;
+  guint64 t = atomic_load_explicit (&pool->ticket, memory_order_acquire);
+
+  for (;;)
+    {
+      if ((guint32) (t >> 32) != gen || (int) (guint32) t >= n)
+        return;
+      if (!atomic_compare_exchange_weak_explicit (&pool->ticket, &t, t + 1, memory_order_acq_rel,
+                                                  memory_order_acquire))
+        continue;
+      pool->fn (pool->ctx, (int) (guint32) t, n);
+      atomic_fetch_add_explicit (&pool->done, 1, memory_order_release);
+      t = atomic_load_explicit (&pool->ticket, memory_order_acquire);
+    }
+}
+
 static gpointer
 worker_main (gpointer data)
 {
   WorkerArgs *args = data;
   HoneCpuPool *pool = args->pool;
-  int ith = args->ith;
-  unsigned seen = 0;   /* generation before any job: a worker that starts late must not skip job 1 */
+  guint32 seen = 0;   /* generation before any job: a worker that starts late must not skip job 1 */
 
   g_free (args);
   for (;;)
     {
       int spins = 0;
-      unsigned gen;
+      guint32 gen;
 
-      while ((gen = atomic_load_explicit (&pool->generation, memory_order_acquire)) == seen &&
+      while ((gen = (guint32) (atomic_load_explicit (&pool->ticket, memory_order_acquire) >> 32)) == seen &&
              !atomic_load (&pool->stop) && spins < SPIN_ITERS)
-        {
-          CPU_RELAX ();
-          spins++;
-        }
+        relax (&spins);
       if (gen == seen && !atomic_load (&pool->stop))
         {
           g_mutex_lock (&pool->lock);
           pool->sleepers++;
-          while ((gen = atomic_load (&pool->generation)) == seen && !atomic_load (&pool->stop))
+          while ((gen = (guint32) (atomic_load (&pool->ticket) >> 32)) == seen && !atomic_load (&pool->stop))
             g_cond_wait (&pool->wake, &pool->lock);
           pool->sleepers--;
           g_mutex_unlock (&pool->lock);
@@ -71,10 +111,132 @@ worker_main (gpointer data)
       if (atomic_load (&pool->stop))
         break;
       seen = gen;
-      pool->fn (pool->ctx, ith, pool->n_threads);
-      atomic_fetch_sub_explicit (&pool->pending, 1, memory_order_release);
+      run_parts (pool, gen);
     }
   return NULL;
+}
+
+/* The cgroup CPU limit of the process, in whole CPUs rounded up; 0 when there
+ * is none. cgroup v2 (cpu.max, this cgroup and its parents) or v1
+ * (cpu.cfs_quota_us). @root: where cgroups are mounted, @self: the text of
+ * /proc/self/cgroup. Exposed for the tests. */
+int
+hone_cpu_cgroup_limit (const char *root, const char *self)
+{
+  g_auto (GStrv) lines = g_strsplit (self != NULL ? self : "", "\n", -1);
+  int limit = 0;
+
+  for (int i = 0; lines[i] != NULL; i++)
+    {
+      const char *line = lines[i];
+      gboolean v2 = g_str_has_prefix (line, "0::/");
+      const char *colon = strchr (line, ':');
+      const char *path = colon != NULL ? strchr (colon + 1, ':') : NULL;
+
+      if (path == NULL)
+        continue;
+      path++;
+      if (!v2)
+        {
+          g_auto (GStrv) ctrl = g_strsplit_set (colon + 1, ",:", -1);
+          if (!g_strv_contains ((const char *const *) ctrl, "cpu"))
+            continue;
+        }
+      /* the cgroup, then each parent up to the root */
+      for (g_autofree char *rel = g_strdup (path); ; )
+        {
+          g_autofree char *file = v2 ? g_build_filename (root, rel, "cpu.max", NULL)
+                                     : g_build_filename (root, "cpu", rel, "cpu.cfs_quota_us", NULL);
+          g_autofree char *text = NULL;
+          char *slash;
+
+          if (g_file_get_contents (file, &text, NULL, NULL))
+            {
+              gint64 quota = -1, period = 100000;
+              if (v2)
+                {
+                  if (!g_str_has_prefix (text, "max"))
+                    {
+                      char *end = NULL;
+                      quota = g_ascii_strtoll (text, &end, 10);
+                      if (end != NULL && *end == ' ')
+                        period = g_ascii_strtoll (end + 1, NULL, 10);
+                    }
+                }
+              else
+                {
+                  g_autofree char *pfile = g_build_filename (root, "cpu", rel, "cpu.cfs_period_us", NULL);
+                  g_autofree char *ptext = NULL;
+                  quota = g_ascii_strtoll (text, NULL, 10);
+                  if (g_file_get_contents (pfile, &ptext, NULL, NULL))
+                    period = g_ascii_strtoll (ptext, NULL, 10);
+                }
+              if (quota > 0 && period > 0)
+                {
+                  int cpus = (int) MAX (1, (quota + period - 1) / period);
+                  limit = limit == 0 ? cpus : MIN (limit, cpus);
+                }
+            }
+          slash = strrchr (rel, '/');
+          if (slash == NULL || rel[0] == '\0' || (slash == rel && rel[1] == '\0'))
+            break;
+          if (slash == rel)
+            rel[1] = '\0';   /* "/a" -> "/" */
+          else
+            *slash = '\0';
+        }
+    }
+  return limit;
+}
+
+/* The CPUs in this process's affinity mask (taskset, a container's cpuset);
+ * 0 if unknown. GLib's g_get_num_processors counts the online CPUs. */
+static int
+affinity_cpus (void)
+{
+#ifdef CPU_COUNT_S
+  for (int size = 1024; size <= 65536; size *= 2)
+    {
+      cpu_set_t *set = CPU_ALLOC (size);
+      size_t bytes = CPU_ALLOC_SIZE (size);
+      int n = 0;
+
+      if (set == NULL)
+        return 0;
+      CPU_ZERO_S (bytes, set);
+      if (sched_getaffinity (0, bytes, set) == 0)
+        n = CPU_COUNT_S (bytes, set);
+      else if (errno != EINVAL)   /* EINVAL: the kernel's mask is larger */
+        size = 65536;
+      CPU_FREE (set);
+      if (n > 0 || size == 65536)
+        return n;
+    }
+#endif
+  return 0;
+}
+
+int
+hone_cpu_pool_default_threads (void)
+{
+  static int cached;   /* 0: not yet known */
+  int n = g_atomic_int_get (&cached);
+
+  if (n == 0)
+    {
+      g_autofree char *self = NULL;
+      int limit;
+
+      n = affinity_cpus ();
+      if (n <= 0)
+        n = (int) MAX (1u, g_get_num_processors ());
+      if (g_file_get_contents ("/proc/self/cgroup", &self, NULL, NULL)
+          && (limit = hone_cpu_cgroup_limit ("/sys/fs/cgroup", self)) > 0)
+        n = MIN (n, limit);
+      n = MIN (n, HONE_CPU_POOL_MAX_THREADS);
+      g_atomic_int_set (&cached, n);
+    }
+  return n;
 }
 
 HoneCpuPool *
@@ -83,18 +245,15 @@ hone_cpu_pool_new (int n_threads, GError **error)
   HoneCpuPool *pool;
 
   if (n_threads <= 0)
-    {
-      long n = sysconf (_SC_NPROCESSORS_ONLN);
-      n_threads = n > 0 ? (int) n : 1;
-    }
+    n_threads = hone_cpu_pool_default_threads ();
   n_threads = MIN (n_threads, HONE_CPU_POOL_MAX_THREADS);
 
   pool = g_new0 (HoneCpuPool, 1);
   pool->n_threads = n_threads;
   g_mutex_init (&pool->lock);
   g_cond_init (&pool->wake);
-  atomic_init (&pool->generation, 0);
-  atomic_init (&pool->pending, 0);
+  atomic_init (&pool->ticket, TICKET (0, 0));
+  atomic_init (&pool->done, 0);
   atomic_init (&pool->stop, false);
   pool->threads = g_new0 (GThread *, n_threads);
   for (int i = 1; i < n_threads; i++)
@@ -148,30 +307,25 @@ hone_cpu_pool_n_threads (const HoneCpuPool *pool)
 void
 hone_cpu_pool_run (HoneCpuPool *pool, HoneCpuPoolFunc fn, gpointer ctx)
 {
+  const int n = pool->n_threads;
   int spins = 0;
 
-  if (pool->n_threads == 1)
+  if (n == 1)
     {
       fn (ctx, 0, 1);
       return;
     }
   pool->fn = fn;
   pool->ctx = ctx;
-  atomic_store_explicit (&pool->pending, pool->n_threads - 1, memory_order_relaxed);
-  /* The release store publishes fn/ctx/pending to workers that see the new generation. */
-  atomic_fetch_add_explicit (&pool->generation, 1, memory_order_acq_rel);
+  atomic_store_explicit (&pool->done, 0, memory_order_relaxed);
+  /* The release store publishes fn, ctx and done to every thread that claims a part. */
+  atomic_store_explicit (&pool->ticket, TICKET (++pool->gen, 0), memory_order_release);
   g_mutex_lock (&pool->lock);
   if (pool->sleepers > 0)
     g_cond_broadcast (&pool->wake);
   g_mutex_unlock (&pool->lock);
 
-  fn (ctx, 0, pool->n_threads);
-
-  while (atomic_load_explicit (&pool->pending, memory_order_acquire) > 0)
-    {
-      CPU_RELAX ();
-      /* A descheduled worker (shared or oversubscribed machine) needs the core. */
-      if (++spins > SPIN_ITERS / 10)
-        sched_yield ();
-    }
+  run_parts (pool, pool->gen);
+  while (atomic_load_explicit (&pool->done, memory_order_acquire) < n)
+    relax (&spins);
 }
