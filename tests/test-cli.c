@@ -360,6 +360,26 @@ test_ppl_and_bench_tiny (void)
   /* Every token but the first is scored exactly once. */
   g_assert_cmpint (json_object_get_int_member (json_node_get_object (j), "tokens_scored"), ==, ids->len - 1);
   g_assert_cmpfloat (json_object_get_double_member (json_node_get_object (j), "perplexity"), >, 1.0);
+  {
+    /* -m MODEL FILE and FILE alone (the default model, here through HONE_DEFAULT_MODEL) give the same figure */
+    const char *am[] = { "ppl", "-m", tiny, text_path, "--context", "16", "--stride", "8", "--json", NULL };
+    const char *ad[] = { "ppl", text_path, "--context", "16", "--stride", "8", "--json", NULL };
+    g_autofree char *env = g_strdup_printf ("HONE_DEFAULT_MODEL=%s", tiny);
+    Run rm = run_hone (am, NULL, NULL), rd = run_hone (ad, NULL, env);
+    g_autoptr (JsonNode) jm = NULL;
+    g_autoptr (JsonNode) jd = NULL;
+
+    g_assert_cmpint (rm.status, ==, 0);
+    g_assert_cmpint (rd.status, ==, 0);
+    jm = parse_json (rm.out);
+    jd = parse_json (rd.out);
+    g_assert_cmpfloat (json_object_get_double_member (json_node_get_object (jm), "perplexity"), ==,
+                       json_object_get_double_member (json_node_get_object (j), "perplexity"));
+    g_assert_cmpfloat (json_object_get_double_member (json_node_get_object (jd), "perplexity"), ==,
+                       json_object_get_double_member (json_node_get_object (j), "perplexity"));
+    run_clear (&rm);
+    run_clear (&rd);
+  }
 
   b = run_hone (bargs, NULL, NULL);
   g_assert_cmpint (b.status, ==, 0);
@@ -469,6 +489,13 @@ test_bad_input (void)
   {
     const char *a[] = { "ppl", tiny, "/nonexistent/text.txt", NULL };
     assert_one_line_failure (a, NULL, NULL, NULL);
+  }
+  {
+    /* a model twice (-m and an argument), or no file */
+    const char *a[] = { "ppl", "-m", tiny, tiny, "/nonexistent/text.txt", NULL };
+    const char *b[] = { "ppl", NULL };
+    assert_one_line_failure (a, NULL, NULL, "usage");
+    assert_one_line_failure (b, NULL, NULL, "usage");
   }
   {
     const char *a[] = { "bench", "-m", tiny, "--runs", "0", NULL };

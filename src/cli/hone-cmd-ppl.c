@@ -1,4 +1,4 @@
-/* hone-cmd-ppl.c — `hone ppl MODEL FILE`: strided-window perplexity. */
+/* hone-cmd-ppl.c — `hone ppl [-m MODEL | MODEL] FILE`: strided-window perplexity. */
 #include <inttypes.h>
 #include "hone-cli.h"
 
@@ -37,9 +37,10 @@ hone_cmd_ppl (int argc, char **argv)
       N_("CPU: f32 activations in every matrix product (slower; for checking against a float reference)"), NULL },
     { NULL },
   };
-  g_autoptr (GOptionContext) ctx = hone_cli_context_new (_("MODEL FILE"),
+  g_autoptr (GOptionContext) ctx = hone_cli_context_new (_("[MODEL] FILE"),
       _("Perplexity of a text file, scored with strided windows of --context tokens "
-        "(each window scores only the tokens the previous one did not)."));
+        "(each window scores only the tokens the previous one did not). The model is -m MODEL, the first "
+        "argument, or the default model."));
   g_autoptr (HoneEngine) engine = NULL;
   g_autofree char *text = NULL;
   g_autoptr (GArray) ids = NULL;
@@ -47,16 +48,25 @@ hone_cmd_ppl (int argc, char **argv)
   GError *error = NULL;
   Wait w = { 0 };
   gsize len = 0;
+  const char *file = NULL;
   int status = 0;
   gboolean ok;
 
   g_option_context_add_main_entries (ctx, entries, GETTEXT_PACKAGE);
-  hone_cli_model_options_add (ctx, &mo, FALSE);
+  hone_cli_model_options_add (ctx, &mo, TRUE);
   if (!hone_cli_parse (ctx, &argc, &argv))
     return 1;
-  if (argc != 3)
+  /* hone ppl MODEL FILE, hone ppl -m MODEL FILE, or hone ppl FILE (the default model) */
+  if (argc == 3 && mo.model == NULL)
     {
-      status = hone_cli_fail_literal (_("usage: hone ppl MODEL FILE [--context N] [--stride S]"));
+      mo.model = g_strdup (argv[1]);
+      file = argv[2];
+    }
+  else if (argc == 2)
+    file = argv[1];
+  else
+    {
+      status = hone_cli_fail_literal (_("usage: hone ppl [-m MODEL | MODEL] FILE [--context N] [--stride S]"));
       goto out;
     }
   if (stride < 0)
@@ -64,13 +74,12 @@ hone_cmd_ppl (int argc, char **argv)
       status = hone_cli_fail_literal (_("--stride must be ≥ 0"));
       goto out;
     }
-  if (!g_file_get_contents (argv[2], &text, &len, &error))
+  if (!g_file_get_contents (file, &text, &len, &error))
     {
       status = hone_cli_fail (g_error_new (HONE_ERROR, HONE_ERROR_IO, "%s", error->message));
       g_clear_error (&error);
       goto out;
     }
-  mo.model = g_strdup (argv[1]);
   engine = hone_cli_load_engine (&mo, &error);
   if (engine == NULL)
     {
