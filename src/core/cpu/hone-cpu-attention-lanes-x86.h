@@ -4,127 +4,181 @@
  * Before including, define:
  *   AL(name)           the name with the width's suffix
  *   AL_TARGET          __attribute__((target ("…")))
- *   AL_N               lanes (queries a batch): 16 or 8
- *   AL_V, AL_VI        the float and int vector types
- *   AL_LOAD, AL_STORE, AL_SET1, AL_ZERO, AL_FMA, AL_MUL, AL_SUB, AL_ADD, AL_MAX, AL_DIV   float ops
- *   AL_LOADI(p)        AL_N ints
+ *   AL_N               lanes: 16 or 8 (a batch is up to AL_N queries)
+ *   AL_QG, AL_NV       a register tile: AL_QG queries × AL_NV vectors (AVX2: 4 × 2 in its 16
+ *                      registers; AVX-512: 16 × 1, see below)
+ *   AL_V               the float vector type
+ *   AL_LOAD, AL_STORE, AL_SET1, AL_ZERO, AL_FMA, AL_MUL, AL_SUB, AL_ADD, AL_MAX   float ops
  *   AL_CVTPH(p)        AL_N halves from p as floats
  *   AL_RND16(v)        v rounded to f16 and back
  *   AL_EXP(v)          e^v (hone-cpu-x86-vec.h)
- *   AL_SEEN(j, lim, v, other)   v in the lanes whose lim ≥ j, other in the rest
+ *   AL_UPTO(j0, lim, v, other)   v in the lanes i with j0 + i ≤ lim, other in the rest
+ *   AL_HMAX(v), AL_HADD(v)       the largest lane, the sum of the lanes
  * (undefined again at the end, ready for the next width).
  *
- * Up to AL_N queries of one KV head, one per lane: query l is q + qoff[l],
- * its output out + qoff[l], and it sees keys 0 … lim[l]. The scores are kept
- * as [key][lane] (scratch: n_keys × AL_N floats), so q·k, the softmax and the
- * probability × V products all run across lanes with no horizontal sums:
- *   q·k: per key and dimension d, one FMA of k[d] (broadcast) × the queries'
- *        d (Qt, the queries transposed once); 8 keys at a time, converted from
- *        their block of the cache ([dim][16], hone-cpu-kv.h);
- *   P·V: per key and AL_N dimensions, one FMA per query of p (broadcast) × V.
+ * Up to AL_N queries of one KV head: query l is q + qoff[l], its output
+ * out + qoff[l], and it sees keys 0 … lim[l]. Each product runs on a register
+ * tile of AL_QG queries × AL_NV vectors: a vector converted from f16 feeds
+ * AL_QG FMAs, a broadcast AL_NV. AVX2 (4 × 2: 0.75 loads an FMA, against 1.1
+ * with one operand of every FMA from memory) was waiting on its loads; the
+ * AVX-512 form runs its 512-bit FMAs at half rate on the CPUs measured (Zen 4
+ * and 5 class) and is bound by them: 16 × 1 there keeps one conversion per
+ * 16 FMAs, where 8 × 2 took two and measured 6 % slower
+ * (tests/bench/RESULTS.md, session 32):
+ *   q·k: the scores as [query][key]; per dimension, two vectors of keys
+ *        straight from their blocks in the cache ([dim][16], hone-cpu-kv.h)
+ *        times AL_QG broadcast query values;
+ *   softmax: along each query's row, up to its own lim;
+ *   P·V: per key, two vectors of V's dimensions times AL_QG broadcast
+ *        probabilities.
  * Numbers as attention_head_avx2: q and the probabilities rounded to f16,
  * products and sums in f32 (other summation orders). head_dim: a multiple of AL_N.
  */
+
+/* Scores of queries l0 … l0 + AL_QG − 1 against keys kt … kt + NV·AL_N − 1
+ * (NV ≤ AL_NV vectors), scaled, into sc rows of stride ns. */
+#define AL_QK_TILE(NV)                                                                                        \
+  do                                                                                                          \
+    {                                                                                                         \
+      AL_V acc[AL_QG][NV];                                                                                    \
+      const uint16_t *kp[NV];                                                                                 \
+      _Pragma ("GCC unroll 2")                                                                                \
+      for (int c = 0; c < (NV); c++)                                                                          \
+        kp[c] = k + hone_cpu_kv_key_index (kt + c * AL_N, 0, hd);                                             \
+      _Pragma ("GCC unroll 16")                                                                                \
+      for (int l = 0; l < AL_QG; l++)                                                                         \
+        _Pragma ("GCC unroll 2")                                                                              \
+        for (int c = 0; c < (NV); c++)                                                                        \
+          acc[l][c] = AL_ZERO ();                                                                             \
+      for (int d = 0; d < hd; d++)                                                                            \
+        {                                                                                                     \
+          AL_V kv[NV];                                                                                        \
+          _Pragma ("GCC unroll 2")                                                                            \
+          for (int c = 0; c < (NV); c++)                                                                      \
+            kv[c] = AL_CVTPH (kp[c] + (size_t) d * HONE_CPU_KV_BLOCK);                                        \
+          _Pragma ("GCC unroll 16")                                                                            \
+          for (int l = 0; l < AL_QG; l++)                                                                     \
+            {                                                                                                 \
+              const AL_V qb = AL_SET1 (qr[(size_t) (l0 + l) * hd + d]);                                       \
+              _Pragma ("GCC unroll 2")                                                                        \
+              for (int c = 0; c < (NV); c++)                                                                  \
+                acc[l][c] = AL_FMA (qb, kv[c], acc[l][c]);                                                    \
+            }                                                                                                 \
+        }                                                                                                     \
+      _Pragma ("GCC unroll 16")                                                                                \
+      for (int l = 0; l < AL_QG; l++)                                                                         \
+        _Pragma ("GCC unroll 2")                                                                              \
+        for (int c = 0; c < (NV); c++)                                                                        \
+          AL_STORE (sc + (size_t) (l0 + l) * ns + kt + c * AL_N, AL_MUL (acc[l][c], vscale));                 \
+    }                                                                                                         \
+  while (0)
+
+/* out rows l0 … of dimensions d0 … d0 + NV·AL_N − 1 = Σ_j p[l][j] · V[j][d0 …] over keys 0 … nk − 1. */
+#define AL_PV_TILE(NV)                                                                                        \
+  do                                                                                                          \
+    {                                                                                                         \
+      AL_V acc[AL_QG][NV];                                                                                    \
+      _Pragma ("GCC unroll 16")                                                                                \
+      for (int l = 0; l < AL_QG; l++)                                                                         \
+        _Pragma ("GCC unroll 2")                                                                              \
+        for (int c = 0; c < (NV); c++)                                                                        \
+          acc[l][c] = AL_ZERO ();                                                                             \
+      for (int j = 0; j < nk; j++)                                                                            \
+        {                                                                                                     \
+          AL_V vv[NV];                                                                                        \
+          _Pragma ("GCC unroll 2")                                                                            \
+          for (int c = 0; c < (NV); c++)                                                                      \
+            vv[c] = AL_CVTPH (v + (size_t) j * hd + d0 + c * AL_N);                                           \
+          _Pragma ("GCC unroll 16")                                                                            \
+          for (int l = 0; l < AL_QG; l++)                                                                     \
+            {                                                                                                 \
+              const AL_V pb = AL_SET1 (sc[(size_t) (l0 + l) * ns + j]);                                       \
+              _Pragma ("GCC unroll 2")                                                                        \
+              for (int c = 0; c < (NV); c++)                                                                  \
+                acc[l][c] = AL_FMA (pb, vv[c], acc[l][c]);                                                    \
+            }                                                                                                 \
+        }                                                                                                     \
+      for (int l = 0; l < AL_QG && l0 + l < nl; l++)                                                          \
+        _Pragma ("GCC unroll 2")                                                                              \
+        for (int c = 0; c < (NV); c++)                                                                        \
+          AL_STORE (out + qoff[l0 + l] + d0 + c * AL_N, acc[l][c]);                                           \
+    }                                                                                                         \
+  while (0)
 
 static AL_TARGET void
 AL(attention_lanes) (const float *q, float *out, const size_t *qoff, const int *lim, int nl,
                      const uint16_t *k, const uint16_t *v, int hd, float scale, float *scratch)
 {
-  float *qt = scratch;                              /* [hd][AL_N] */
-  float *kf = qt + (size_t) hd * AL_N;              /* [hd][8] */
-  float *sc = kf + (size_t) 8 * hd;                 /* [n_keys][AL_N] */
-  int n_keys = 0;
-  AL_VI limv;
-  AL_V mx = AL_SET1 (-INFINITY), sum = AL_ZERO (), inv;
+  const int nq = (nl + AL_QG - 1) / AL_QG * AL_QG;   /* rows past nl: a zero query, discarded */
+  float *qr = scratch;                               /* [AL_N][hd] */
+  float *sc = qr + (size_t) AL_N * hd;               /* [AL_N][ns] */
+  const AL_V vscale = AL_SET1 (scale);
+  int n_keys = 0, ns;
 
-  {
-    int l32[AL_N];
-    for (int l = 0; l < AL_N; l++)
-      {
-        /* missing lanes see every key of the batch with a zero query: finite, discarded */
-        l32[l] = l < nl ? lim[l] : -1;
-        n_keys = MAX (n_keys, l32[l] + 1);
-      }
-    for (int l = nl; l < AL_N; l++)
-      l32[l] = n_keys - 1;
-    limv = AL_LOADI (l32);
-  }
-  /* Qt[d][l] = f16-rounded query l */
-  for (int d0 = 0; d0 < hd; d0 += AL_N)
+  for (int l = 0; l < nl; l++)
+    n_keys = MAX (n_keys, lim[l] + 1);
+  /* rows of ns scores: n_keys rounded up to a tile's keys, so the tiles need no tail */
+  ns = (n_keys + AL_NV * AL_N - 1) / (AL_NV * AL_N) * (AL_NV * AL_N);
+
+  /* qr[l] = f16-rounded query l */
+  for (int l = 0; l < nq; l++)
+    for (int d = 0; d < hd; d += AL_N)
+      AL_STORE (qr + (size_t) l * hd + d, AL_RND16 (l < nl ? AL_LOAD (q + qoff[l] + d) : AL_ZERO ()));
+
+  /* scores: AL_NV vectors of keys a tile while all start below n_keys (a block past the cache's rows
+   * is never read), one for the last; keys past a row's lim are scored and then dropped by the softmax */
+  for (int l0 = 0; l0 < nq; l0 += AL_QG)
     {
-      float tile[AL_N][AL_N];
-      for (int l = 0; l < AL_N; l++)
-        AL_STORE (tile[l], AL_RND16 (l < nl ? AL_LOAD (q + qoff[l] + d0) : AL_ZERO ()));
-      for (int d = 0; d < AL_N; d++)
-        for (int l = 0; l < AL_N; l++)
-          qt[(size_t) (d0 + d) * AL_N + l] = tile[l][d];
+      int kt = 0;
+      for (; kt + (AL_NV - 1) * AL_N < n_keys && AL_NV > 1; kt += AL_NV * AL_N)
+        AL_QK_TILE (AL_NV);
+      for (; kt < n_keys; kt += AL_N)
+        AL_QK_TILE (1);
     }
 
-  /* scores, 8 keys at a time */
-  for (int j0 = 0; j0 < n_keys; j0 += 8)
+  /* softmax along each row up to its lim; the rest of the row, to ns, zero */
+  for (int l = 0; l < nq; l++)
     {
-      const int nk = MIN (8, n_keys - j0);
-      AL_V acc[8];
+      float *row = sc + (size_t) l * ns;
+      const int lm = l < nl ? lim[l] : 0;
+      const int nv = lm / AL_N + 1;   /* vectors holding keys 0 … lm */
+      AL_V mx = AL_SET1 (-INFINITY), sum = AL_ZERO (), inv;
 
-      /* keys j0 … j0 + 7 of their block of 16 ([dim][16]), as kf[d][kk]; past nk the block's
-       * unfilled rows, whose sums are not kept */
-      const uint16_t *kb = k + hone_cpu_kv_key_index (j0, 0, hd);
-
-#pragma GCC unroll 8
-      for (int kk = 0; kk < 8; kk++)
-        acc[kk] = AL_ZERO ();
-      for (int d = 0; d < hd; d++)
-        _mm256_storeu_ps (kf + (size_t) d * 8, _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (kb + (size_t) d * HONE_CPU_KV_BLOCK))));
-      for (int d = 0; d < hd; d++)
+      for (int i = 0; i < nv; i++)
+        mx = AL_MAX (mx, AL_UPTO (i * AL_N, lm, AL_LOAD (row + i * AL_N), AL_SET1 (-INFINITY)));
+      mx = AL_SET1 (AL_HMAX (mx));
+      for (int i = 0; i < nv; i++)
         {
-          const AL_V qd = AL_LOAD (qt + (size_t) d * AL_N);
-#pragma GCC unroll 8
-          for (int kk = 0; kk < 8; kk++)
-            acc[kk] = AL_FMA (AL_SET1 (kf[(size_t) d * 8 + kk]), qd, acc[kk]);
+          const AL_V e = AL_UPTO (i * AL_N, lm, AL_EXP (AL_SUB (AL_LOAD (row + i * AL_N), mx)), AL_ZERO ());
+          AL_STORE (row + i * AL_N, e);
+          sum = AL_ADD (sum, e);
         }
-      for (int kk = 0; kk < nk; kk++)
-        {
-          const AL_V s = AL_SEEN (j0 + kk, limv, AL_MUL (acc[kk], AL_SET1 (scale)), AL_SET1 (-INFINITY));
-          AL_STORE (sc + (size_t) (j0 + kk) * AL_N, s);
-          mx = AL_MAX (mx, s);
-        }
+      inv = AL_SET1 (1.0f / AL_HADD (sum));
+      for (int i = 0; i < nv; i++)
+        AL_STORE (row + i * AL_N, AL_RND16 (AL_MUL (AL_LOAD (row + i * AL_N), inv)));
+      for (int i = nv * AL_N; i < ns; i += AL_N)
+        AL_STORE (row + i, AL_ZERO ());
     }
-  /* softmax over each lane's keys; probabilities normalized, then rounded to f16 */
-  for (int j = 0; j < n_keys; j++)
-    {
-      const AL_V e = AL_SEEN (j, limv, AL_EXP (AL_SUB (AL_LOAD (sc + (size_t) j * AL_N), mx)), AL_ZERO ());
-      AL_STORE (sc + (size_t) j * AL_N, e);
-      sum = AL_ADD (sum, e);
-    }
-  inv = AL_DIV (AL_SET1 (1.0f), sum);
-  for (int j = 0; j < n_keys; j++)
-    AL_STORE (sc + (size_t) j * AL_N, AL_RND16 (AL_MUL (AL_LOAD (sc + (size_t) j * AL_N), inv)));
-  /* out[l][d0 … d0 + AL_N − 1] = Σ_j p[j][l] · V[j][d0 …] */
-  for (int d0 = 0; d0 < hd; d0 += AL_N)
-    {
-      AL_V acc[AL_N];
 
-#pragma GCC unroll 16
-      for (int l = 0; l < AL_N; l++)
-        acc[l] = AL_ZERO ();
-      for (int j = 0; j < n_keys; j++)
-        {
-          const AL_V vv = AL_CVTPH (v + (size_t) j * hd + d0);
-          const float *pj = sc + (size_t) j * AL_N;
-#pragma GCC unroll 16
-          for (int l = 0; l < AL_N; l++)
-            acc[l] = AL_FMA (AL_SET1 (pj[l]), vv, acc[l]);
-        }
-      for (int l = 0; l < nl; l++)
-        AL_STORE (out + qoff[l] + d0, acc[l]);
+  /* out = P·V, each tile of queries over the keys its rows see */
+  for (int l0 = 0; l0 < nq; l0 += AL_QG)
+    {
+      int nk = 0, d0 = 0;
+      for (int l = l0; l < l0 + AL_QG && l < nl; l++)
+        nk = MAX (nk, lim[l] + 1);
+      for (; d0 + AL_NV * AL_N <= hd && AL_NV > 1; d0 += AL_NV * AL_N)
+        AL_PV_TILE (AL_NV);
+      for (; d0 < hd; d0 += AL_N)
+        AL_PV_TILE (1);
     }
 }
 
+#undef AL_QK_TILE
+#undef AL_PV_TILE
 #undef AL
 #undef AL_TARGET
 #undef AL_N
 #undef AL_V
-#undef AL_VI
 #undef AL_LOAD
 #undef AL_STORE
 #undef AL_SET1
@@ -134,9 +188,11 @@ AL(attention_lanes) (const float *q, float *out, const size_t *qoff, const int *
 #undef AL_SUB
 #undef AL_ADD
 #undef AL_MAX
-#undef AL_DIV
-#undef AL_LOADI
 #undef AL_CVTPH
 #undef AL_RND16
 #undef AL_EXP
-#undef AL_SEEN
+#undef AL_UPTO
+#undef AL_HMAX
+#undef AL_HADD
+#undef AL_QG
+#undef AL_NV

@@ -90,57 +90,6 @@ attention_head_avx2 (const float *q, const uint16_t *k, const uint16_t *v, int n
 
 /* ---------------------------------------------------------------- queries in vector lanes */
 
-#define AL(name) name##_avx512
-#define AL_TARGET HONE_X86_512_TARGET
-#define AL_N 16
-#define AL_V __m512
-#define AL_VI __m512i
-#define AL_LOAD(p) _mm512_loadu_ps (p)
-#define AL_STORE(p, v) _mm512_storeu_ps ((p), (v))
-#define AL_SET1(f) _mm512_set1_ps (f)
-#define AL_ZERO() _mm512_setzero_ps ()
-#define AL_FMA(a, b, c) _mm512_fmadd_ps ((a), (b), (c))
-#define AL_MUL(a, b) _mm512_mul_ps ((a), (b))
-#define AL_SUB(a, b) _mm512_sub_ps ((a), (b))
-#define AL_ADD(a, b) _mm512_add_ps ((a), (b))
-#define AL_MAX(a, b) _mm512_max_ps ((a), (b))
-#define AL_DIV(a, b) _mm512_div_ps ((a), (b))
-#define AL_LOADI(p) _mm512_loadu_si512 ((const void *) (p))
-#define AL_CVTPH(p) _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (p)))
-#define AL_RND16(v) _mm512_cvtph_ps (_mm512_cvtps_ph ((v), _MM_FROUND_TO_NEAREST_INT))
-#define AL_EXP(v) hone_x86_exp512 (v)
-#define AL_SEEN(j, lim, v, other) \
-  _mm512_mask_mov_ps ((other), _mm512_cmple_epi32_mask (_mm512_set1_epi32 (j), (lim)), (v))
-#include "hone-cpu-attention-lanes-x86.h"   /* it undefines the AL_ macros */
-
-#define AL(name) name##_avx2
-#define AL_TARGET HONE_X86_256_TARGET
-#define AL_N 8
-#define AL_V __m256
-#define AL_VI __m256i
-#define AL_LOAD(p) _mm256_loadu_ps (p)
-#define AL_STORE(p, v) _mm256_storeu_ps ((p), (v))
-#define AL_SET1(f) _mm256_set1_ps (f)
-#define AL_ZERO() _mm256_setzero_ps ()
-#define AL_FMA(a, b, c) _mm256_fmadd_ps ((a), (b), (c))
-#define AL_MUL(a, b) _mm256_mul_ps ((a), (b))
-#define AL_SUB(a, b) _mm256_sub_ps ((a), (b))
-#define AL_ADD(a, b) _mm256_add_ps ((a), (b))
-#define AL_MAX(a, b) _mm256_max_ps ((a), (b))
-#define AL_DIV(a, b) _mm256_div_ps ((a), (b))
-#define AL_LOADI(p) _mm256_loadu_si256 ((const __m256i *) (p))
-#define AL_CVTPH(p) _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (p)))
-#define AL_RND16(v) _mm256_cvtph_ps (_mm256_cvtps_ph ((v), _MM_FROUND_TO_NEAREST_INT))
-#define AL_EXP(v) hone_x86_exp256 (v)
-/* lanes with j > lim take other */
-#define AL_SEEN(j, lim, v, other) \
-  _mm256_blendv_ps ((v), (other), _mm256_castsi256_ps (_mm256_cmpgt_epi32 (_mm256_set1_epi32 (j), (lim))))
-#include "hone-cpu-attention-lanes-x86.h"   /* it undefines the AL_ macros */
-
-/* ---------------------------------------------------------------- a few queries, keys split */
-
-#define MAX_SPLIT_GROUP 64
-
 static inline __attribute__((always_inline)) HONE_X86_256_TARGET float
 hmax8 (__m256 v)
 {
@@ -156,6 +105,70 @@ hadd8 (__m256 v)
   x = _mm_add_ps (x, _mm_movehl_ps (x, x));
   return _mm_cvtss_f32 (_mm_add_ss (x, _mm_movehdup_ps (x)));
 }
+
+#define AL(name) name##_avx512
+#define AL_TARGET HONE_X86_512_TARGET
+#define AL_N 16
+#define AL_QG 16
+#define AL_NV 1
+#define AL_V __m512
+#define AL_LOAD(p) _mm512_loadu_ps (p)
+#define AL_STORE(p, v) _mm512_storeu_ps ((p), (v))
+#define AL_SET1(f) _mm512_set1_ps (f)
+#define AL_ZERO() _mm512_setzero_ps ()
+#define AL_FMA(a, b, c) _mm512_fmadd_ps ((a), (b), (c))
+#define AL_MUL(a, b) _mm512_mul_ps ((a), (b))
+#define AL_SUB(a, b) _mm512_sub_ps ((a), (b))
+#define AL_ADD(a, b) _mm512_add_ps ((a), (b))
+#define AL_MAX(a, b) _mm512_max_ps ((a), (b))
+#define AL_CVTPH(p) _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (p)))
+#define AL_RND16(v) _mm512_cvtph_ps (_mm512_cvtps_ph ((v), _MM_FROUND_TO_NEAREST_INT))
+#define AL_EXP(v) hone_x86_exp512 (v)
+#define AL_UPTO(j0, lim, v, other)                                                                          \
+  _mm512_mask_mov_ps ((other),                                                                              \
+                      _mm512_cmple_epi32_mask (_mm512_add_epi32 (_mm512_set1_epi32 (j0),                    \
+                                                                 _mm512_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7, \
+                                                                                    8, 9, 10, 11, 12, 13,   \
+                                                                                    14, 15)),               \
+                                               _mm512_set1_epi32 (lim)),                                    \
+                      (v))
+#define AL_HMAX(v) _mm512_reduce_max_ps (v)
+#define AL_HADD(v) _mm512_reduce_add_ps (v)
+#include "hone-cpu-attention-lanes-x86.h"   /* it undefines the AL_ macros */
+
+#define AL(name) name##_avx2
+#define AL_TARGET HONE_X86_256_TARGET
+#define AL_N 8
+#define AL_QG 4
+#define AL_NV 2
+#define AL_V __m256
+#define AL_LOAD(p) _mm256_loadu_ps (p)
+#define AL_STORE(p, v) _mm256_storeu_ps ((p), (v))
+#define AL_SET1(f) _mm256_set1_ps (f)
+#define AL_ZERO() _mm256_setzero_ps ()
+#define AL_FMA(a, b, c) _mm256_fmadd_ps ((a), (b), (c))
+#define AL_MUL(a, b) _mm256_mul_ps ((a), (b))
+#define AL_SUB(a, b) _mm256_sub_ps ((a), (b))
+#define AL_ADD(a, b) _mm256_add_ps ((a), (b))
+#define AL_MAX(a, b) _mm256_max_ps ((a), (b))
+#define AL_CVTPH(p) _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (p)))
+#define AL_RND16(v) _mm256_cvtph_ps (_mm256_cvtps_ph ((v), _MM_FROUND_TO_NEAREST_INT))
+#define AL_EXP(v) hone_x86_exp256 (v)
+/* lanes with j0 + i > lim take other */
+#define AL_UPTO(j0, lim, v, other)                                                                          \
+  _mm256_blendv_ps ((v), (other),                                                                           \
+                    _mm256_castsi256_ps (_mm256_cmpgt_epi32 (_mm256_add_epi32 (_mm256_set1_epi32 (j0),      \
+                                                                               _mm256_setr_epi32 (0, 1, 2, \
+                                                                                                  3, 4, 5, \
+                                                                                                  6, 7)),   \
+                                                             _mm256_set1_epi32 (lim))))
+#define AL_HMAX(v) hmax8 (v)
+#define AL_HADD(v) hadd8 (v)
+#include "hone-cpu-attention-lanes-x86.h"   /* it undefines the AL_ macros */
+
+/* ---------------------------------------------------------------- a few queries, keys split */
+
+#define MAX_SPLIT_GROUP 64
 
 /* lanes i with lo ≤ base + i < hi: all ones */
 static inline __attribute__((always_inline)) HONE_X86_256_TARGET __m256i
@@ -307,9 +320,9 @@ lanes_for (int T, int group, int hd)
 size_t
 hone_cpu_attention_scratch_floats (int max_ctx, int head_dim)
 {
-  /* the one-head kernel: max_ctx scores; the batches: Qt, 8 keys, 16 scores a key (+ 8 rounding up);
-   * the split keys: 17 a block of 16 keys (AVX2 at head_dim 128), fewer than the batches' */
-  return MAX ((size_t) max_ctx, (size_t) head_dim * (16 + 8) + (size_t) (max_ctx + 8) * 16);
+  /* the one-head kernel: max_ctx scores; the batches: 16 query rows, 16 rows of scores (+ 32 rounding
+   * up); the split keys: 17 a block of 16 keys (AVX2 at head_dim 128), fewer than the batches' */
+  return MAX ((size_t) max_ctx, (size_t) head_dim * 16 + (size_t) (max_ctx + 32) * 16);
 }
 
 static void
