@@ -607,6 +607,122 @@ test_chat_prefix_reuse (void)
   }
 }
 
+/* A conversation longer than the context keeps going: the oldest turns after
+ * the system message are left out, a user message and its reply at a time;
+ * the fewest that leave max_tokens and an eighth of the context free. What
+ * the engine prompted with is checked against the kept messages rendered and
+ * tokenized independently; one turn fewer left out would not have fit. */
+static JsonNode *
+kept_messages (JsonNode *all, int dropped)
+{
+  JsonArray *a = json_node_get_array (all), *k = json_array_new ();
+  JsonNode *n = json_node_new (JSON_NODE_ARRAY);
+
+  json_array_add_element (k, json_node_copy (json_array_get_element (a, 0)));   /* the system message */
+  for (guint i = 1 + (guint) dropped; i < json_array_get_length (a); i++)
+    json_array_add_element (k, json_node_copy (json_array_get_element (a, i)));
+  json_node_take_array (n, k);
+  return n;
+}
+
+static GArray *
+chat_tokens (HoneEngine *e, JsonNode *messages)
+{
+  GError *error = NULL;
+  g_autofree char *text = hone_engine_render_chat (e, messages, TRUE, &error);
+  GArray *ids;
+
+  g_assert_no_error (error);
+  ids = hone_engine_tokenize (e, text, FALSE, TRUE, &error);
+  g_assert_no_error (error);
+  return ids;
+}
+
+static void
+test_chat_fits_context (void)
+{
+  g_autoptr (HoneEngine) e = new_engine ();
+  g_autoptr (HoneSession) s = NULL;
+  const int n_ctx = 160, max_tokens = 8;
+  const int target = n_ctx - max_tokens - n_ctx / 8;
+  g_autoptr (GPtrArray) pairs = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (JsonNode) all = NULL;
+  g_autoptr (GArray) full = NULL;
+  g_autoptr (GArray) want = NULL;
+  g_autoptr (GArray) one_more = NULL;
+  g_autoptr (JsonNode) kept = NULL;
+  g_autoptr (JsonNode) kept_more = NULL;
+  g_autoptr (HoneGenerateResult) r = NULL;
+  HoneSamplerParams p;
+  GError *error = NULL;
+
+  hone_engine_set_context_length (e, n_ctx);
+  load_ok (e);
+  s = hone_session_new (e);
+  hone_sampler_params_init_greedy (&p);
+  p.max_tokens = max_tokens;
+
+  g_ptr_array_add (pairs, g_strdup ("system"));
+  g_ptr_array_add (pairs, g_strdup ("Answer in one line."));
+  for (int t = 0; t < 12; t++)
+    {
+      g_ptr_array_add (pairs, g_strdup ("user"));
+      g_ptr_array_add (pairs, g_strdup_printf ("Question %d: what is %d times %d?", t, t + 3, t + 7));
+      g_ptr_array_add (pairs, g_strdup ("assistant"));
+      g_ptr_array_add (pairs, g_strdup_printf ("It is %d.", (t + 3) * (t + 7)));
+    }
+  g_ptr_array_add (pairs, g_strdup ("user"));
+  g_ptr_array_add (pairs, g_strdup ("And the last question: what is 2 plus 2?"));
+  g_ptr_array_add (pairs, NULL);
+  all = conversation ((const char *const *) pairs->pdata);
+  full = chat_tokens (e, all);
+  g_assert_cmpint ((int) full->len, >, n_ctx);   /* the whole conversation would not fit at all */
+
+  r = generate_chat (s, all, &p, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (r->metrics.dropped_messages, >, 0);
+  g_assert_cmpint (r->metrics.dropped_messages % 2, ==, 0);   /* whole turns */
+  g_assert_cmpuint (json_array_get_length (json_node_get_array (all)), ==, 2 + 12 * 2);   /* not changed */
+  kept = kept_messages (all, r->metrics.dropped_messages);
+  want = chat_tokens (e, kept);
+  g_assert_cmpuint (r->prompt_tokens->len, ==, want->len);
+  g_assert_cmpmem (r->prompt_tokens->data, want->len * 4, want->data, want->len * 4);
+  g_assert_cmpint ((int) want->len, <=, target);
+  /* the fewest: one turn fewer left out would not leave the room */
+  kept_more = kept_messages (all, r->metrics.dropped_messages - 2);
+  one_more = chat_tokens (e, kept_more);
+  g_assert_cmpint ((int) one_more->len, >, target);
+  g_assert_cmpint (r->generated_tokens->len, >, 0);
+
+  /* a conversation that fits: nothing left out */
+  {
+    const char *small[] = { "system", "Answer in one line.", "user", "Hi", NULL };
+    g_autoptr (JsonNode) c = conversation (small);
+    g_autoptr (HoneGenerateResult) rs = generate_chat (s, c, &p, &error);
+    g_assert_no_error (error);
+    g_assert_cmpint (rs->metrics.dropped_messages, ==, 0);
+  }
+  /* the last message alone does not fit: the one clear error, the engine still usable */
+  {
+    g_autoptr (GString) big = g_string_new ("Repeat:");
+    g_autoptr (HoneGenerateResult) rb = NULL;
+    for (int i = 0; i < 200; i++)
+      g_string_append (big, " word");
+    {
+      const char *huge[] = { "system", "Answer in one line.", "user", "Hi", "assistant", "Hello.", "user", big->str, NULL };
+      g_autoptr (JsonNode) c = conversation (huge);
+      rb = generate_chat (s, c, &p, &error);
+      g_assert_null (rb);
+      g_assert_error (error, HONE_ERROR, HONE_ERROR_CONTEXT_OVERFLOW);
+      g_clear_error (&error);
+    }
+    g_clear_pointer (&r, hone_generate_result_free);
+    r = generate_chat (s, all, &p, &error);
+    g_assert_no_error (error);
+    g_assert_cmpmem (r->prompt_tokens->data, want->len * 4, want->data, want->len * 4);
+  }
+}
+
 static void
 test_errors (void)
 {
@@ -1129,6 +1245,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/greedy-matches-backend", test_greedy_matches_backend);
   g_test_add_func ("/engine/cancel-generation", test_cancel_generation);
   g_test_add_func ("/engine/chat-prefix-reuse", test_chat_prefix_reuse);
+  g_test_add_func ("/engine/chat-fits-context", test_chat_fits_context);
   g_test_add_func ("/engine/errors", test_errors);
   g_test_add_func ("/engine/unload-while-generating", test_unload_while_generating);
   g_test_add_func ("/engine/dispose", test_dispose);

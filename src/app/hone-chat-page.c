@@ -307,6 +307,16 @@ on_chat_done (GObject *source, GAsyncResult *result, gpointer user_data)
       hone_message_set_state (job->message,
                               g_cancellable_is_cancelled (job->cancellable) ? HONE_MESSAGE_STOPPED
                                                                            : HONE_MESSAGE_DONE);
+      if (self && res->metrics.dropped_messages > 0)
+        {
+          g_autofree char *note = g_strdup_printf (
+              g_dngettext (GETTEXT_PACKAGE,
+                           "The model did not see the earliest %d message: the conversation is longer than its context",
+                           "The model did not see the earliest %d messages: the conversation is longer than its context",
+                           res->metrics.dropped_messages),
+              res->metrics.dropped_messages);
+          toast (self, note);
+        }
       if (self)
         g_signal_emit (self, signals[SIGNAL_REQUEST_FINISHED], 0, &res->metrics);
     }

@@ -70,6 +70,7 @@ answer_done (GObject *source, GAsyncResult *res, gpointer data)
 
   g_clear_object (&chat->answer);
   fputc ('\n', stdout);
+  fflush (stdout);
   if (r == NULL)
     {
       /* The user's turn stays unanswered: drop it so a retry is clean. */
@@ -95,6 +96,14 @@ answer_done (GObject *source, GAsyncResult *res, gpointer data)
   else
     {
       add_message (chat->messages, "assistant", r->text);
+      if (r->metrics.dropped_messages > 0)
+        {
+          fprintf (stderr, g_dngettext (GETTEXT_PACKAGE,
+                                        "[%d earlier message left out to fit the context; /reset starts over]\n",
+                                        "[%d earlier messages left out to fit the context; /reset starts over]\n",
+                                        r->metrics.dropped_messages),
+                   r->metrics.dropped_messages);
+        }
       if (chat->show_metrics)
         fprintf (stderr, _("[%d cached + %d prefilled tokens, TTFT %.0f ms, %.1f tok/s]\n"),
                  r->metrics.cached_tokens, r->metrics.prefill_tokens, r->metrics.ttft_ms, r->metrics.decode_tps);

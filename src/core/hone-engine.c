@@ -1067,14 +1067,97 @@ tokenize_chat_prompt (HoneModel *model, const char *prompt, GArray *out, GError 
   return tokenize_with (model, prompt, flags, out, error);
 }
 
+static const char *
+message_role (JsonArray *a, guint i)
+{
+  JsonNode *m = json_array_get_element (a, i);
+  return JSON_NODE_HOLDS_OBJECT (m)
+    ? json_object_get_string_member_with_default (json_node_get_object (m), "role", NULL) : NULL;
+}
+
+/* Render and tokenize the chat with messages [sys, from) left out: the
+ * leading system messages stay. */
 static gboolean
-build_prompt (HoneEngine *self, Job *job, GArray *prompt, GError **error)
+render_leaving_out (HoneEngine *self, JsonArray *a, guint sys, guint from, GArray *prompt, GError **error)
+{
+  g_autoptr (JsonArray) kept = json_array_sized_new (json_array_get_length (a) - (from - sys));
+  g_autoptr (JsonNode) node = json_node_new (JSON_NODE_ARRAY);
+  g_autofree char *text = NULL;
+
+  for (guint i = 0; i < json_array_get_length (a); i++)
+    if (i < sys || i >= from)
+      json_array_add_element (kept, json_node_copy (json_array_get_element (a, i)));
+  json_node_set_array (node, kept);
+  text = render_with (self->model, self->tmpl, node, TRUE, error);
+  g_array_set_size (prompt, 0);
+  return text != NULL && tokenize_chat_prompt (self->model, text, prompt, error);
+}
+
+/* Render and tokenize a chat; when it leaves less than the answer's room in
+ * the context, leave out its oldest turns (hone_session_chat_async): the
+ * fewest that leave the room and an eighth of the context more, else the
+ * fewest that leave the room, else all but the last message. Turn k starts
+ * at the k-th user message after the system messages; a binary search over
+ * k, each step one render. */
+static gboolean
+build_chat_prompt (HoneEngine *self, Job *job, GArray *prompt, int *dropped, GError **error)
+{
+  const int n_ctx = self->n_ctx;
+  const int room = MIN (job->params.max_tokens > 0 ? job->params.max_tokens : n_ctx / 4, n_ctx / 2);
+  g_autofree char *text = render_with (self->model, self->tmpl, job->messages, TRUE, error);
+  g_autoptr (GArray) starts = NULL;
+  JsonArray *a;
+  guint n, sys = 0;
+
+  if (text == NULL || !tokenize_chat_prompt (self->model, text, prompt, error))
+    return FALSE;
+  if ((int) prompt->len <= n_ctx - room)
+    return TRUE;
+  a = json_node_get_array (job->messages);
+  n = json_array_get_length (a);
+  while (sys < n && g_strcmp0 (message_role (a, sys), "system") == 0)
+    sys++;
+  if (sys + 1 >= n)
+    return TRUE;   /* nothing to leave out: the overflow check decides */
+  /* starts[k - 1]: the first message kept when k turns go; the last message always stays */
+  starts = g_array_new (FALSE, FALSE, sizeof (guint));
+  for (guint i = sys + 1; i < n; i++)
+    if (i == n - 1 || g_strcmp0 (message_role (a, i), "user") == 0)
+      g_array_append_val (starts, i);
+  for (int pass = 0; pass < 2; pass++)
+    {
+      const int target = n_ctx - room - (pass == 0 ? n_ctx / 8 : 0);
+      guint lo = 0, hi = starts->len - 1;   /* the answer is in [lo, hi] if any */
+
+      if (!render_leaving_out (self, a, sys, g_array_index (starts, guint, hi), prompt, error))
+        return FALSE;
+      if ((int) prompt->len > target)
+        continue;
+      while (lo < hi)
+        {
+          guint mid = (lo + hi) / 2;
+          if (!render_leaving_out (self, a, sys, g_array_index (starts, guint, mid), prompt, error))
+            return FALSE;
+          if ((int) prompt->len <= target)
+            hi = mid;
+          else
+            lo = mid + 1;
+        }
+      *dropped = (int) (g_array_index (starts, guint, lo) - sys);
+      return render_leaving_out (self, a, sys, g_array_index (starts, guint, lo), prompt, error);
+    }
+  /* not even the last message leaves the room: keep only it (the overflow check decides) */
+  *dropped = (int) (n - 1 - sys);
+  return render_leaving_out (self, a, sys, n - 1, prompt, error);
+}
+
+static gboolean
+build_prompt (HoneEngine *self, Job *job, GArray *prompt, int *dropped, GError **error)
 {
   switch (job->input)
     {
     case INPUT_MESSAGES:
       {
-        g_autofree char *text = NULL;
         if (self->tmpl == NULL)
           {
             if (self->tmpl_error != NULL)
@@ -1085,10 +1168,7 @@ build_prompt (HoneEngine *self, Job *job, GArray *prompt, GError **error)
                                    _("the model has no chat template"));
             return FALSE;
           }
-        text = render_with (self->model, self->tmpl, job->messages, TRUE, error);
-        if (text == NULL)
-          return FALSE;
-        return tokenize_chat_prompt (self->model, text, prompt, error);
+        return build_chat_prompt (self, job, prompt, dropped, error);
       }
     case INPUT_TEXT:
       if (job->text == NULL || job->text[0] == '\0')
@@ -1331,7 +1411,7 @@ run_generate (HoneEngine *self, Job *job)
   sampler = hone_sampler_new (&job->params, vocab, &error);
   if (sampler == NULL)
     goto out;
-  if (!build_prompt (self, job, prompt, &error))
+  if (!build_prompt (self, job, prompt, &m.dropped_messages, &error))
     goto out;
   if (prompt->len == 0)
     {

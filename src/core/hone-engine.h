@@ -206,7 +206,15 @@ GArray      *hone_session_get_tokens (HoneSession *self);
 /* Chat: @messages is a JSON array of {"role", "content"} objects (the whole
  * conversation so far, ending with the user's turn); it is rendered with the
  * model's chat template and add_generation_prompt. Models without a template:
- * HONE_ERROR_TEMPLATE_RUNTIME ("model has no chat template"). */
+ * HONE_ERROR_TEMPLATE_RUNTIME ("model has no chat template").
+ * A conversation longer than the context keeps going: when the prompt leaves
+ * less room for the answer than max_tokens (unset: a quarter of the context;
+ * at most half), the oldest turns after the leading system messages are left
+ * out — a user message with the replies after it at a time, and an eighth of
+ * the context more than needed, so the next turns reuse the cache — and
+ * metrics.dropped_messages counts them. The last message always stays; when
+ * it alone (with the system messages) does not fit, the request fails with
+ * HONE_ERROR_CONTEXT_OVERFLOW. @messages itself is not changed. */
 void     hone_session_chat_async (HoneSession *self, JsonNode *messages,
                                   const HoneSamplerParams *params,
                                   HoneTokenFunc token_func, gpointer token_data,

@@ -109,6 +109,7 @@ hone_request_metrics_to_json (const HoneRequestMetrics *m)
   I (memory_steady);
   I (device_sampled_tokens);
   I (decode_ahead_tokens);
+  I (dropped_messages);
   json_builder_set_member_name (b, "stop_reason");
   json_builder_add_string_value (b, hone_stop_reason_to_string (m->stop_reason));
   json_builder_end_object (b);

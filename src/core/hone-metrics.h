@@ -47,6 +47,7 @@ typedef struct {
   int device_sampled_tokens; /* of generated_tokens, those sampled on the GPU (the rest on the host) */
   int decode_ahead_tokens;  /* of decode_tokens, steps the backend had started before the host read the
                                previous token (decode ahead) */
+  int dropped_messages;     /* chat: the oldest messages left out so the conversation fits the context */
 } HoneRequestMetrics;
 
 #define HONE_TYPE_REQUEST_METRICS (hone_request_metrics_get_type ())
