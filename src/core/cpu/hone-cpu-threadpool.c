@@ -48,11 +48,6 @@ struct _HoneCpuPool {
   int sleepers;             /* guarded by lock */
 };
 
-typedef struct {
-  HoneCpuPool *pool;
-  int ith;
-} WorkerArgs;
-
 static inline void
 relax (int *spins)
 {
@@ -86,11 +81,9 @@ run_parts (HoneCpuPool *pool, guint32 gen)
 static gpointer
 worker_main (gpointer data)
 {
-  WorkerArgs *args = data;
-  HoneCpuPool *pool = args->pool;
+  HoneCpuPool *pool = data;
   guint32 seen = 0;   /* generation before any job: a worker that starts late must not skip job 1 */
 
-  g_free (args);
   for (;;)
     {
       int spins = 0;
@@ -258,17 +251,13 @@ hone_cpu_pool_new (int n_threads, GError **error)
   pool->threads = g_new0 (GThread *, n_threads);
   for (int i = 1; i < n_threads; i++)
     {
-      WorkerArgs *args = g_new (WorkerArgs, 1);
       GError *local = NULL;
       char name[16];
 
-      args->pool = pool;
-      args->ith = i;
       g_snprintf (name, sizeof name, "hone-cpu-%d", i);
-      pool->threads[i] = g_thread_try_new (name, worker_main, args, &local);
+      pool->threads[i] = g_thread_try_new (name, worker_main, pool, &local);
       if (pool->threads[i] == NULL)
         {
-          g_free (args);
           g_set_error (error, HONE_ERROR, HONE_ERROR_BACKEND,
                        _("Could not start CPU worker thread %d: %s"), i, local->message);
           g_error_free (local);
