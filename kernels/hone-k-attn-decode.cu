@@ -259,6 +259,8 @@ attn_decode_kernel (AttnArgs a)
           row[lane] = p0;
           row[lane + 32] = p1;
           const float ps = warp_sum (p0 + p1);
+          __syncwarp ();   /* every lane has read m_s[qi] (line "mo" above) before lane 0 replaces it:
+                              the shuffles order execution, not shared memory (racecheck) */
           if (lane == 0)
             {
               m_s[qi] = mn;

@@ -58,7 +58,7 @@ for s in ${*:-check bench2 sanitize2}; do
       timeout 40 compute-sanitizer --tool memcheck --print-limit 10 $B --check-prefill > "$OUT/memcheck.txt" 2>&1
       tail -2 "$OUT/memcheck.txt"
       timeout 30 compute-sanitizer --tool racecheck --print-limit 10 $B --check-prefill > "$OUT/racecheck.txt" 2>&1
-      tail -2 "$OUT/racecheck.txt" ;;
+      echo "racecheck: $(grep -c 'Race reported' "$OUT/racecheck.txt") race reports; $(grep -E 'RACECHECK SUMMARY' "$OUT/racecheck.txt" || echo 'no summary')" ;;
     check3)
       timeout 40 $P --check > "$OUT/checks.txt" 2>&1 || rc=1
       timeout 30 $B --check-prefill >> "$OUT/checks.txt" 2>&1 || rc=1
