@@ -96,10 +96,10 @@ for m in $modes; do
             OUT= timeout ${STAGED_CHECK_S:-35} $S --check > "$OUT/check.txt" 2>&1; echo "check rc=$? ($(( $(date +%s) - t0 )) s)"
             grep -E "^FAIL|FATAL|checks:" "$OUT/check.txt" | head -20
             OUT= timeout ${STAGED_SAN_S:-12} compute-sanitizer --tool memcheck --print-limit 10 $S --check-staged \
-              > "$OUT/memcheck.txt" 2>&1; echo "memcheck rc=$? ($(( $(date +%s) - t0 )) s)"; tail -2 "$OUT/memcheck.txt"
+              > "$OUT/memcheck.txt" 2>&1; echo "memcheck rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E 'ERROR SUMMARY' "$OUT/memcheck.txt" || echo "no summary"
             HONE_CHECK_NO_TINY=1 OUT= timeout ${STAGED_RACE_S:-15} compute-sanitizer --tool racecheck --racecheck-report hazard \
               --print-limit 10 $S --check-staged > "$OUT/racecheck.txt" 2>&1; echo "racecheck rc=$? ($(( $(date +%s) - t0 )) s)"
-            tail -2 "$OUT/racecheck.txt"
+            echo "$(grep -c 'Race reported' "$OUT/racecheck.txt") race reports; $(grep -E 'RACECHECK SUMMARY' "$OUT/racecheck.txt" || echo no summary)"
             grep -E "^(decode3|qkv|o |gate|down|lm_head)" "$OUT/decode.txt" | cut -c1-165 ;;
     sanitize) timeout 200 compute-sanitizer --tool memcheck --print-limit 20 $B/hone-cuda-check --check > "$OUT/sanitize.txt" 2>&1
               tail -5 "$OUT/sanitize.txt" ;;

@@ -47,6 +47,9 @@ fi
 steps=${*:-suite checks sanitize attn prefill decode engine}
 T0=$(date +%s)
 note () { echo "$(( $(date +%s) - T0 ))s $*" | tee -a "$S"; }
+# compute-sanitizer's own verdict in a log: its SUMMARY line and the count of reports (a harness prints its
+# own PASS lines, so the log's last line is not the sanitizer's), or that the time bound stopped it first
+san () { echo "$(grep -cE 'Race reported|Invalid|Error:' "$1") reports; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$1" | tail -1 || true)$(grep -qE 'ERROR SUMMARY|RACECHECK SUMMARY' "$1" || echo 'no summary (stopped by the time bound)')"; }
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv
@@ -72,17 +75,16 @@ for s in $steps; do
       done ;;
     sanitize)
       OUT= timeout 60 compute-sanitizer --tool memcheck --print-limit 10 $B/hone-attn-check --small > "$OUT/san-attn-mem.txt" 2>&1
-      note "memcheck attn: $(tail -1 "$OUT/san-attn-mem.txt")"
+      note "memcheck attn: $(san "$OUT/san-attn-mem.txt")"
       OUT= timeout ${HONE_RACE_TIMEOUT:-60} compute-sanitizer --tool racecheck --print-limit 10 $B/hone-attn-check --small > "$OUT/san-attn-race.txt" 2>&1
-      # the harness's own PASS lines end the log: count racecheck's reports, and say whether it finished
-      note "racecheck attn: $(grep -c 'Race reported' "$OUT/san-attn-race.txt") race reports; $(grep -E 'RACECHECK SUMMARY' "$OUT/san-attn-race.txt" || echo 'no summary (stopped by the time bound)')"
+      note "racecheck attn: $(san "$OUT/san-attn-race.txt")"
       OUT= HONE_CHECK_NO_TINY=1 timeout 90 compute-sanitizer --tool memcheck --print-limit 10 $B/hone-cuda-check --check-prefill > "$OUT/san-prefill-mem.txt" 2>&1
-      note "memcheck prefill kernels: $(tail -1 "$OUT/san-prefill-mem.txt")"
+      note "memcheck prefill kernels: $(san "$OUT/san-prefill-mem.txt")"
       for h in "hone-cuda-check --check-epiq" "hone-w4-check --mma" "hone-kquant-check --small"; do
         set -- $h
         log="$OUT/san-${1#hone-}${2#--}.txt"
         OUT= HONE_CHECK_NO_TINY=1 timeout 90 compute-sanitizer --tool memcheck --print-limit 10 $B/$1 $2 > "$log" 2>&1
-        note "memcheck $h: $(tail -1 "$log")"
+        note "memcheck $h: $(san "$log")"
       done ;;
     attn)
       OUT=$OUT timeout 60 $B/hone-attn-check --bench > "$OUT/attn-bench.txt" 2>&1
@@ -113,9 +115,9 @@ for s in $steps; do
         note "stream: checks timed out, the other stream steps skipped"; pack; continue
       fi
       OUT= HONE_CHECK_STREAM_MODES=2 timeout 150 compute-sanitizer --tool memcheck --print-limit 10 $B/hone-cuda-check --check-stream > "$OUT/stream-memcheck.txt" 2>&1
-      note "memcheck --check-stream: $(tail -1 "$OUT/stream-memcheck.txt")"
+      note "memcheck --check-stream: $(san "$OUT/stream-memcheck.txt")"
       OUT= HONE_CHECK_STREAM_MODES=2 timeout 150 compute-sanitizer --tool racecheck --print-limit 10 $B/hone-cuda-check --check-stream > "$OUT/stream-racecheck.txt" 2>&1
-      note "racecheck --check-stream: $(grep -c 'Race reported' "$OUT/stream-racecheck.txt") race reports; $(grep -E 'RACECHECK SUMMARY' "$OUT/stream-racecheck.txt" || echo 'no summary')"
+      note "racecheck --check-stream: $(san "$OUT/stream-racecheck.txt")"
       HONE_DECODE_STREAM=1 HONE_DEFAULT_MODEL=$MODEL G_DEBUG=gc-friendly timeout 200 $B/test-cuda-backend --verbose > "$OUT/stream-suite.txt" 2>&1
       note "test-cuda-backend streamed rc $?: $(grep -c '^ok' "$OUT/stream-suite.txt") ok, $(grep -c '^not ok' "$OUT/stream-suite.txt") not ok"
       OUT=$OUT timeout 420 $B/hone-cuda-check --decode-stream > "$OUT/stream-decode.txt" 2>&1
