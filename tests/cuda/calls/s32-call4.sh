@@ -6,7 +6,7 @@
 # All built here with -Dcuda=disabled --buildtype=release, carried in .carry-release/cpu/.
 set -u
 W=$OUT; T0=$(date +%s); el () { echo "[$(( $(date +%s) - T0 ))s] $*"; }
-C=$PWD/.carry-release; tar xJf $C/bundle.tar.xz -C $C || exit 1
+C=$PWD/.carry-release; tar xJf $C/bundle.tar.xz -C $C && tar xJf $C/cpu.tar.xz -C $C || exit 1
 export LD_LIBRARY_PATH=$C/lib GSETTINGS_BACKEND=memory XDG_CACHE_HOME=/tmp/xc; B=$C/bin; X=$C/cpu
 lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|Flags" | sed 's/Flags:.*\(avx512[a-z_]*\).*/Flags: (has avx512)/' | cut -c1-120
 echo "nproc $(nproc); cgroup: $(tr '\n' ' ' < /proc/self/cgroup | cut -c1-200); cpu.max: $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo none)"
