@@ -25,11 +25,11 @@
  * and 5 class) and is bound by them: 16 × 1 there keeps one conversion per
  * 16 FMAs, where 8 × 2 took two and measured 6 % slower
  * (tests/bench/RESULTS.md, session 32):
- *   q·k: the scores as [query][key]; per dimension, two vectors of keys
+ *   q·k: the scores as [query][key]; per dimension, AL_NV vectors of keys
  *        straight from their blocks in the cache ([dim][16], hone-cpu-kv.h)
  *        times AL_QG broadcast query values;
  *   softmax: along each query's row, up to its own lim;
- *   P·V: per key, two vectors of V's dimensions times AL_QG broadcast
+ *   P·V: per key, AL_NV vectors of V's dimensions times AL_QG broadcast
  *        probabilities.
  * Numbers as attention_head_avx2: q and the probabilities rounded to f16,
  * products and sums in f32 (other summation orders). head_dim: a multiple of AL_N.
