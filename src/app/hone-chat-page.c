@@ -307,7 +307,9 @@ on_chat_done (GObject *source, GAsyncResult *result, gpointer user_data)
       hone_message_set_state (job->message,
                               g_cancellable_is_cancelled (job->cancellable) ? HONE_MESSAGE_STOPPED
                                                                            : HONE_MESSAGE_DONE);
-      if (self && res->metrics.dropped_messages > 0)
+      /* said once each time more of the conversation falls out of the context */
+      if (self && res->metrics.dropped_messages >
+                    GPOINTER_TO_INT (g_object_get_data (G_OBJECT (job->conversation), "hone-dropped-messages")))
         {
           g_autofree char *note = g_strdup_printf (
               g_dngettext (GETTEXT_PACKAGE,
@@ -317,6 +319,8 @@ on_chat_done (GObject *source, GAsyncResult *result, gpointer user_data)
               res->metrics.dropped_messages);
           toast (self, note);
         }
+      g_object_set_data (G_OBJECT (job->conversation), "hone-dropped-messages",
+                         GINT_TO_POINTER (res->metrics.dropped_messages));
       if (self)
         g_signal_emit (self, signals[SIGNAL_REQUEST_FINISHED], 0, &res->metrics);
     }

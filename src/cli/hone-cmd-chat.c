@@ -28,6 +28,7 @@ typedef struct {
   char *system;
   GCancellable *answer;         /* non-NULL while an answer streams */
   gboolean interactive;
+  int dropped_shown;            /* earlier messages the engine left out at the last answer */
   gboolean show_metrics;
   gboolean quitting;
   int status;
@@ -51,6 +52,7 @@ reset_conversation (Chat *chat)
   chat->messages = json_array_new ();
   if (chat->system != NULL)
     add_message (chat->messages, "system", chat->system);
+  chat->dropped_shown = 0;
   hone_session_reset (chat->session);
 }
 
@@ -96,7 +98,7 @@ answer_done (GObject *source, GAsyncResult *res, gpointer data)
   else
     {
       add_message (chat->messages, "assistant", r->text);
-      if (r->metrics.dropped_messages > 0)
+      if (r->metrics.dropped_messages > chat->dropped_shown)   /* once each time more falls out */
         {
           fprintf (stderr, g_dngettext (GETTEXT_PACKAGE,
                                         "[%d earlier message left out to fit the context; /reset starts over]\n",
@@ -104,6 +106,7 @@ answer_done (GObject *source, GAsyncResult *res, gpointer data)
                                         r->metrics.dropped_messages),
                    r->metrics.dropped_messages);
         }
+      chat->dropped_shown = r->metrics.dropped_messages;
       if (chat->show_metrics)
         fprintf (stderr, _("[%d cached + %d prefilled tokens, TTFT %.0f ms, %.1f tok/s]\n"),
                  r->metrics.cached_tokens, r->metrics.prefill_tokens, r->metrics.ttft_ms, r->metrics.decode_tps);
