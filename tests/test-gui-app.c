@@ -628,6 +628,55 @@ test_markdown (void)
     }
 }
 
+/* A conversation longer than the context keeps going: each answer completes,
+ * and the engine reports the earliest messages it left out. */
+static void
+count_dropped (HoneChatPage *page, HoneRequestMetrics *m, int *most)
+{
+  *most = MAX (*most, m->dropped_messages);
+}
+
+static void
+past_context_steps (HoneApplication *app, HoneWindow *window, gpointer data)
+{
+  HoneEngine *engine = hone_application_get_engine (app);
+  HoneModelPage *model_page = hone_window_get_model_page (window);
+  HoneChatPage *chat = hone_window_get_chat_page (window);
+  HoneConversation *c;
+  int most = 0;
+
+  hone_window_open_model (window, model_path);
+  WAIT_UNTIL (hone_model_page_get_info (model_page) != NULL, 20);
+  hone_engine_set_context_length (engine, 128);   /* the settings' smallest */
+  hone_model_page_load (model_page);
+  WAIT_UNTIL (hone_engine_get_state (engine) == HONE_ENGINE_STATE_READY, 60);
+  g_assert_cmpint (hone_engine_get_active_context_length (engine), ==, 128);
+  hone_window_show_page (window, "chat");
+  hone_chat_page_new_conversation (chat);
+  c = hone_chat_page_get_conversation (chat);
+  g_object_set (c, "seed", (gint64) 3, "temperature", 0.0, "max-tokens", 4, NULL);
+  g_signal_connect (chat, "request-finished", G_CALLBACK (count_dropped), &most);
+  for (int i = 0; i < 8; i++)
+    {
+      g_autofree char *text = g_strdup_printf ("Turn %d: where is the fox?", i);
+      g_assert_true (hone_chat_page_send (chat, text));
+      WAIT_UNTIL (!hone_chat_page_get_generating (chat), 60);
+      g_assert_cmpint (hone_message_get_state (last_message (c)), ==, HONE_MESSAGE_DONE);
+    }
+  g_signal_handlers_disconnect_by_func (chat, count_dropped, &most);
+  g_test_message ("at most %d earlier messages left out", most);
+  /* the app keeps the whole conversation; the model saw its latest turns */
+  g_assert_cmpuint (hone_conversation_get_n_messages (c), ==, 16);
+  g_assert_cmpint (most, >, 0);
+  g_assert_cmpint (most % 2, ==, 0);
+}
+
+static void
+test_chat_past_context (void)
+{
+  run_app (past_context_steps, NULL);
+}
+
 int
 main (int argc, char *argv[])
 {
@@ -669,6 +718,7 @@ main (int argc, char *argv[])
   g_test_add_func ("/app/drop-model", test_drop);
   g_test_add_func ("/app/dialogs", test_dialogs);
   g_test_add_func ("/app/bench", test_bench);
+  g_test_add_func ("/app/chat-past-context", test_chat_past_context);
   status = g_test_run ();
   hone_test_rm_rf (tmp_home);
   g_free (model_path);
