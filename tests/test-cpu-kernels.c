@@ -6,7 +6,6 @@
  * same blocks. Every ISA this CPU has is forced in turn.
  */
 #include <glib.h>
-#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -19,6 +18,7 @@
 #include "cpu/hone-cpu-ops.h"
 #include "cpu/hone-cpu-panel.h"
 #include "cpu/hone-cpu-threadpool.h"
+#include "hone-test-models.h"
 
 static const HoneDType all_types[] = {
   HONE_DTYPE_F32, HONE_DTYPE_F16, HONE_DTYPE_BF16, HONE_DTYPE_Q8_0,
@@ -571,24 +571,6 @@ write_file (const char *dir, const char *name, const char *text)
 }
 
 static void
-remove_tree (const char *path)
-{
-  GDir *dir = g_dir_open (path, 0, NULL);
-  const char *name;
-
-  if (dir != NULL)
-    {
-      while ((name = g_dir_read_name (dir)) != NULL)
-        {
-          g_autofree char *child = g_build_filename (path, name, NULL);
-          remove_tree (child);
-        }
-      g_dir_close (dir);
-    }
-  g_remove (path);
-}
-
-static void
 test_cgroup_limit (void)
 {
   g_autofree char *root = g_dir_make_tmp ("hone-cgroup-XXXXXX", NULL);
@@ -620,7 +602,7 @@ test_cgroup_limit (void)
   g_assert_cmpint (hone_cpu_cgroup_limit (root, "3:cpu,cpuacct:/box\n1:name=systemd:/\n"), ==, 3);
   g_assert_cmpint (hone_cpu_cgroup_limit (root, "1:cpu:/\n"), ==, 0);
   g_assert_cmpint (hone_cpu_pool_default_threads (), >=, 1);
-  remove_tree (root);
+  hone_test_rm_rf (root);
 }
 
 static void
