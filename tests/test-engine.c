@@ -721,6 +721,34 @@ test_chat_fits_context (void)
     g_assert_no_error (error);
     g_assert_cmpmem (r->prompt_tokens->data, want->len * 4, want->data, want->len * 4);
   }
+  /* hostile messages (roles that are numbers, objects, null, missing) in a conversation that must be cut:
+   * the template's answer, or its one error — no warning (fatal here), no crash. (This model's ChatML
+   * template concatenates the role, so it stops at the first number; a template that only compares roles
+   * would hand them to the cutting, which reads a role only when it is a string.) */
+  {
+    g_autoptr (JsonNode) odd = json_from_string (
+        "[{\"role\": \"system\", \"content\": \"Answer in one line.\"},"
+        " {\"role\": 7, \"content\": \"what is seven times seven, and then seven more?\"},"
+        " {\"role\": {\"x\": 1}, \"content\": \"an object for a role, and some words to fill it up\"},"
+        " {\"role\": null, \"content\": \"a null role, and again some words to fill the context\"},"
+        " {\"content\": \"no role at all, and yet more words to fill the context up\"},"
+        " [1, 2, 3],"
+        " {\"role\": \"user\", \"content\": \"Question: what is 2 plus 2, and why is it four?\"},"
+        " {\"role\": \"assistant\", \"content\": \"It is four, because two and two make four.\"},"
+        " {\"role\": \"user\", \"content\": \"And the last question: what is 3 plus 3?\"}]", &error);
+    g_autoptr (HoneGenerateResult) ro = NULL;
+    g_assert_no_error (error);
+    ro = generate_chat (s, odd, &p, &error);
+    g_assert_true ((ro != NULL) != (error != NULL));
+    if (error != NULL)
+      {
+        g_assert_true (error->domain == HONE_ERROR);
+        g_test_message ("odd roles: %s", error->message);
+        g_clear_error (&error);
+      }
+    else
+      g_test_message ("odd roles: answered, %d messages left out", ro->metrics.dropped_messages);
+  }
 }
 
 static void

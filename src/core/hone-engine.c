@@ -1067,12 +1067,16 @@ tokenize_chat_prompt (HoneModel *model, const char *prompt, GArray *out, GError 
   return tokenize_with (model, prompt, flags, out, error);
 }
 
+/* The "role" of message i when it is a string; NULL for anything else (the
+ * messages come from the caller: any JSON the template accepted). */
 static const char *
 message_role (JsonArray *a, guint i)
 {
   JsonNode *m = json_array_get_element (a, i);
-  return JSON_NODE_HOLDS_OBJECT (m)
-    ? json_object_get_string_member_with_default (json_node_get_object (m), "role", NULL) : NULL;
+  JsonNode *role = JSON_NODE_HOLDS_OBJECT (m) ? json_object_get_member (json_node_get_object (m), "role") : NULL;
+
+  return role != NULL && JSON_NODE_HOLDS_VALUE (role) && json_node_get_value_type (role) == G_TYPE_STRING
+    ? json_node_get_string (role) : NULL;
 }
 
 /* Render and tokenize the chat with messages [sys, from) left out: the
