@@ -1035,6 +1035,8 @@ test_bench (void)
   g_assert_cmpfloat (r->decode_tps.median, <=, r->decode_tps.p90);
   g_assert_cmpint (r->bytes_per_token, >, r->weight_bytes_per_token);
   g_assert_cmpfloat_with_epsilon (r->roofline_fraction, r->achieved_gbs / 10.0, 1e-12);
+  /* the threads the CPU ran on: the engine's n-threads here (a GPU run says 0) */
+  g_assert_cmpint (r->n_threads, ==, g_strcmp0 (r->device, "cpu") == 0 ? N_THREADS : 0);
   {
     g_autoptr (JsonNode) j = hone_bench_result_to_json (r);
     g_autofree char *text = hone_bench_result_to_text (r);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hone-backend.h"
 #include "hone-dtype.h"
 #include "hone-error.h"
 #include "hone-i18n.h"
@@ -277,7 +278,10 @@ bench_finish_results (GTask *task)
   r->model_path = g_strdup (hone_engine_get_model_path (st->engine));
   r->model_name = g_strdup (info != NULL ? hone_model_info_get_name (info) : r->model_path);
   g_object_get (st->engine, "active-device", &r->device, NULL);
-  r->n_threads = hone_engine_get_n_threads (st->engine);
+  /* the threads the CPU ran on: the engine's n-threads, or its default (0 means one per usable CPU) */
+  r->n_threads = g_strcmp0 (r->device, "cpu") != 0 ? 0
+                 : hone_engine_get_n_threads (st->engine) > 0 ? hone_engine_get_n_threads (st->engine)
+                 : hone_cpu_backend_default_threads ();
   r->context_length = hone_engine_get_active_context_length (st->engine);
 
   if (hone_engine_get_int8_kv (st->engine)

@@ -54,7 +54,7 @@ typedef struct {
   char *model_path;
   char *model_name;
   char *device;             /* device id of the run */
-  int n_threads;            /* engine's n-threads (0 = all cores) */
+  int n_threads;            /* CPU threads the run used (the engine's n-threads or the default); 0 on a GPU */
   int context_length;
   GArray *runs;             /* HoneRequestMetrics of the measured runs */
   HoneBenchStat ttft_ms;
