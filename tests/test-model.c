@@ -632,7 +632,7 @@ test_bad_models (void)
                                              " \"num_key_value_heads\": 2, \"vocab_size\": 301}", -1, NULL));
     expect_open_error (hf, HONE_ERROR_SHAPE_MISMATCH, "embed_tokens");
     g_unlink (cfg);
-    expect_open_error (hf, HONE_ERROR_IO, "config.json");
+    expect_open_error (hf, HONE_ERROR_IO, "is not a model folder");
   }
   {
     g_autofree char *gguf = hone_test_model_write_gguf (dir, &spec, &error);

@@ -259,7 +259,11 @@ fill_from_hf_dir (HoneModelInfo *self, const char *dir, GError **error)
 
   if (!g_file_get_contents (config_path, &config_json, &config_len, &local))
     {
-      g_set_error (error, HONE_ERROR, HONE_ERROR_IO, _("cannot read %s: %s"), config_path, local->message);
+      if (g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+        g_set_error (error, HONE_ERROR, HONE_ERROR_IO,
+                     _("%s is not a model folder: a Hugging Face model has a config.json beside its weights"), dir);
+      else
+        g_set_error (error, HONE_ERROR, HONE_ERROR_IO, _("cannot read %s: %s"), config_path, local->message);
       g_error_free (local);
       return FALSE;
     }

@@ -515,7 +515,11 @@ open_hf (const char *dir, GError **error)
 
   if (!g_file_get_contents (config_path, &text, &length, &local))
     {
-      g_set_error (error, HONE_ERROR, HONE_ERROR_IO, _("Cannot read %s: %s"), config_path, local->message);
+      if (g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+        g_set_error (error, HONE_ERROR, HONE_ERROR_IO,
+                     _("%s is not a model folder: a Hugging Face model has a config.json beside its weights"), dir);
+      else
+        g_set_error (error, HONE_ERROR, HONE_ERROR_IO, _("Cannot read %s: %s"), config_path, local->message);
       return NULL;
     }
   if (!hone_model_config_from_json (&m->config, text, (gssize) length, error))
