@@ -12,6 +12,7 @@
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "hone-awq.h"
 #include "hone-awq-data.h"
@@ -776,6 +777,13 @@ test_documents (Fixture *f, gconstpointer data)
 
   expect_doc_error (empty, HONE_ERROR_INVALID_ARGUMENT);
   expect_doc_error (bin, HONE_ERROR_FILE_UNSUPPORTED);
+  {
+    /* a FIFO named like a document: refused at once (reading it would wait
+     * for a writer), and left out of a folder (the load below would hang) */
+    g_autofree char *fifo = g_build_filename (dir, "pipe.txt", NULL);
+    g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+    expect_doc_error (fifo, HONE_ERROR_FILE_UNSUPPORTED);
+  }
   expect_doc_error (badjson, HONE_ERROR_FILE_CORRUPT);
   t = hone_awq_document_text (json, NULL, &error);
   g_assert_no_error (error);

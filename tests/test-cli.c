@@ -10,6 +10,7 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "hone.h"
 #include "hone-test-models.h"
@@ -279,7 +280,9 @@ test_chat_session (void)
    * the one after /reset starts from nothing. */
   lines = g_strsplit (r.err, "\n", -1);
   for (int i = 0; lines[i] != NULL; i++)
-    if (g_str_has_prefix (lines[i], "["))
+    if (g_str_has_prefix (lines[i], "[answer cut"))   /* /cli/stop-notes checks these */
+      g_assert_cmpstr (lines[i], ==, "[answer cut at the -n limit of 4 tokens]");
+    else if (g_str_has_prefix (lines[i], "["))
       {
         int cached = -1, prefilled = -1;
         g_assert_cmpint (sscanf (lines[i], "[%d cached + %d prefilled", &cached, &prefilled), ==, 2);
@@ -291,6 +294,72 @@ test_chat_session (void)
       }
   g_assert_cmpint (turns, ==, 3);
   run_clear (&r);
+}
+
+/* Why an answer ended, when the user did not pick it: `run` says so when the
+ * context filled up (not at its -n limit, which the user set), `chat` also
+ * when -n cut an answer; --json carries stop_reason instead. */
+static const char *
+run_stop_reason (const char *const *args, JsonNode **out)
+{
+  Run r = run_hone (args, NULL, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpstr (r.err, ==, "");
+  *out = parse_json (r.out);
+  run_clear (&r);
+  return json_object_get_string_member (json_node_get_object (*out), "stop_reason");
+}
+
+static void
+test_stop_notes (void)
+{
+  g_autoptr (JsonNode) j1 = NULL;
+  g_autoptr (JsonNode) j2 = NULL;
+  g_autoptr (JsonNode) j3 = NULL;
+  const char *one[] = { "run", "-m", tiny, "-p", "hello world", "--temp", "0", "-n", "1", "--json", "--device", "cpu",
+                        NULL };
+  g_autofree char *ctx = NULL;
+  g_autofree char *expect = NULL;
+  int prompt_tokens;
+
+  /* -n reached: --json says so, the text form stays quiet */
+  g_assert_cmpstr (run_stop_reason (one, &j1), ==, "max-tokens");
+  {
+    const char *text[] = { "run", "-m", tiny, "-p", "hello world", "--temp", "0", "-n", "1", "--device", "cpu", NULL };
+    Run r = run_hone (text, NULL, NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "");
+    run_clear (&r);
+  }
+  /* a context two tokens longer than the prompt fills up */
+  prompt_tokens = (int) json_array_get_length (json_object_get_array_member (json_node_get_object (j1),
+                                                                             "prompt_tokens"));
+  ctx = g_strdup_printf ("%d", prompt_tokens + 2);
+  {
+    const char *full[] = { "run", "-m", tiny, "-p", "hello world", "--temp", "0", "-c", ctx, "--json", "--device",
+                           "cpu", NULL };
+    const char *text[] = { "run", "-m", tiny, "-p", "hello world", "--temp", "0", "-c", ctx, "--device", "cpu", NULL };
+    Run r;
+    g_assert_cmpstr (run_stop_reason (full, &j2), ==, "context-full");
+    r = run_hone (text, NULL, NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    expect = g_strdup_printf ("hone: the answer stopped because the context (%d tokens) is full; "
+                              "-c sets a longer one\n", prompt_tokens + 2);
+    g_assert_cmpstr (r.err, ==, expect);
+    run_clear (&r);
+  }
+  /* chat: the same turn as `run --chat`, cut at -n 3 exactly when run says max-tokens */
+  {
+    const char *rchat[] = { "run", "-m", tiny, "--chat", "-p", "Hello", "--temp", "0", "-n", "3", "--json",
+                            "--device", "cpu", NULL };
+    const char *chat[] = { "chat", "-m", tiny, "--temp", "0", "-n", "3", "--device", "cpu", NULL };
+    const char *reason = run_stop_reason (rchat, &j3);
+    Run r = run_hone (chat, "Hello\n/quit\n", NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, g_str_equal (reason, "max-tokens") ? "[answer cut at the -n limit of 3 tokens]\n" : "");
+    g_test_message ("run --chat -n 3 stopped for %s", reason);
+    run_clear (&r);
+  }
 }
 
 /* --device auto, the default: the device hone_engine_pick_device picks. When
@@ -448,6 +517,17 @@ test_bad_input (void)
   {
     const char *a[] = { "run", "-m", mamba, "-p", "hi", NULL };
     assert_one_line_failure (a, NULL, NULL, "mamba");
+  }
+  {
+    /* not a file: a FIFO would block the open until a writer came, a device maps nothing */
+    g_autofree char *fifo = g_build_filename (tmp_dir, "model.fifo", NULL);
+    const char *a[] = { "run", "-m", fifo, "-p", "hi", NULL };
+    const char *b[] = { "info", fifo, NULL };
+    const char *c[] = { "run", "-m", "/dev/null", "-p", "hi", NULL };
+    g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+    assert_one_line_failure (a, NULL, NULL, "is not a regular file");
+    assert_one_line_failure (b, NULL, NULL, "is not a regular file");
+    assert_one_line_failure (c, NULL, NULL, "is not a regular file");
   }
   {
     const char *a[] = { "info", mamba, NULL };
@@ -680,6 +760,7 @@ main (int argc, char **argv)
       g_test_add_func ("/cli/template", test_template_tiny);
       g_test_add_func ("/cli/info", test_info_tiny);
       g_test_add_func ("/cli/chat", test_chat_session);
+      g_test_add_func ("/cli/stop-notes", test_stop_notes);
       g_test_add_func ("/cli/ppl-bench", test_ppl_and_bench_tiny);
       g_test_add_func ("/cli/device-auto", test_device_auto);
       g_test_add_func ("/cli/bad-input", test_bad_input);

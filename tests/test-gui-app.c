@@ -20,7 +20,9 @@
 #include "hone-conversation-store.h"
 #include "hone-device-bandwidth.h"
 #include "hone-gguf.h"
+#include "hone-i18n.h"
 #include "hone-markdown.h"
+#include "hone-message.h"
 #include "hone-test-models.h"
 #include "hone-window.h"
 #include "hone-gui-harness.h"
@@ -630,10 +632,31 @@ test_markdown (void)
 
 /* A conversation longer than the context keeps going: each answer completes,
  * and the engine reports the earliest messages it left out. */
+typedef struct {
+  int most_dropped;
+  HoneStopReason last_stop;
+} PastContext;
+
 static void
-count_dropped (HoneChatPage *page, HoneRequestMetrics *m, int *most)
+count_dropped (HoneChatPage *page, HoneRequestMetrics *m, PastContext *pc)
 {
-  *most = MAX (*most, m->dropped_messages);
+  pc->most_dropped = MAX (pc->most_dropped, m->dropped_messages);
+  pc->last_stop = m->stop_reason;
+}
+
+/* Whether a visible label under @w starts with @text (a row's stats line
+ * may go on with the request's figures). */
+static gboolean
+shows_label (GtkWidget *w, const char *text)
+{
+  if (!gtk_widget_get_visible (w))
+    return FALSE;
+  if (GTK_IS_LABEL (w) && g_str_has_prefix (gtk_label_get_text (GTK_LABEL (w)), text))
+    return TRUE;
+  for (GtkWidget *c = gtk_widget_get_first_child (w); c; c = gtk_widget_get_next_sibling (c))
+    if (shows_label (c, text))
+      return TRUE;
+  return FALSE;
 }
 
 static void
@@ -643,7 +666,8 @@ past_context_steps (HoneApplication *app, HoneWindow *window, gpointer data)
   HoneModelPage *model_page = hone_window_get_model_page (window);
   HoneChatPage *chat = hone_window_get_chat_page (window);
   HoneConversation *c;
-  int most = 0;
+  PastContext pc = { 0, HONE_STOP_NONE };
+  int n_cut = 0;
 
   hone_window_open_model (window, model_path);
   WAIT_UNTIL (hone_model_page_get_info (model_page) != NULL, 20);
@@ -655,20 +679,55 @@ past_context_steps (HoneApplication *app, HoneWindow *window, gpointer data)
   hone_chat_page_new_conversation (chat);
   c = hone_chat_page_get_conversation (chat);
   g_object_set (c, "seed", (gint64) 3, "temperature", 0.0, "max-tokens", 4, NULL);
-  g_signal_connect (chat, "request-finished", G_CALLBACK (count_dropped), &most);
+  g_signal_connect (chat, "request-finished", G_CALLBACK (count_dropped), &pc);
   for (int i = 0; i < 8; i++)
     {
       g_autofree char *text = g_strdup_printf ("Turn %d: where is the fox?", i);
+      HoneMessage *answer;
+      HoneMessageCut cut;
+      int generated;
+
+      pc.last_stop = HONE_STOP_NONE;
       g_assert_true (hone_chat_page_send (chat, text));
       WAIT_UNTIL (!hone_chat_page_get_generating (chat), 60);
-      g_assert_cmpint (hone_message_get_state (last_message (c)), ==, HONE_MESSAGE_DONE);
+      answer = last_message (c);
+      g_assert_cmpint (hone_message_get_state (answer), ==, HONE_MESSAGE_DONE);
+      /* an answer the 4-token limit or the context cut says so, under the answer and after a save */
+      g_assert_cmpint (pc.last_stop, !=, HONE_STOP_NONE);
+      cut = hone_message_get_cut (answer);
+      hone_message_get_stats (answer, NULL, NULL, &generated, NULL);
+      g_assert_cmpint (cut, ==, pc.last_stop == HONE_STOP_MAX_TOKENS    ? HONE_MESSAGE_CUT_LENGTH
+                                : pc.last_stop == HONE_STOP_CONTEXT_FULL ? HONE_MESSAGE_CUT_CONTEXT
+                                                                         : HONE_MESSAGE_CUT_NONE);
+      if (cut == HONE_MESSAGE_CUT_LENGTH)
+        {
+          g_assert_cmpint (generated, ==, 4);
+          WAIT_UNTIL (shows_label (GTK_WIDGET (window), _("Cut off at the Maximum Tokens limit")), 10);
+          n_cut++;
+        }
+      {
+        g_autoptr(JsonNode) node = hone_message_to_json (answer);
+        g_autoptr(HoneMessage) back = hone_message_new_from_json (node, NULL);
+        g_assert_nonnull (back);
+        g_assert_cmpint (hone_message_get_cut (back), ==, cut);
+      }
     }
-  g_signal_handlers_disconnect_by_func (chat, count_dropped, &most);
-  g_test_message ("at most %d earlier messages left out", most);
+  g_signal_handlers_disconnect_by_func (chat, count_dropped, &pc);
+  g_test_message ("at most %d earlier messages left out; %d of 8 answers cut at the limit", pc.most_dropped, n_cut);
   /* the app keeps the whole conversation; the model saw its latest turns */
   g_assert_cmpuint (hone_conversation_get_n_messages (c), ==, 16);
-  g_assert_cmpint (most, >, 0);
-  g_assert_cmpint (most % 2, ==, 0);
+  g_assert_cmpint (pc.most_dropped, >, 0);
+  g_assert_cmpint (pc.most_dropped % 2, ==, 0);
+  /* greedy on the random model runs every answer to the limit */
+  g_assert_cmpint (n_cut, >, 0);
+  /* a user message is never cut, and a bad "cut" in a saved file is ignored */
+  g_assert_cmpint (hone_message_get_cut (hone_conversation_get_message (c, 0)), ==, HONE_MESSAGE_CUT_NONE);
+  {
+    g_autoptr(JsonNode) node = json_from_string ("{\"role\": \"assistant\", \"content\": \"x\", \"cut\": 7}", NULL);
+    g_autoptr(HoneMessage) m = hone_message_new_from_json (node, NULL);
+    g_assert_nonnull (m);
+    g_assert_cmpint (hone_message_get_cut (m), ==, HONE_MESSAGE_CUT_NONE);
+  }
 }
 
 static void

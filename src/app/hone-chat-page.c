@@ -304,6 +304,10 @@ on_chat_done (GObject *source, GAsyncResult *result, gpointer user_data)
         hone_message_set_content (job->message, res->text);
       hone_message_set_stats (job->message, res->metrics.ttft_ms, res->metrics.decode_tps,
                               res->metrics.generated_tokens, res->metrics.prompt_tokens);
+      hone_message_set_cut (job->message, res->metrics.stop_reason == HONE_STOP_MAX_TOKENS ? HONE_MESSAGE_CUT_LENGTH
+                                          : res->metrics.stop_reason == HONE_STOP_CONTEXT_FULL
+                                              ? HONE_MESSAGE_CUT_CONTEXT
+                                              : HONE_MESSAGE_CUT_NONE);
       hone_message_set_state (job->message,
                               g_cancellable_is_cancelled (job->cancellable) ? HONE_MESSAGE_STOPPED
                                                                            : HONE_MESSAGE_DONE);

@@ -194,6 +194,10 @@ update_state (HoneMessageRow *self)
     g_string_append (stats, _("Stopped"));
   else if (state == HONE_MESSAGE_FAILED)
     g_string_append (stats, _("Failed"));
+  else if (state == HONE_MESSAGE_DONE && hone_message_get_cut (self->message) == HONE_MESSAGE_CUT_LENGTH)
+    g_string_append (stats, _("Cut off at the Maximum Tokens limit"));
+  else if (state == HONE_MESSAGE_DONE && hone_message_get_cut (self->message) == HONE_MESSAGE_CUT_CONTEXT)
+    g_string_append (stats, _("Cut off: the context is full"));
   if (self->show_stats && assistant && hone_message_get_has_stats (self->message))
     {
       g_autofree char *s = hone_message_row_format_stats (self->message);
@@ -307,6 +311,7 @@ hone_message_row_new (HoneMessage *message)
   g_signal_connect_swapped (message, "notify::content", G_CALLBACK (update_content), self);
   g_signal_connect_swapped (message, "notify::state", G_CALLBACK (update_state), self);
   g_signal_connect_swapped (message, "notify::has-stats", G_CALLBACK (update_state), self);
+  g_signal_connect_swapped (message, "notify::cut", G_CALLBACK (update_state), self);
   update_content (self);
   update_state (self);
   return GTK_WIDGET (self);

@@ -9,6 +9,7 @@ struct _HoneMessage {
   char *role;
   GString *content;
   HoneMessageState state;
+  HoneMessageCut cut;
   gboolean has_stats;
   double ttft_ms;
   double decode_tps;
@@ -18,7 +19,7 @@ struct _HoneMessage {
 
 G_DEFINE_FINAL_TYPE (HoneMessage, hone_message, G_TYPE_OBJECT)
 
-enum { PROP_0, PROP_ROLE, PROP_CONTENT, PROP_STATE, PROP_HAS_STATS, N_PROPS };
+enum { PROP_0, PROP_ROLE, PROP_CONTENT, PROP_STATE, PROP_CUT, PROP_HAS_STATS, N_PROPS };
 static GParamSpec *props[N_PROPS];
 
 static void
@@ -41,6 +42,7 @@ hone_message_get_property (GObject *object, guint prop_id, GValue *value, GParam
     case PROP_ROLE: g_value_set_string (value, self->role); break;
     case PROP_CONTENT: g_value_set_string (value, self->content->str); break;
     case PROP_STATE: g_value_set_int (value, self->state); break;
+    case PROP_CUT: g_value_set_int (value, self->cut); break;
     case PROP_HAS_STATS: g_value_set_boolean (value, self->has_stats); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
     }
@@ -59,6 +61,8 @@ hone_message_class_init (HoneMessageClass *klass)
                                              G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
   props[PROP_STATE] = g_param_spec_int ("state", NULL, NULL, 0, HONE_MESSAGE_FAILED, 0,
                                         G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+  props[PROP_CUT] = g_param_spec_int ("cut", NULL, NULL, 0, HONE_MESSAGE_CUT_CONTEXT, 0,
+                                      G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
   props[PROP_HAS_STATS] = g_param_spec_boolean ("has-stats", NULL, NULL, FALSE,
                                                 G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
   g_object_class_install_properties (object_class, N_PROPS, props);
@@ -151,7 +155,23 @@ hone_message_get_stats (HoneMessage *self, double *ttft_ms, double *decode_tps,
   if (prompt_tokens) *prompt_tokens = self->prompt_tokens;
 }
 
+HoneMessageCut
+hone_message_get_cut (HoneMessage *self)
+{
+  return self->cut;
+}
+
+void
+hone_message_set_cut (HoneMessage *self, HoneMessageCut cut)
+{
+  if (self->cut == cut)
+    return;
+  self->cut = cut;
+  g_object_notify_by_pspec (G_OBJECT (self), props[PROP_CUT]);
+}
+
 static const char *state_names[] = { "done", "streaming", "stopped", "failed" };
+static const char *cut_names[] = { "none", "length", "context" };
 
 JsonNode *
 hone_message_to_json (HoneMessage *self)
@@ -169,6 +189,11 @@ hone_message_to_json (HoneMessage *self)
       json_builder_set_member_name (b, "state");
       json_builder_add_string_value (b, self->state == HONE_MESSAGE_STREAMING
                                         ? "stopped" : state_names[self->state]);
+    }
+  if (self->cut != HONE_MESSAGE_CUT_NONE)
+    {
+      json_builder_set_member_name (b, "cut");
+      json_builder_add_string_value (b, cut_names[self->cut]);
     }
   if (self->has_stats)
     {
@@ -216,6 +241,14 @@ hone_message_new_from_json (JsonNode *node, GError **error)
   for (guint i = 0; i < G_N_ELEMENTS (state_names); i++)
     if (g_strcmp0 (state, state_names[i]) == 0 && i != HONE_MESSAGE_STREAMING)
       self->state = i;
+  if (json_object_has_member (o, "cut") && JSON_NODE_HOLDS_VALUE (json_object_get_member (o, "cut"))
+      && json_node_get_value_type (json_object_get_member (o, "cut")) == G_TYPE_STRING)
+    {
+      const char *cut = json_object_get_string_member (o, "cut");
+      for (guint i = 0; i < G_N_ELEMENTS (cut_names); i++)
+        if (g_strcmp0 (cut, cut_names[i]) == 0)
+          self->cut = i;
+    }
   if (json_object_has_member (o, "stats") &&
       JSON_NODE_HOLDS_OBJECT (json_object_get_member (o, "stats")))
     {

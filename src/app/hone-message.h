@@ -18,6 +18,13 @@ typedef enum {
   HONE_MESSAGE_FAILED,      /* the request failed; content may be partial */
 } HoneMessageState;
 
+/* Why a finished answer ended early (HONE_MESSAGE_DONE only). */
+typedef enum {
+  HONE_MESSAGE_CUT_NONE,      /* the model ended its turn, or a stop string */
+  HONE_MESSAGE_CUT_LENGTH,    /* the answer reached the length limit (max tokens) */
+  HONE_MESSAGE_CUT_CONTEXT,   /* the conversation filled the context */
+} HoneMessageCut;
+
 #define HONE_TYPE_MESSAGE (hone_message_get_type ())
 G_DECLARE_FINAL_TYPE (HoneMessage, hone_message, HONE, MESSAGE, GObject)
 
@@ -30,6 +37,9 @@ void         hone_message_append (HoneMessage *self, const char *piece);
 HoneMessageState hone_message_get_state (HoneMessage *self);
 void         hone_message_set_state (HoneMessage *self, HoneMessageState state);
 
+HoneMessageCut hone_message_get_cut (HoneMessage *self);
+void         hone_message_set_cut (HoneMessage *self, HoneMessageCut cut);
+
 /* Request stats (assistant messages); has_stats is FALSE until set. */
 gboolean     hone_message_get_has_stats (HoneMessage *self);
 void         hone_message_set_stats (HoneMessage *self, double ttft_ms, double decode_tps,
@@ -37,7 +47,7 @@ void         hone_message_set_stats (HoneMessage *self, double ttft_ms, double d
 void         hone_message_get_stats (HoneMessage *self, double *ttft_ms, double *decode_tps,
                                      int *generated_tokens, int *prompt_tokens);
 
-/* {"role", "content", "state"?, "stats"?: {"ttft_ms", "decode_tps", "tokens", "prompt_tokens"}} */
+/* {"role", "content", "state"?, "cut"?: "length" | "context", "stats"?: {"ttft_ms", "decode_tps", "tokens", "prompt_tokens"}} */
 JsonNode    *hone_message_to_json (HoneMessage *self);
 HoneMessage *hone_message_new_from_json (JsonNode *node, GError **error);
 

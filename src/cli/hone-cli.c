@@ -215,6 +215,18 @@ hone_cli_fail_literal (const char *message)
   return 1;
 }
 
+void
+hone_cli_note_stop (const HoneRequestMetrics *m, int context_length, int max_tokens, gboolean note_max_tokens)
+{
+  if (m->stop_reason == HONE_STOP_CONTEXT_FULL)
+    fprintf (stderr, _("hone: the answer stopped because the context (%d tokens) is full; -c sets a longer one\n"),
+             context_length);
+  else if (m->stop_reason == HONE_STOP_MAX_TOKENS && note_max_tokens)
+    fprintf (stderr, g_dngettext (GETTEXT_PACKAGE, "[answer cut at the -n limit of %d token]\n",
+                                  "[answer cut at the -n limit of %d tokens]\n", max_tokens),
+             max_tokens);
+}
+
 int
 hone_cli_fail (GError *error)
 {

@@ -47,6 +47,12 @@ void     hone_cli_sampling_clear (HoneCliSampling *s);
 /* Build validated sampler params (INVALID_ARGUMENT naming the flag). */
 gboolean hone_cli_sampling_to_params (const HoneCliSampling *s, HoneSamplerParams *params, GError **error);
 
+/* One line on stderr when a generation ended for a reason the user did not
+ * pick: the context filled up, or (@note_max_tokens, for chat) the -n limit
+ * cut the answer. Nothing for an end of turn or a stop string. */
+void     hone_cli_note_stop (const HoneRequestMetrics *m, int context_length, int max_tokens,
+                             gboolean note_max_tokens);
+
 /* A GOptionContext with the translation domain set and help on stdout. */
 GOptionContext *hone_cli_context_new (const char *parameter_string, const char *summary);
 /* Parse; on a bad flag prints one "hone: …" line and returns FALSE. */

@@ -98,6 +98,8 @@ answer_done (GObject *source, GAsyncResult *res, gpointer data)
   else
     {
       add_message (chat->messages, "assistant", r->text);
+      hone_cli_note_stop (&r->metrics, hone_engine_get_active_context_length (chat->engine), chat->params.max_tokens,
+                          TRUE);
       if (r->metrics.dropped_messages > chat->dropped_shown)   /* once each time more falls out */
         {
           fprintf (stderr, g_dngettext (GETTEXT_PACKAGE,

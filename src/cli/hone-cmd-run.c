@@ -159,6 +159,8 @@ hone_cmd_run (int argc, char **argv)
   else
     fputc ('\n', stdout);
   fflush (stdout);
+  if (!json)   /* JSON output carries stop_reason itself */
+    hone_cli_note_stop (&result->metrics, hone_engine_get_active_context_length (engine), params.max_tokens, FALSE);
   if (metrics)
     {
       const HoneRequestMetrics *m = &result->metrics;

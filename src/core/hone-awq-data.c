@@ -259,6 +259,13 @@ hone_awq_document_text (const char *path, GCancellable *cancellable, GError **er
   gsize len;
   char *text;
 
+  if (g_file_test (path, G_FILE_TEST_EXISTS) && !g_file_test (path, G_FILE_TEST_IS_REGULAR)
+      && !g_file_test (path, G_FILE_TEST_IS_DIR))
+    {
+      /* reading a FIFO would wait for a writer */
+      g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_UNSUPPORTED, _("%s is not a regular file"), path);
+      return NULL;
+    }
   if (!g_file_get_contents (path, &data, &len, &local))
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_IO, _("Cannot read %s: %s"), path, local->message);
@@ -314,7 +321,7 @@ list_folder (const char *dir, GPtrArray *out, int depth)
       g_autofree char *p = g_build_filename (dir, names->pdata[i], NULL);
       if (g_file_test (p, G_FILE_TEST_IS_DIR))
         list_folder (p, out, depth + 1);
-      else if (doc_kind (p) != DOC_UNKNOWN)
+      else if (doc_kind (p) != DOC_UNKNOWN && g_file_test (p, G_FILE_TEST_IS_REGULAR))   /* no FIFOs, devices */
         g_ptr_array_add (out, g_steal_pointer (&p));
     }
 }

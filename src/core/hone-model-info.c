@@ -321,6 +321,12 @@ hone_model_info_new_for_path (const char *path, GError **error)
       g_set_error (error, HONE_ERROR, HONE_ERROR_IO, _("%s: no such file or folder"), path);
       return NULL;
     }
+  if (!g_file_test (path, G_FILE_TEST_IS_DIR) && !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_UNSUPPORTED,
+                   _("%s is not a regular file: a model is a GGUF file or a Hugging Face model folder"), path);
+      return NULL;
+    }
   self = g_object_new (HONE_TYPE_MODEL_INFO, NULL);
   self->path = g_strdup (path);
   if (g_file_test (path, G_FILE_TEST_IS_DIR))

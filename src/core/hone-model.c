@@ -567,6 +567,13 @@ hone_model_open (const char *path, GError **error)
       g_autofree char *canon = g_canonicalize_filename (path, NULL);
       return open_hf (canon, error);
     }
+  if (g_file_test (path, G_FILE_TEST_EXISTS) && !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      /* a FIFO would block the open, a device maps nothing */
+      g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_UNSUPPORTED,
+                   _("%s is not a regular file: a model is a GGUF file or a Hugging Face model folder"), path);
+      return NULL;
+    }
   f = fopen (path, "rb");
   if (f == NULL)
     {
