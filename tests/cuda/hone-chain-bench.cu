@@ -1,0 +1,390 @@
+/* hone-chain-bench.cu — what a decode step's launch structure alone costs.
+ *
+ * A measurement with no model in it: a CUDA graph of plain read kernels with
+ * the byte counts and grid sizes of one Llama-3-8B decode step (per layer the
+ * q|k|v, o, gate|up and down matrices, then the lm_head), optionally with the
+ * step's small dependent kernels between them (attention, RMSNorm, int8
+ * quantization: a few blocks reading a few KB from L2 and reducing them), on
+ * PDL as decode_step launches them. Every read kernel streams its bytes with
+ * 16-byte loads, several in flight a thread, the first ones issued before its
+ * griddepcontrol.wait; nothing is dequantized or multiplied.
+ *
+ * So the step time it prints is the floor the per-launch design sets on the
+ * real kernels: if the real Q4_0 step (1.52 ms on an H200) sits near this
+ * chain's figure, the launches and their dependencies are what is left and
+ * only fewer of them can help; if it sits well above, the kernels' own work is.
+ *
+ *   hone-chain-bench [--type q4_0|bf16|awq] [--reps N]
+ * Prints one line per variant: ms a step, GB a step, GB/s, % of the single
+ * kernel's read rate over the same bytes. Plain CUDA, no libhone.
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+#include <vector>
+
+#define CK(x)                                                                                      \
+  do                                                                                               \
+    {                                                                                              \
+      cudaError_t e_ = (x);                                                                        \
+      if (e_ != cudaSuccess)                                                                       \
+        {                                                                                          \
+          fprintf (stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString (e_));  \
+          exit (1);                                                                                \
+        }                                                                                          \
+    }                                                                                              \
+  while (0)
+
+static __device__ __forceinline__ void
+pdl_wait (void)
+{
+#if __CUDA_ARCH__ >= 900
+  asm volatile ("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+static __device__ __forceinline__ void
+pdl_trigger (void)
+{
+#if __CUDA_ARCH__ >= 900
+  asm volatile ("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+static __device__ __forceinline__ int4
+ld_stream (const int4 *p)
+{
+  int4 v;
+  asm volatile ("ld.global.nc.L1::no_allocate.v4.s32 {%0,%1,%2,%3}, [%4];"
+                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                : "l"(p));
+  return v;
+}
+
+/* One block streams its slice of @p (per_block 16-byte chunks), U loads in
+ * flight a thread, the first U before the wait; the XOR of everything goes to
+ * sink[blockIdx.x] (so nothing is optimized away). trig: 0 no trigger, 1
+ * after the wait, 2 after the main loop. */
+template <int U>
+__global__ void __launch_bounds__ (256)
+read_kernel (const int4 *p, long long n, int per_block, int trig, unsigned *sink)
+{
+  const long long base = (long long) blockIdx.x * per_block;
+  int4 w[U];
+  unsigned acc = 0;
+  int i = threadIdx.x;
+#pragma unroll
+  for (int u = 0; u < U; u++)
+    {
+      const long long c = base + i + u * 256;
+      w[u] = (i + u * 256 < per_block && c < n) ? ld_stream (p + c) : make_int4 (0, 0, 0, 0);
+    }
+  pdl_wait ();
+  if (trig == 1)
+    pdl_trigger ();
+  for (;;)
+    {
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        acc ^= (unsigned) (w[u].x ^ w[u].y ^ w[u].z ^ w[u].w);
+      i += U * 256;
+      if (i >= per_block)
+        break;
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        {
+          const long long c = base + i + u * 256;
+          w[u] = (i + u * 256 < per_block && c < n) ? ld_stream (p + c) : make_int4 (0, 0, 0, 0);
+        }
+    }
+  if (trig == 2)
+    pdl_trigger ();
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    acc ^= __shfl_xor_sync (0xffffffffu, acc, o);
+  if ((threadIdx.x & 31) == 0 && acc == 0x9e3779b9u)   /* practically never: keeps the loads */
+    sink[blockIdx.x & 4095] = acc;
+}
+
+/* hone_k_read_stream's pattern (kernels/hone-k-bandwidth.cu, `hone bench`'s
+ * roofline probe): a grid-stride loop, 4 loads a thread one grid apart. */
+__global__ void __launch_bounds__ (512)
+probe_kernel (const int4 *p, size_t n, unsigned *sink)
+{
+  const size_t stride = (size_t) gridDim.x * blockDim.x;
+  size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned acc = 0;
+  for (; i + 3 * stride < n; i += 4 * stride)
+    {
+      const int4 a = ld_stream (p + i), b = ld_stream (p + i + stride);
+      const int4 c = ld_stream (p + i + 2 * stride), d = ld_stream (p + i + 3 * stride);
+      acc ^= (unsigned) (a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w);
+    }
+  for (; i < n; i += stride)
+    {
+      const int4 a = ld_stream (p + i);
+      acc ^= (unsigned) (a.x ^ a.y ^ a.z ^ a.w);
+    }
+  for (int o = 16; o > 0; o >>= 1)
+    acc ^= __shfl_xor_sync (0xffffffffu, acc, o);
+  if ((threadIdx.x & 31) == 0 && acc == 0x9e3779b9u)
+    *sink = acc;
+}
+
+/* A small dependent kernel: waits, then each block reads @bytes_per_block of
+ * the L2-resident @src in `rounds` dependent rounds (each round's address
+ * depends on the last one's sum, as attention's max/sum chain does), reduces
+ * across the block and writes one word. */
+__global__ void __launch_bounds__ (256)
+small_kernel (const float *src, int floats_per_block, int rounds, unsigned *sink)
+{
+  __shared__ float part[8];
+  pdl_wait ();
+  pdl_trigger ();
+  float s = 0.f;
+  int off = 0;
+  const float *b = src + (size_t) blockIdx.x * floats_per_block;
+  const int per_round = floats_per_block / rounds;
+  for (int r = 0; r < rounds; r++)
+    {
+      for (int i = threadIdx.x; i < per_round; i += 256)
+        s += b[(r * per_round + i + off) % floats_per_block];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1)
+        s += __shfl_xor_sync (0xffffffffu, s, o);
+      if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x >> 5] = s;
+      __syncthreads ();
+      s = part[0] + part[1] + part[2] + part[3] + part[4] + part[5] + part[6] + part[7];
+      off = ((int) s) & 7;
+      __syncthreads ();
+    }
+  if (threadIdx.x == 0)
+    sink[4096 + (blockIdx.x & 1023)] = __float_as_uint (s);
+}
+
+struct Node
+{
+  int kind;            /* 0 read, 1 small */
+  long long offset;    /* read: first 16-byte chunk in the weight buffer */
+  long long chunks;    /* read: 16-byte chunks */
+  int per_block;       /* read: chunks a block */
+  int blocks;          /* small: blocks */
+  int floats;          /* small: floats a block */
+  int rounds;          /* small: dependent rounds */
+};
+
+static void
+launch (const Node &n, const int4 *w, const float *l2buf, unsigned *sink, bool pdl, int trig, cudaStream_t s)
+{
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.blockDim = dim3 (256);
+  cfg.stream = s;
+  cfg.attrs = at;
+  cfg.numAttrs = pdl ? 1 : 0;
+  if (n.kind == 0)
+    {
+      cfg.gridDim = dim3 ((unsigned) ((n.chunks + n.per_block - 1) / n.per_block));
+      CK (cudaLaunchKernelEx (&cfg, read_kernel<4>, w + n.offset, n.chunks, n.per_block, trig, sink));
+    }
+  else
+    {
+      cfg.gridDim = dim3 ((unsigned) n.blocks);
+      CK (cudaLaunchKernelEx (&cfg, small_kernel, l2buf, n.floats, n.rounds, sink));
+    }
+}
+
+/* bytes a weight (scales included), and rows a block of q|k|v, o, gate|up,
+ * down and the lm_head: R × 8 / KS of the launch shapes pick_config chooses
+ * for one token (kernels/hone-k-gemv.cu) */
+struct Type
+{
+  const char *name;
+  double bytes_per_weight;
+  int rows_per_block[5];
+};
+
+int
+main (int argc, char **argv)
+{
+  Type types[] = { { "q4_0", 18.0 / 32, { 16, 8, 16, 8, 16 } },
+                   { "awq", 0.5 + 2.5 / 128, { 16, 16, 16, 16, 16 } },
+                   { "bf16", 2.0, { 16, 8, 16, 32, 16 } } };
+  Type t = types[0];
+  int reps = 30;
+  bool ceiling = false;
+  for (int i = 1; i < argc; i++)
+    {
+      if (!strcmp (argv[i], "--ceiling"))
+        ceiling = true;
+      if (!strcmp (argv[i], "--type") && i + 1 < argc)
+        {
+          i++;
+          for (auto &x : types)
+            if (!strcmp (argv[i], x.name))
+              t = x;
+        }
+      else if (!strcmp (argv[i], "--reps") && i + 1 < argc)
+        reps = atoi (argv[++i]);
+    }
+  const int L = 32, H = 4096, FF = 14336, Q = 4096, KV = 1024, VOCAB = 128256;
+  struct M { int rows, cols; } mats[4] = { { Q + 2 * KV, H }, { H, Q }, { 2 * FF, H }, { H, FF } };
+  auto chunks_of = [&] (M m) { return (long long) ((double) m.rows * m.cols * t.bytes_per_weight / 16.0); };
+  auto per_block_of = [&] (M m, int k) {
+    return (int) ((double) t.rows_per_block[k] * m.cols * t.bytes_per_weight / 16.0);
+  };
+
+  long long total = 0;
+  for (int l = 0; l < L; l++)
+    for (auto m : mats)
+      total += chunks_of (m);
+  const M head = { VOCAB, H };
+  total += chunks_of (head);
+  const double gb = total * 16.0 / 1e9;
+
+  int4 *w;
+  float *l2buf;
+  unsigned *sink;
+  CK (cudaMalloc (&w, (size_t) total * 16));
+  CK (cudaMemset (w, 1, (size_t) total * 16));
+  CK (cudaMalloc (&l2buf, 4 << 20));
+  CK (cudaMemset (l2buf, 0, 4 << 20));
+  CK (cudaMalloc (&sink, 8192 * 4));
+  cudaStream_t s;
+  CK (cudaStreamCreateWithFlags (&s, cudaStreamNonBlocking));
+  cudaDeviceProp prop;
+  CK (cudaGetDeviceProperties (&prop, 0));
+  printf ("device %s, %d SMs; type %s: %.3f GB a step, %d layers\n", prop.name, prop.multiProcessorCount, t.name, gb,
+          L);
+
+  /* The nodes of one step. small kernels: attention = 32 blocks x 4 KB in 4
+   * dependent rounds (128 keys of one head's K and V, max then sum), norm =
+   * 1 block x 16 KB in 2 rounds (Σx², then scale), quantize = 16 blocks x 1 KB. */
+  const Node attn = { 1, 0, 0, 0, 32, 1024, 4 }, norm = { 1, 0, 0, 0, 1, 4096, 2 }, quant = { 1, 0, 0, 0, 16, 256, 1 };
+  auto build = [&] (int smalls) {   /* 0: reads only; 1: + attention; 2: + attention, norms, quantize */
+    std::vector<Node> v;
+    long long off = 0;
+    for (int l = 0; l < L; l++)
+      for (int k = 0; k < 4; k++)
+        {
+          if (smalls >= 2 && (k == 0 || k == 2))
+            v.push_back (norm);
+          if (smalls >= 2 && k == 3 && strcmp (t.name, "bf16"))
+            v.push_back (quant);
+          v.push_back ({ 0, off, chunks_of (mats[k]), per_block_of (mats[k], k), 0, 0, 0 });
+          off += chunks_of (mats[k]);
+          if (smalls >= 1 && k == 0)
+            v.push_back (attn);
+        }
+    if (smalls >= 2)
+      v.push_back (norm);
+    v.push_back ({ 0, off, chunks_of (head), per_block_of (head, 4), 0, 0, 0 });
+    return v;
+  };
+
+  cudaEvent_t e0, e1;
+  CK (cudaEventCreate (&e0));
+  CK (cudaEventCreate (&e1));
+  auto time_graph = [&] (const std::vector<Node> &nodes, bool pdl, int trig) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeGlobal));
+    for (const Node &n : nodes)
+      launch (n, w, l2buf, sink, pdl, trig, s);
+    CK (cudaStreamEndCapture (s, &g));
+    CK (cudaGraphInstantiate (&ge, g, 0));
+    for (int i = 0; i < 3; i++)
+      CK (cudaGraphLaunch (ge, s));
+    std::vector<float> ms;
+    for (int r = 0; r < reps; r++)
+      {
+        CK (cudaEventRecord (e0, s));
+        CK (cudaGraphLaunch (ge, s));
+        CK (cudaEventRecord (e1, s));
+        CK (cudaEventSynchronize (e1));
+        float x;
+        CK (cudaEventElapsedTime (&x, e0, e1));
+        ms.push_back (x);
+      }
+    CK (cudaGraphExecDestroy (ge));
+    CK (cudaGraphDestroy (g));
+    std::sort (ms.begin (), ms.end ());
+    return ms[ms.size () / 2];
+  };
+
+  /* the ceiling: one kernel over all the bytes, 64 KB a block */
+  std::vector<Node> one = { { 0, 0, total, 4096, 0, 0, 0 } };
+  const float ceil_ms = time_graph (one, false, 0);
+  printf ("one read kernel over the step's bytes: %.4f ms, %.0f GB/s\n", ceil_ms, gb / ceil_ms * 1e3);
+  if (ceiling)
+    {
+      /* the read rate by block size, against the probe's pattern, each timed
+       * by events around R back-to-back launches (no graph) and by a graph */
+      for (int kb : { 4, 16, 64, 256, 1024 })
+        {
+          std::vector<Node> v = { { 0, 0, total, kb * 64, 0, 0, 0 } };
+          const float ms = time_graph (v, false, 0);
+          printf ("  contiguous %5d KB a block, 4 loads in flight: %.4f ms, %.0f GB/s\n", kb, ms, gb / ms * 1e3);
+        }
+      for (int mult : { 2, 4, 8 })
+        for (int threads : { 256, 512 })
+          {
+            const int grid = prop.multiProcessorCount * mult;
+            std::vector<float> ms;
+            probe_kernel<<<grid, threads, 0, s>>> (w, (size_t) total, sink);
+            for (int r = 0; r < reps; r++)
+              {
+                CK (cudaEventRecord (e0, s));
+                probe_kernel<<<grid, threads, 0, s>>> (w, (size_t) total, sink);
+                CK (cudaEventRecord (e1, s));
+                CK (cudaEventSynchronize (e1));
+                float x;
+                CK (cudaEventElapsedTime (&x, e0, e1));
+                ms.push_back (x);
+              }
+            std::sort (ms.begin (), ms.end ());
+            printf ("  the probe's grid-stride pattern, %d x %d threads: %.4f ms, %.0f GB/s (best %.0f)\n", grid, threads,
+                    ms[ms.size () / 2], gb / ms[ms.size () / 2] * 1e3, gb / ms[0] * 1e3);
+          }
+      return 0;
+    }
+  struct V { const char *name; int smalls; bool pdl; int trig; } vars[] = {
+    { "reads only (4 a layer + lm_head), PDL, trigger after wait", 0, true, 1 },
+    { "reads only, PDL, trigger after main loop", 0, true, 2 },
+    { "reads only, no PDL", 0, false, 0 },
+    { "reads + attention, PDL after wait", 1, true, 1 },
+    { "reads + attention + norms + quantize (the real structure), PDL after wait", 2, true, 1 },
+    { "the real structure, PDL, trigger after main loop", 2, true, 2 },
+    { "the real structure, no PDL", 2, false, 0 },
+  };
+  for (const V &v : vars)
+    {
+      const std::vector<Node> nodes = build (v.smalls);
+      const float ms = time_graph (nodes, v.pdl, v.trig);
+      printf ("%-78s %3zu launches: %.4f ms, %.0f GB/s, %.1f %% of the one kernel, %.1f tok/s\n", v.name,
+              nodes.size (), ms, gb / ms * 1e3, 100.0 * ceil_ms / ms, 1e3 / ms);
+    }
+  /* the small kernels alone, chained (what they cost on the critical path without reads) */
+  {
+    std::vector<Node> sm;
+    for (int l = 0; l < L; l++)
+      {
+        sm.push_back (norm);
+        sm.push_back (attn);
+        sm.push_back (norm);
+        if (strcmp (t.name, "bf16"))
+          sm.push_back (quant);
+      }
+    const float ms = time_graph (sm, true, 1);
+    printf ("%-78s %3zu launches: %.4f ms (%.2f us each)\n", "small kernels alone, chained on PDL", sm.size (), ms,
+            1e3 * ms / sm.size ());
+  }
+  CK (cudaDeviceSynchronize ());
+  return 0;
+}
