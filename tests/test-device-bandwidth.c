@@ -58,6 +58,14 @@ test_cache (void)
   g_assert_false (hone_device_bandwidth_lookup ("NVIDIA H200", &got));
   g_assert_true (g_file_set_contents (path, "[NVIDIA H200]\nread-gbs=4500\n", -1, NULL));
   g_assert_false (hone_device_bandwidth_lookup ("NVIDIA H200", &got));
+  /* an entry of the first probe (no version; it under-read H200s by ~4 %), and of this one */
+  g_assert_true (g_file_set_contents (path, "[NVIDIA H200]\nread-gbs=4430\nmeasured=2026-11-29T12:00:00Z\n", -1, NULL));
+  g_assert_false (hone_device_bandwidth_lookup ("NVIDIA H200", &got));
+  g_assert_true (g_file_set_contents (path, "[NVIDIA H200]\nread-gbs=4610\nmeasured=2026-12-05T18:00:00Z\nprobe=2\n",
+                                      -1, NULL));
+  g_assert_true (hone_device_bandwidth_lookup ("NVIDIA H200", &got));
+  g_assert_cmpfloat (got.read_gbs, ==, 4610.0);
+  hone_device_bandwidth_clear (&got);
 
   hone_device_bandwidth_clear (&a);
   hone_device_bandwidth_clear (&b);

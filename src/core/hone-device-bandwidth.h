@@ -27,7 +27,7 @@ gboolean hone_device_bandwidth_lookup (const char *device_name, HoneDeviceBandwi
 gboolean hone_device_bandwidth_store (const HoneDeviceBandwidth *bw, GError **error);
 
 /* The read bandwidth of @device ("cpu" or "cuda:N"), from the cache or
- * measured now and then cached: a GPU ≈ 1 s, 1 GiB of device memory for the
+ * measured now and then cached: a GPU ≈ 1 s, 4 GiB of device memory (at most a quarter of the free) for the
  * moment; the CPU ≈ 1–2 s, every logical CPU reading its share of a buffer 4×
  * the last-level cache (1–2 GiB, ≤ an eighth of the RAM). Other devices, or
  * "cuda:N" in a build without CUDA: HONE_ERROR_INVALID_ARGUMENT /
