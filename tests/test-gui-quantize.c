@@ -166,6 +166,18 @@ test_not_ready (void)
 
 /* ---- the whole run ----------------------------------------------------------- */
 
+/* Whether a label under @w (shown or not: the report may be scrolled away) reads @text. */
+static gboolean
+shows_label (GtkWidget *w, const char *text)
+{
+  if (GTK_IS_LABEL (w) && g_strcmp0 (gtk_label_get_text (GTK_LABEL (w)), text) == 0)
+    return TRUE;
+  for (GtkWidget *c = gtk_widget_get_first_child (w); c; c = gtk_widget_get_next_sibling (c))
+    if (shows_label (c, text))
+      return TRUE;
+  return FALSE;
+}
+
 static void
 run_steps (HoneApplication *app, HoneWindow *window, gpointer data)
 {
@@ -224,6 +236,17 @@ run_steps (HoneApplication *app, HoneWindow *window, gpointer data)
       g_assert_cmpfloat (sc[0].kl, ==, 0.0);
       g_assert_cmpfloat (sc[0].top1, ==, 1.0);
     }
+  /* The verdict shown is the one of both sets (held-out and generic text) */
+  {
+    HoneQuantEvalScore held[3], gen[3];
+    gboolean good;
+    g_autofree char *words = NULL;
+    g_assert_true (hone_quantize_page_get_scores (page, HONE_QUANTIZE_EVAL_HELDOUT, held));
+    g_assert_true (hone_quantize_page_get_scores (page, HONE_QUANTIZE_EVAL_GENERIC, gen));
+    words = hone_quant_eval_verdict (held, gen, &good);
+    g_test_message ("verdict: %s", words);
+    g_assert_true (shows_label (GTK_WIDGET (page), words));
+  }
 
   /* The export: one GGUF file with the AWQ marker, nothing else left. */
   out = hone_quantize_page_get_output_path (page);

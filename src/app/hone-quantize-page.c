@@ -984,53 +984,6 @@ fill_score_rows (HoneQuantizePage *self, const HoneQuantEvalScore *sc, GtkWidget
     }
 }
 
-/* The verdict in words, from the held-out perplexity increase. */
-static char *
-verdict (const HoneQuantEvalScore *sc, gboolean *good)
-{
-  double d_awq = sc[2].ppl / sc[0].ppl - 1.0;
-  double d_rtn = sc[1].ppl / sc[0].ppl - 1.0;
-  const char *words;
-  GString *s;
-
-  *good = FALSE;
-  if (!isfinite (d_awq) || !isfinite (d_rtn))
-    return g_strdup (_("The quality could not be measured"));
-  if (d_awq < 0.02)
-    {
-      words = _("Excellent: practically the same quality as the original.");
-      *good = TRUE;
-    }
-  else if (d_awq < 0.05)
-    {
-      words = _("Good: a small loss of quality that is hard to notice in use.");
-      *good = TRUE;
-    }
-  else if (d_awq < 0.15)
-    words = _("Fair: a noticeable loss of quality. More, or more typical, documents or a smaller group size may help.");
-  else
-    words = _("Poor: a large loss of quality. This model does not quantize well to 4 bits with these settings.");
-  s = g_string_new (words);
-  if (d_rtn > 0.0005 && d_awq <= 0.0)
-    {
-      g_string_append_c (s, ' ');
-      g_string_append (s, _("AWQ avoids all of the loss of plain rounding."));
-    }
-  else if (d_rtn > 0.0005 && d_awq < d_rtn)
-    {
-      g_string_append_c (s, ' ');
-      /* Translators: how much of plain rounding's perplexity loss AWQ avoids */
-      g_string_append_printf (s, _("AWQ avoids %.0f %% of the loss of plain rounding."),
-                              100.0 * (1.0 - MAX (d_awq, 0.0) / d_rtn));
-    }
-  else if (d_awq > d_rtn + 0.0005)
-    {
-      g_string_append_c (s, ' ');
-      g_string_append (s, _("Plain rounding did better here: the documents may not be typical of this model's use."));
-    }
-  return g_string_free (s, FALSE);
-}
-
 static void
 show_report (HoneQuantizePage *self)
 {
@@ -1043,7 +996,7 @@ show_report (HoneQuantizePage *self)
   if (self->have_generic)
     fill_score_rows (self, self->scores[HONE_QUANTIZE_EVAL_GENERIC], self->generic_orig_row,
                      self->generic_rtn_row, self->generic_awq_row);
-  words = verdict (h, &good);
+  words = hone_quant_eval_verdict (h, self->have_generic ? self->scores[HONE_QUANTIZE_EVAL_GENERIC] : NULL, &good);
   set_subtitle (self->verdict_row, words);
   adw_action_row_set_icon_name (ADW_ACTION_ROW (self->verdict_row), good ? "emblem-ok-symbolic" : "dialog-warning-symbolic");
   set_subtitle (self->output_row, self->output_path);

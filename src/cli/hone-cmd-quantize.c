@@ -67,7 +67,9 @@ evaluate (Job *j, HoneModel *orig, HoneAwqResult *awq, const HoneAwqData *data, 
   g_autofree char *generic = hone_awq_builtin_generic_text ();
   HoneAwqOptions o;
   HoneModel *models[3];
-  HoneQuantEvalScore sc[3];
+  HoneQuantEvalScore sc[3], gsc[3];
+  gboolean have_generic = FALSE, good;
+  g_autofree char *words = NULL;
   int n_gen = 0;
   g_autofree gint32 *gen = NULL;
 
@@ -101,19 +103,22 @@ evaluate (Job *j, HoneModel *orig, HoneAwqResult *awq, const HoneAwqData *data, 
   if (generic)
     {
       gen = hone_awq_tokenize_samples (orig->tokenizer, generic, data->seq_len, j->eval_samples, &n_gen, NULL);
-      if (gen && hone_quant_eval (models, 3, gen, n_gen, data->seq_len, j->threads, sc, j->cancellable, error))
+      if (gen && hone_quant_eval (models, 3, gen, n_gen, data->seq_len, j->threads, gsc, j->cancellable, error))
         {
-          printf (_("Generic text (%" PRId64 " tokens):\n"), sc[0].n_tokens);
-          print_row ("original", &sc[0], &sc[0]);
-          print_row ("RTN", &sc[1], &sc[0]);
-          print_row ("AWQ", &sc[2], &sc[0]);
-          if (sc[1].ppl > sc[0].ppl)
+          have_generic = TRUE;
+          printf (_("Generic text (%" PRId64 " tokens):\n"), gsc[0].n_tokens);
+          print_row ("original", &gsc[0], &gsc[0]);
+          print_row ("RTN", &gsc[1], &gsc[0]);
+          print_row ("AWQ", &gsc[2], &gsc[0]);
+          if (gsc[1].ppl > gsc[0].ppl)
             printf (_("  AWQ perplexity loss = %.1f %% of RTN's\n"),
-                    100.0 * (sc[2].ppl - sc[0].ppl) / (sc[1].ppl - sc[0].ppl));
+                    100.0 * (gsc[2].ppl - gsc[0].ppl) / (gsc[1].ppl - gsc[0].ppl));
         }
       else if (error && *error)
         return FALSE;
     }
+  words = hone_quant_eval_verdict (sc, have_generic ? gsc : NULL, &good);
+  printf (_("Verdict: %s\n"), words);
   fflush (stdout);
   return TRUE;
 }

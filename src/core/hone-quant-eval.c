@@ -125,3 +125,70 @@ out:
   g_free (lp);
   return ok;
 }
+
+/* Perplexity increase of score @i over the reference (score 0). */
+static double
+ppl_rise (const HoneQuantEvalScore *sc, int i)
+{
+  return sc[i].ppl / sc[0].ppl - 1.0;
+}
+
+char *
+hone_quant_eval_verdict (const HoneQuantEvalScore heldout[3], const HoneQuantEvalScore *generic, gboolean *good)
+{
+  const double d_awq = ppl_rise (heldout, 2), d_rtn = ppl_rise (heldout, 1);
+  const char *words;
+  GString *s;
+
+  *good = FALSE;
+  if (!isfinite (d_awq) || !isfinite (d_rtn))
+    return g_strdup (_("The quality could not be measured"));
+  if (d_awq < 0.02)
+    {
+      words = _("Excellent: practically the same quality as the original.");
+      *good = TRUE;
+    }
+  else if (d_awq < 0.05)
+    {
+      words = _("Good: a small loss of quality that is hard to notice in use.");
+      *good = TRUE;
+    }
+  else if (d_awq < 0.15)
+    words = _("Fair: a noticeable loss of quality. More, or more typical, documents or a smaller group size may help.");
+  else
+    words = _("Poor: a large loss of quality. This model does not quantize well to 4 bits with these settings.");
+  s = g_string_new (words);
+  if (d_rtn > 0.0005 && d_awq <= 0.0)
+    {
+      g_string_append_c (s, ' ');
+      g_string_append (s, _("AWQ avoids all of the loss of plain rounding."));
+    }
+  else if (d_rtn > 0.0005 && d_awq < d_rtn)
+    {
+      g_string_append_c (s, ' ');
+      /* Translators: how much of plain rounding's perplexity loss AWQ avoids */
+      g_string_append_printf (s, _("AWQ avoids %.0f %% of the loss of plain rounding."),
+                              100.0 * (1.0 - MAX (d_awq, 0.0) / d_rtn));
+    }
+  else if (d_awq > d_rtn + 0.0005)
+    {
+      g_string_append_c (s, ' ');
+      g_string_append (s, _("Plain rounding did better here: the documents may not be typical of this model's use."));
+    }
+  if (generic != NULL)
+    {
+      const double g_awq = ppl_rise (generic, 2), g_rtn = ppl_rise (generic, 1);
+      /* the scales fitted the documents at the cost of everything else: say so, whatever the held-out grade */
+      if (isfinite (g_awq) && isfinite (g_rtn) && g_awq > g_rtn + 0.0005 && g_awq > 0.02)
+        {
+          g_string_append_c (s, ' ');
+          /* Translators: the two figures are perplexity increases in percent, AWQ's then plain rounding's */
+          g_string_append_printf (s, _("On generic text AWQ lost more than plain rounding (+%.1f %% against "
+                                       "+%.1f %%): the calibration fitted these documents more than general use. "
+                                       "More calibration samples, or more varied documents, help."),
+                                  100.0 * g_awq, 100.0 * g_rtn);
+          *good = FALSE;
+        }
+    }
+  return g_string_free (s, FALSE);
+}

@@ -27,4 +27,13 @@ gboolean hone_quant_eval (HoneModel *const *models, int n_models, const gint32 *
                           int seq_len, int n_threads, HoneQuantEvalScore *out,
                           GCancellable *cancellable, GError **error);
 
+/* The quality in words (translated), from the held-out scores of the
+ * original, plain rounding (RTN) and AWQ — a grade by AWQ's perplexity
+ * increase and how much of RTN's loss AWQ avoids — and, when @generic (the
+ * same three on generic text) is given, a warning where AWQ lost more than RTN
+ * there: the calibration fitted the documents rather than general use.
+ * *good: the grade is good and nothing warns. */
+char    *hone_quant_eval_verdict (const HoneQuantEvalScore heldout[3], const HoneQuantEvalScore *generic,
+                                  gboolean *good);
+
 G_END_DECLS
