@@ -7,7 +7,8 @@
 #   2. tests/cuda/make-bundle-shared.sh: libhone + kernels as one libhoneall.so,
 #      the programs relinked against it, the plain-CUDA harnesses built by nvcc
 #      against it, GLib & co. → CARRY/bundle.tar.xz (≈ 16 MB);
-#   3. the default model's cut (tests/cuda/shrink-gguf.py, 3 layers), xz-packed
+#   3. tests/cuda/hone-chain-bench.cu by nvcc → CARRY/hone-chain-bench.xz;
+#   4. the default model's cut (tests/cuda/shrink-gguf.py, 3 layers), xz-packed
 #      so tree + bundle + model stay under the tool's 64 MiB carry limit (a
 #      4-layer cut left less than 0.1 MB in session 23):
 #      CARRY/model/smollm2-3l.gguf.xz (run-release.sh and the run scripts unpack
@@ -36,6 +37,9 @@ ninja -C "$B" src/cli/hone tests/test-cuda-backend tests/test-cuda-awq
 mkdir -p "$C"
 srcs=""; for h in $H; do srcs="$srcs tests/cuda/$h.cu"; done
 tests/cuda/make-bundle-shared.sh "$B" "$C" $srcs
+# the launch-structure floor (plain CUDA, no libhone): CARRY/hone-chain-bench.xz
+nvcc -O3 -std=c++17 -arch=sm_${HONE_CUDA_ARCH:-90} -o "$C/hone-chain-bench" tests/cuda/hone-chain-bench.cu
+xz -T2 -9 -f "$C/hone-chain-bench"
 if [ -z "${NO_MODEL:-}" ] && ! ls "$C"/model/*.gguf.xz > /dev/null 2>&1; then
   M=$(.ci/fetch-model | tail -1) || { echo "build-carry: could not fetch the default model; bundle only" >&2; exit 0; }
   python3 -c "import gguf" 2>/dev/null || python3 -m pip install --quiet gguf

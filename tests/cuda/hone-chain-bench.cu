@@ -14,7 +14,11 @@
  * chain's figure, the launches and their dependencies are what is left and
  * only fewer of them can help; if it sits well above, the kernels' own work is.
  *
- *   hone-chain-bench [--type q4_0|bf16|awq] [--reps N]
+ *   hone-chain-bench [--type q4_0|bf16|awq] [--reps N] [--ceiling]
+ * (--ceiling: the read rate by block size against hone bench's old probe
+ * pattern instead of the chains). Built by tests/cuda/build-carry.sh into
+ * CARRY/hone-chain-bench.xz; the session-33 calls (tests/cuda/calls/s33-*)
+ * run it.
  * Prints one line per variant: ms a step, GB a step, GB/s, % of the single
  * kernel's read rate over the same bytes. Plain CUDA, no libhone.
  */
@@ -208,14 +212,15 @@ struct Type
   const char *name;
   double bytes_per_weight;
   int rows_per_block[5];
+  double head_bytes_per_weight;   /* the lm_head's (AWQ keeps it in F16) */
 };
 
 int
 main (int argc, char **argv)
 {
-  Type types[] = { { "q4_0", 18.0 / 32, { 16, 8, 16, 8, 16 } },
-                   { "awq", 0.5 + 2.5 / 128, { 16, 16, 16, 16, 16 } },
-                   { "bf16", 2.0, { 16, 8, 16, 32, 16 } } };
+  Type types[] = { { "q4_0", 18.0 / 32, { 16, 8, 16, 8, 16 }, 18.0 / 32 },
+                   { "awq", 0.5 + 2.5 / 128, { 16, 16, 16, 16, 16 }, 2.0 },
+                   { "bf16", 2.0, { 16, 8, 16, 32, 16 }, 2.0 } };
   Type t = types[0];
   int reps = 30;
   bool ceiling = false;
@@ -235,17 +240,16 @@ main (int argc, char **argv)
     }
   const int L = 32, H = 4096, FF = 14336, Q = 4096, KV = 1024, VOCAB = 128256;
   struct M { int rows, cols; } mats[4] = { { Q + 2 * KV, H }, { H, Q }, { 2 * FF, H }, { H, FF } };
-  auto chunks_of = [&] (M m) { return (long long) ((double) m.rows * m.cols * t.bytes_per_weight / 16.0); };
-  auto per_block_of = [&] (M m, int k) {
-    return (int) ((double) t.rows_per_block[k] * m.cols * t.bytes_per_weight / 16.0);
-  };
+  auto bpw = [&] (int k) { return k == 4 ? t.head_bytes_per_weight : t.bytes_per_weight; };
+  auto chunks_of = [&] (M m, int k) { return (long long) ((double) m.rows * m.cols * bpw (k) / 16.0); };
+  auto per_block_of = [&] (M m, int k) { return (int) ((double) t.rows_per_block[k] * m.cols * bpw (k) / 16.0); };
 
   long long total = 0;
   for (int l = 0; l < L; l++)
     for (auto m : mats)
-      total += chunks_of (m);
+      total += chunks_of (m, 0);
   const M head = { VOCAB, H };
-  total += chunks_of (head);
+  total += chunks_of (head, 4);
   const double gb = total * 16.0 / 1e9;
 
   int4 *w;
@@ -277,14 +281,14 @@ main (int argc, char **argv)
             v.push_back (norm);
           if (smalls >= 2 && k == 3 && strcmp (t.name, "bf16"))
             v.push_back (quant);
-          v.push_back ({ 0, off, chunks_of (mats[k]), per_block_of (mats[k], k), 0, 0, 0 });
-          off += chunks_of (mats[k]);
+          v.push_back ({ 0, off, chunks_of (mats[k], k), per_block_of (mats[k], k), 0, 0, 0 });
+          off += chunks_of (mats[k], k);
           if (smalls >= 1 && k == 0)
             v.push_back (attn);
         }
     if (smalls >= 2)
       v.push_back (norm);
-    v.push_back ({ 0, off, chunks_of (head), per_block_of (head, 4), 0, 0, 0 });
+    v.push_back ({ 0, off, chunks_of (head, 4), per_block_of (head, 4), 0, 0, 0 });
     return v;
   };
 
