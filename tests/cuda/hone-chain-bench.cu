@@ -13,6 +13,11 @@
  * real kernels: if the real Q4_0 step (1.52 ms on an H200) sits near this
  * chain's figure, the launches and their dependencies are what is left and
  * only fewer of them can help; if it sits well above, the kernels' own work is.
+ * The persistent rows run the same reads as one cooperative launch with grid
+ * barriers between the phases (the design of sessions 4-7), optionally with
+ * each block's first loads of the next phase issued before the barrier, and
+ * with the norm/quantize work done by every block after it: the floor of that
+ * design.
  *
  *   hone-chain-bench [--type q4_0|bf16|awq] [--reps N] [--ceiling]
  * (--ceiling: the read rate by block size against hone bench's old probe
@@ -168,6 +173,133 @@ small_kernel (const float *src, int floats_per_block, int rounds, unsigned *sink
     }
   if (threadIdx.x == 0)
     sink[4096 + (blockIdx.x & 1023)] = __float_as_uint (s);
+}
+
+/* ---- the persistent form: one launch, phases split by grid barriers ------- */
+
+/* A phase of the persistent kernel: read `chunks` 16-byte chunks from
+ * `offset` (split evenly over the blocks, a contiguous slice each), or, when
+ * chunks == 0, `small_blocks` blocks do small_work (attention). `prologue`:
+ * every block first does a norm-like reduction of 16 KB from L2 (the input a
+ * persistent GEMV must normalize / quantize itself). */
+struct Phase
+{
+  long long offset, chunks;
+  int small_blocks, prologue;
+};
+
+/* small_kernel's body without the PDL calls */
+static __device__ float
+small_work (const float *src, int floats, int rounds, int blk)
+{
+  __shared__ float part[8];
+  float s = 0.f;
+  int off = 0;
+  const float *b = src + (size_t) blk * floats;
+  const int per_round = floats / rounds;
+  for (int r = 0; r < rounds; r++)
+    {
+      for (int i = threadIdx.x; i < per_round; i += 256)
+        s += b[(r * per_round + i + off) % floats];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1)
+        s += __shfl_xor_sync (0xffffffffu, s, o);
+      if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x >> 5] = s;
+      __syncthreads ();
+      s = part[0] + part[1] + part[2] + part[3] + part[4] + part[5] + part[6] + part[7];
+      off = ((int) s) & 7;
+      __syncthreads ();
+    }
+  return s;
+}
+
+/* Every block arrives; all wait until gridDim.x × (n + 1) arrivals. */
+static __device__ void
+grid_barrier (unsigned *bar, unsigned n)
+{
+  __syncthreads ();
+  if (threadIdx.x == 0)
+    {
+      __threadfence ();
+      atomicAdd (bar, 1u);
+      const unsigned target = gridDim.x * (n + 1);
+      unsigned v;
+      do
+        asm volatile ("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
+      while (v < target);
+    }
+  __syncthreads ();
+}
+
+/* prefetch: the first 4 loads of the next read phase are issued before the barrier. */
+__global__ void __launch_bounds__ (256)
+persist_kernel (const Phase *ph, int n_ph, const int4 *w, const float *l2buf, unsigned *bar, int prefetch,
+                unsigned *sink)
+{
+  unsigned acc = 0;
+  int4 pre[4];
+  bool have_pre = false;
+  for (int p = 0; p < n_ph; p++)
+    {
+      const Phase f = ph[p];
+      if (f.chunks)
+        {
+          const long long share = (f.chunks + gridDim.x - 1) / gridDim.x;
+          const long long b0 = f.offset + (long long) blockIdx.x * share;
+          const long long end = min (f.offset + f.chunks, b0 + share);
+          long long i = b0 + threadIdx.x;
+          int4 v[4];
+          if (have_pre)
+            {
+#pragma unroll
+              for (int u = 0; u < 4; u++)
+                v[u] = pre[u];
+              have_pre = false;
+            }
+          else
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+              v[u] = i + u * 256 < end ? ld_stream (w + i + u * 256) : make_int4 (0, 0, 0, 0);
+          if (f.prologue)
+            acc ^= __float_as_uint (small_work (l2buf, 4096, 2, 0));
+          for (;;)
+            {
+#pragma unroll
+              for (int u = 0; u < 4; u++)
+                acc ^= (unsigned) (v[u].x ^ v[u].y ^ v[u].z ^ v[u].w);
+              i += 4 * 256;
+              if (i >= end)
+                break;
+#pragma unroll
+              for (int u = 0; u < 4; u++)
+                v[u] = i + u * 256 < end ? ld_stream (w + i + u * 256) : make_int4 (0, 0, 0, 0);
+            }
+        }
+      else if ((int) blockIdx.x < f.small_blocks)
+        acc ^= __float_as_uint (small_work (l2buf, 1024, 4, blockIdx.x));
+      if (p + 1 < n_ph)
+        {
+          const Phase g = ph[p + 1];
+          if (prefetch && g.chunks)
+            {
+              const long long share = (g.chunks + gridDim.x - 1) / gridDim.x;
+              const long long b0 = g.offset + (long long) blockIdx.x * share;
+              const long long end = min (g.offset + g.chunks, b0 + share);
+              const long long i = b0 + threadIdx.x;
+#pragma unroll
+              for (int u = 0; u < 4; u++)
+                pre[u] = i + u * 256 < end ? ld_stream (w + i + u * 256) : make_int4 (0, 0, 0, 0);
+              have_pre = true;
+            }
+          grid_barrier (bar, (unsigned) p);
+        }
+    }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    acc ^= __shfl_xor_sync (0xffffffffu, acc, o);
+  if ((threadIdx.x & 31) == 0 && acc == 0x9e3779b9u)
+    sink[blockIdx.x & 4095] = acc;
 }
 
 struct Node
@@ -374,6 +506,85 @@ main (int argc, char **argv)
       printf ("%-78s %3zu launches: %.4f ms, %.0f GB/s, %.1f %% of the one kernel, %.1f tok/s\n", v.name,
               nodes.size (), ms, gb / ms * 1e3, 100.0 * ceil_ms / ms, 1e3 / ms);
     }
+
+  /* The persistent form: the whole step in one cooperative launch, grid
+   * barriers between the phases (per layer q|k|v, attention, o, gate|up,
+   * down; then the lm_head), the barrier counter zeroed by a memset node. */
+  {
+    auto phases_of = [&] (bool smalls) {
+      std::vector<Phase> v;
+      long long off = 0;
+      for (int l = 0; l < L; l++)
+        for (int k = 0; k < 4; k++)
+          {
+            v.push_back ({ off, chunks_of (mats[k], k), 0, smalls && (k == 0 || k == 2 || (k == 3 && strcmp (t.name, "bf16"))) });
+            off += chunks_of (mats[k], k);
+            if (smalls && k == 0)
+              v.push_back ({ 0, 0, 32, 0 });
+          }
+      v.push_back ({ off, chunks_of (head, 4), 0, smalls });
+      return v;
+    };
+    unsigned *bar;
+    CK (cudaMalloc (&bar, 64));
+    int per_sm = 0;
+    CK (cudaOccupancyMaxActiveBlocksPerMultiprocessor (&per_sm, persist_kernel, 256, 0));
+    struct PV { const char *name; bool smalls; int prefetch; int per; } pvs[] = {
+      { "persistent, reads + barriers, 1 block an SM", false, 0, 1 },
+      { "persistent, reads + barriers, 1 block an SM, next loads before the barrier", false, 1, 1 },
+      { "persistent, reads + barriers, 2 blocks an SM, next loads before the barrier", false, 1, 2 },
+      { "persistent, + attention phase + per-block norm/quantize, 1 block an SM, prefetch", true, 1, 1 },
+      { "persistent, + attention phase + per-block norm/quantize, 2 blocks an SM, prefetch", true, 1, 2 },
+      { "persistent, + attention phase + per-block norm/quantize, 2 blocks an SM, no prefetch", true, 0, 2 },
+    };
+    for (const PV &pv : pvs)
+      {
+        if (pv.per > per_sm)
+          continue;
+        const std::vector<Phase> ph = phases_of (pv.smalls);
+        Phase *dph;
+        CK (cudaMalloc (&dph, ph.size () * sizeof (Phase)));
+        CK (cudaMemcpy (dph, ph.data (), ph.size () * sizeof (Phase), cudaMemcpyHostToDevice));
+        const int n_ph = (int) ph.size ();
+        const int pf = pv.prefetch;
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeGlobal));
+        CK (cudaMemsetAsync (bar, 0, 64, s));
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeCooperative;
+        at[0].val.cooperative = 1;
+        cfg.gridDim = dim3 (prop.multiProcessorCount * pv.per);
+        cfg.blockDim = dim3 (256);
+        cfg.stream = s;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        CK (cudaLaunchKernelEx (&cfg, persist_kernel, (const Phase *) dph, n_ph, (const int4 *) w,
+                                (const float *) l2buf, bar, pf, sink));
+        CK (cudaStreamEndCapture (s, &g));
+        CK (cudaGraphInstantiate (&ge, g, 0));
+        std::vector<float> ms;
+        for (int r = 0; r < reps + 3; r++)
+          {
+            CK (cudaEventRecord (e0, s));
+            CK (cudaGraphLaunch (ge, s));
+            CK (cudaEventRecord (e1, s));
+            CK (cudaEventSynchronize (e1));
+            float x;
+            CK (cudaEventElapsedTime (&x, e0, e1));
+            if (r >= 3)
+              ms.push_back (x);
+          }
+        std::sort (ms.begin (), ms.end ());
+        const float m = ms[ms.size () / 2];
+        printf ("%-78s %3d phases: %.4f ms, %.0f GB/s, %.1f %% of the one kernel, %.1f tok/s\n", pv.name, n_ph, m,
+                gb / m * 1e3, 100.0 * ceil_ms / m, 1e3 / m);
+        CK (cudaGraphExecDestroy (ge));
+        CK (cudaGraphDestroy (g));
+        CK (cudaFree (dph));
+      }
+  }
   /* the small kernels alone, chained (what they cost on the critical path without reads) */
   {
     std::vector<Node> sm;
