@@ -800,12 +800,6 @@ hone_cpu_backend_isa (void)
   return hone_cpu_isa_name (hone_cpu_isa ());
 }
 
-int
-hone_cpu_backend_default_threads (void)
-{
-  return hone_cpu_pool_default_threads ();
-}
-
 HoneBackend *
 hone_cpu_backend_new (GError **error)
 {

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <sched.h>
 #include <unistd.h>
+#include "hone-backend.h"
 #include "hone-error.h"
 #include "hone-i18n.h"
 
@@ -230,6 +231,15 @@ hone_cpu_pool_default_threads (void)
       g_atomic_int_set (&cached, n);
     }
   return n;
+}
+
+/* hone-backend.h's name for it: what the CPU backend starts by default (here
+ * so that code using only the count, such as AWQ repacking, links without the
+ * whole backend). */
+int
+hone_cpu_backend_default_threads (void)
+{
+  return hone_cpu_pool_default_threads ();
 }
 
 HoneCpuPool *
