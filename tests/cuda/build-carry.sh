@@ -7,7 +7,7 @@
 #   2. tests/cuda/make-bundle-shared.sh: libhone + kernels as one libhoneall.so,
 #      the programs relinked against it, the plain-CUDA harnesses built by nvcc
 #      against it, GLib & co. → CARRY/bundle.tar.xz (≈ 16 MB);
-#   3. tests/cuda/hone-chain-bench.cu by nvcc → CARRY/hone-chain-bench.xz;
+#   3. tests/cuda/hone-chain-bench.cu and hone-f16act-probe.cu by nvcc → CARRY/*.xz;
 #   4. the default model's cut (tests/cuda/shrink-gguf.py, 3 layers), xz-packed
 #      so tree + bundle + model stay under the tool's 64 MiB carry limit (a
 #      4-layer cut left less than 0.1 MB in session 23):
@@ -37,9 +37,11 @@ ninja -C "$B" src/cli/hone tests/test-cuda-backend tests/test-cuda-awq
 mkdir -p "$C"
 srcs=""; for h in $H; do srcs="$srcs tests/cuda/$h.cu"; done
 tests/cuda/make-bundle-shared.sh "$B" "$C" $srcs
-# the launch-structure floor (plain CUDA, no libhone): CARRY/hone-chain-bench.xz
-nvcc -O3 -std=c++17 -arch=sm_${HONE_CUDA_ARCH:-90} -o "$C/hone-chain-bench" tests/cuda/hone-chain-bench.cu
-xz -T2 -9 -f "$C/hone-chain-bench"
+# the launch-structure floor and the 16-bit-input GEMV probe (plain CUDA, no libhone): CARRY/*.xz
+for p in hone-chain-bench hone-f16act-probe; do
+  nvcc -O3 -std=c++17 -arch=sm_${HONE_CUDA_ARCH:-90} -o "$C/$p" "tests/cuda/$p.cu"
+  xz -T2 -9 -f "$C/$p"
+done
 if [ -z "${NO_MODEL:-}" ] && ! ls "$C"/model/*.gguf.xz > /dev/null 2>&1; then
   M=$(.ci/fetch-model | tail -1) || { echo "build-carry: could not fetch the default model; bundle only" >&2; exit 0; }
   python3 -c "import gguf" 2>/dev/null || python3 -m pip install --quiet gguf
