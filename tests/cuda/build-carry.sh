@@ -39,7 +39,7 @@ srcs=""; for h in $H; do srcs="$srcs tests/cuda/$h.cu"; done
 tests/cuda/make-bundle-shared.sh "$B" "$C" $srcs
 # the launch-structure floor and the 16-bit-input GEMV probe (plain CUDA, no libhone): CARRY/*.xz
 for p in hone-chain-bench hone-f16act-probe; do
-  nvcc -O3 -std=c++17 -arch=sm_${HONE_CUDA_ARCH:-90} -o "$C/$p" "tests/cuda/$p.cu"
+  nvcc -O3 -std=c++17 -arch=sm_${HONE_CUDA_ARCH:-90} -Ikernels -Itests/cuda -o "$C/$p" "tests/cuda/$p.cu"
   xz -T2 -9 -f "$C/$p"
 done
 if [ -z "${NO_MODEL:-}" ] && ! ls "$C"/model/*.gguf.xz > /dev/null 2>&1; then

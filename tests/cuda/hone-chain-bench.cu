@@ -25,9 +25,13 @@
  * CARRY/hone-chain-bench.xz; the session-33 calls (tests/cuda/calls/s33-*)
  * run it.
  * Prints one line per variant: ms a step, GB a step, GB/s, % of the single
- * kernel's read rate over the same bytes. Plain CUDA, no libhone.
+ * kernel's read rate over the same bytes. Plain CUDA (headers of kernels/ and
+ * tests/cuda/, nothing of libhone linked).
  */
 #include <cuda_runtime.h>
+#include <algorithm>
+#include "hone-check-util.cuh"   /* CK, rng_u64 */
+#include "hone-k-common.cuh"     /* ld_stream, ld_acquire, pdl_wait, pdl_trigger */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,43 +39,6 @@
 #include <algorithm>
 #include <vector>
 
-#define CK(x)                                                                                      \
-  do                                                                                               \
-    {                                                                                              \
-      cudaError_t e_ = (x);                                                                        \
-      if (e_ != cudaSuccess)                                                                       \
-        {                                                                                          \
-          fprintf (stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString (e_));  \
-          exit (1);                                                                                \
-        }                                                                                          \
-    }                                                                                              \
-  while (0)
-
-static __device__ __forceinline__ void
-pdl_wait (void)
-{
-#if __CUDA_ARCH__ >= 900
-  asm volatile ("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-static __device__ __forceinline__ void
-pdl_trigger (void)
-{
-#if __CUDA_ARCH__ >= 900
-  asm volatile ("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-static __device__ __forceinline__ int4
-ld_stream (const int4 *p)
-{
-  int4 v;
-  asm volatile ("ld.global.nc.L1::no_allocate.v4.s32 {%0,%1,%2,%3}, [%4];"
-                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                : "l"(p));
-  return v;
-}
 
 /* One block streams its slice of @p (per_block 16-byte chunks), U loads in
  * flight a thread, the first U before the wait; the XOR of everything goes to
@@ -143,52 +110,10 @@ probe_kernel (const int4 *p, size_t n, unsigned *sink)
     *sink = acc;
 }
 
-/* A small dependent kernel: waits, then each block reads @bytes_per_block of
- * the L2-resident @src in `rounds` dependent rounds (each round's address
- * depends on the last one's sum, as attention's max/sum chain does), reduces
- * across the block and writes one word. */
-__global__ void __launch_bounds__ (256)
-small_kernel (const float *src, int floats_per_block, int rounds, unsigned *sink)
-{
-  __shared__ float part[8];
-  pdl_wait ();
-  pdl_trigger ();
-  float s = 0.f;
-  int off = 0;
-  const float *b = src + (size_t) blockIdx.x * floats_per_block;
-  const int per_round = floats_per_block / rounds;
-  for (int r = 0; r < rounds; r++)
-    {
-      for (int i = threadIdx.x; i < per_round; i += 256)
-        s += b[(r * per_round + i + off) % floats_per_block];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1)
-        s += __shfl_xor_sync (0xffffffffu, s, o);
-      if ((threadIdx.x & 31) == 0)
-        part[threadIdx.x >> 5] = s;
-      __syncthreads ();
-      s = part[0] + part[1] + part[2] + part[3] + part[4] + part[5] + part[6] + part[7];
-      off = ((int) s) & 7;
-      __syncthreads ();
-    }
-  if (threadIdx.x == 0)
-    sink[4096 + (blockIdx.x & 1023)] = __float_as_uint (s);
-}
-
-/* ---- the persistent form: one launch, phases split by grid barriers ------- */
-
-/* A phase of the persistent kernel: read `chunks` 16-byte chunks from
- * `offset` (split evenly over the blocks, a contiguous slice each), or, when
- * chunks == 0, `small_blocks` blocks do small_work (attention). `prologue`:
- * every block first does a norm-like reduction of 16 KB from L2 (the input a
- * persistent GEMV must normalize / quantize itself). */
-struct Phase
-{
-  long long offset, chunks;
-  int small_blocks, prologue;
-};
-
-/* small_kernel's body without the PDL calls */
+/* The body of a small dependent kernel: block @blk reads @floats of the
+ * L2-resident @src in @rounds dependent rounds (each round's address depends
+ * on the last one's sum, as attention's max/sum chain does) and reduces them
+ * across the block. */
 static __device__ float
 small_work (const float *src, int floats, int rounds, int blk)
 {
@@ -214,6 +139,31 @@ small_work (const float *src, int floats, int rounds, int blk)
   return s;
 }
 
+/* A small dependent kernel (attention, RMSNorm, quantization): waits, does
+ * small_work, writes one word. */
+__global__ void __launch_bounds__ (256)
+small_kernel (const float *src, int floats_per_block, int rounds, unsigned *sink)
+{
+  pdl_wait ();
+  pdl_trigger ();
+  const float s = small_work (src, floats_per_block, rounds, blockIdx.x);
+  if (threadIdx.x == 0)
+    sink[4096 + (blockIdx.x & 1023)] = __float_as_uint (s);
+}
+
+/* ---- the persistent form: one launch, phases split by grid barriers ------- */
+
+/* A phase of the persistent kernel: read `chunks` 16-byte chunks from
+ * `offset` (split evenly over the blocks, a contiguous slice each), or, when
+ * chunks == 0, `small_blocks` blocks do small_work (attention). `prologue`:
+ * every block first does a norm-like reduction of 16 KB from L2 (the input a
+ * persistent GEMV must normalize / quantize itself). */
+struct Phase
+{
+  long long offset, chunks;
+  int small_blocks, prologue;
+};
+
 /* Every block arrives; all wait until gridDim.x × (n + 1) arrivals. */
 static __device__ void
 grid_barrier (unsigned *bar, unsigned n)
@@ -226,7 +176,7 @@ grid_barrier (unsigned *bar, unsigned n)
       const unsigned target = gridDim.x * (n + 1);
       unsigned v;
       do
-        asm volatile ("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
+        v = ld_acquire (bar);
       while (v < target);
     }
   __syncthreads ();

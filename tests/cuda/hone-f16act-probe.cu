@@ -18,10 +18,14 @@
  *
  *   hone-f16act-probe      (checks one small case against f64 first; prints
  *                           µs and GB/s per shape and launch shape)
- * Plain CUDA, no libhone; built by tests/cuda/build-carry.sh.
+ * Plain CUDA (headers of kernels/ and tests/cuda/, nothing of libhone linked);
+ * built by tests/cuda/build-carry.sh.
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <algorithm>
+#include "hone-check-util.cuh"   /* CK, rng_u64 */
+#include "hone-k-common.cuh"     /* ld_stream, ld_acquire, pdl_wait, pdl_trigger */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,27 +34,6 @@
 #include <algorithm>
 #include <vector>
 
-#define CK(x)                                                                                     \
-  do                                                                                              \
-    {                                                                                             \
-      cudaError_t e_ = (x);                                                                       \
-      if (e_ != cudaSuccess)                                                                      \
-        {                                                                                         \
-          fprintf (stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString (e_)); \
-          exit (1);                                                                               \
-        }                                                                                         \
-    }                                                                                             \
-  while (0)
-
-static __device__ __forceinline__ int4
-ld_stream (const int4 *p)
-{
-  int4 v;
-  asm volatile ("ld.global.nc.L1::no_allocate.v4.s32 {%0,%1,%2,%3}, [%4];"
-                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                : "l"(p));
-  return v;
-}
 
 static __device__ __forceinline__ uint32_t
 lop_or (uint32_t a, uint32_t mask, uint32_t bits)
@@ -196,14 +179,10 @@ launch (const Shape &sh, const int4 *q, const __half *s, const uint4 *xh, const 
   sh.fn<<<grid, 256>>> (q, s, xh, scale, y, rows, nchunk);
 }
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint32_t
 rnd (void)
 {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (uint32_t) (rng_state >> 16);
+  return (uint32_t) (rng_u64 () >> 32);
 }
 
 /* The permuted f16 input of x (cols values): chunk c's 4 uint4 as dot_q4_f16 reads them. */
