@@ -362,6 +362,60 @@ test_stop_notes (void)
   }
 }
 
+/* hone quantize end to end on the tiny model: calibration on a document,
+ * the quality table and its verdict (--eval), the AutoAWQ folder written, a
+ * note when the calibration has few tokens; bad options fail in one line and
+ * leave nothing behind. */
+static void
+test_quantize (void)
+{
+  g_autofree char *doc = g_build_filename (tmp_dir, "notes.txt", NULL);
+  g_autofree char *out = g_build_filename (tmp_dir, "tiny-awq", NULL);
+  g_autofree char *cfg = g_build_filename (out, "config.json", NULL);
+  g_autofree char *st = g_build_filename (out, "model.safetensors", NULL);
+  g_autofree char *bad_out = g_build_filename (tmp_dir, "not-written", NULL);
+  GString *text = g_string_new (NULL);
+
+  for (int i = 0; i < 200; i++)
+    g_string_append_printf (text, "Line %d: the cat sat on the mat and the dog sat on the log. ", i);
+  g_assert_true (g_file_set_contents (doc, text->str, -1, NULL));
+  g_string_free (text, TRUE);
+  {
+    const char *a[] = { "quantize", "-m", tiny, "-d", doc, "-g", "32", "-n", "2", "-l", "64", "--eval",
+                        "--eval-samples", "2", "-t", "2", "-q", "-o", out, NULL };
+    Run r = run_hone (a, NULL, NULL);
+    if (r.status != 0)
+      g_printerr ("stderr «%s»\n", r.err);
+    g_assert_cmpint (r.status, ==, 0);
+    /* 2 × 64 = 128 calibration tokens: the note, and nothing else on stderr (-q) */
+    g_assert_cmpstr (r.err, ==, "hone: only 128 calibration tokens: AWQ may fit these documents more than general "
+                                "use (the defaults take 4096 on the CPU, 65536 with a GPU); --eval shows how it does "
+                                "on generic text\n");
+    g_assert_nonnull (strstr (r.out, "Held-out text ("));
+    g_assert_nonnull (strstr (r.out, "  original  ppl"));
+    g_assert_nonnull (strstr (r.out, "  AWQ       ppl"));
+    g_assert_nonnull (strstr (r.out, "\nVerdict: "));
+    g_assert_true (g_file_test (cfg, G_FILE_TEST_IS_REGULAR));
+    g_assert_true (g_file_test (st, G_FILE_TEST_IS_REGULAR));
+    run_clear (&r);
+  }
+  {
+    /* enough tokens (4 × 512 > 2048): no note */
+    g_autofree char *out2 = g_build_filename (tmp_dir, "tiny-awq-2", NULL);
+    const char *a[] = { "quantize", "-m", tiny, "-d", doc, "-g", "32", "-n", "5", "-l", "500", "-t", "2", "-q",
+                        "-o", out2, NULL };
+    Run r = run_hone (a, NULL, NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "");
+    run_clear (&r);
+  }
+  {
+    const char *a[] = { "quantize", "-m", tiny, "-d", doc, "-g", "48", "-o", bad_out, NULL };
+    assert_one_line_failure (a, NULL, NULL, "48");
+    g_assert_false (g_file_test (bad_out, G_FILE_TEST_EXISTS));
+  }
+}
+
 /* --device auto, the default: the device hone_engine_pick_device picks. When
  * that is the CPU for a reason (a CUDA build without a usable GPU), one line
  * says why once the model is loaded, and nothing else; a build without CUDA,
@@ -761,6 +815,7 @@ main (int argc, char **argv)
       g_test_add_func ("/cli/info", test_info_tiny);
       g_test_add_func ("/cli/chat", test_chat_session);
       g_test_add_func ("/cli/stop-notes", test_stop_notes);
+      g_test_add_func ("/cli/quantize", test_quantize);
       g_test_add_func ("/cli/ppl-bench", test_ppl_and_bench_tiny);
       g_test_add_func ("/cli/device-auto", test_device_auto);
       g_test_add_func ("/cli/bad-input", test_bad_input);

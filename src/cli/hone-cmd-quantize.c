@@ -11,6 +11,9 @@
 #include "hone-awq-export.h"
 #include "hone-quant-eval.h"
 
+/* Calibration tokens (samples × length) below which `hone quantize` warns. */
+#define HONE_QUANTIZE_FEW_TOKENS 2048
+
 #include <glib-unix.h>
 #include <stdio.h>
 #include <string.h>
@@ -89,7 +92,8 @@ evaluate (Job *j, HoneModel *orig, HoneAwqResult *awq, const HoneAwqData *data, 
   models[0] = orig;
   models[1] = m_rtn;
   models[2] = m_awq;
-  fprintf (stderr, _("Evaluating original, RTN and AWQ on %d held-out samples…\n"), data->n_heldout);
+  if (!j->quiet)
+    fprintf (stderr, _("Evaluating original, RTN and AWQ on %d held-out samples…\n"), data->n_heldout);
   if (!hone_quant_eval (models, 3, data->heldout, data->n_heldout, data->seq_len, j->threads, sc,
                         j->cancellable, error))
     return FALSE;
@@ -174,6 +178,13 @@ worker (gpointer data)
     goto done;
   for (guint i = 0; i < cal->warnings->len; i++)
     fprintf (stderr, _("hone: skipped %s\n"), (const char *) cal->warnings->pdata[i]);
+  /* Few tokens let the scale search fit these documents: 4 × 128 made the default model's generic-text
+   * perplexity rise +57.5 % where plain rounding's rose +15.0 % (RESULTS.md, session 33). */
+  if (!j->rtn && (gint64) cal->n_samples * cal->seq_len < HONE_QUANTIZE_FEW_TOKENS)
+    fprintf (stderr,
+             _("hone: only %" PRId64 " calibration tokens: AWQ may fit these documents more than general use "
+               "(the defaults take 4096 on the CPU, 65536 with a GPU); --eval shows how it does on generic text\n"),
+             (gint64) cal->n_samples * cal->seq_len);
   if (!j->quiet)
     {
       const gboolean gpu = hone_awq_gpu_available ();
