@@ -795,6 +795,16 @@ test_documents (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (t, "p1"));
   g_assert_nonnull (strstr (t, "r2"));
   g_clear_pointer (&t, g_free);
+  {
+    /* an escape JSON does not have (\351, which json-glib 1.6 reads as the raw byte 0xE9:
+     * found by fuzz-awq-docs) is refused like any invalid JSON, not handed on as non-UTF-8 text */
+    g_autofree char *octal = write_file (dir, "e.json", "{\"text\": \"caf\\351 au lait\"}", -1);
+    t = hone_awq_document_text (octal, NULL, &error);
+    g_assert_null (t);
+    g_assert_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT);
+    g_assert_nonnull (strstr (error->message, "escape"));
+    g_clear_error (&error);
+  }
 
   {
     GString *p = make_pdf ("Hello from a PDF", FALSE), *pe = make_pdf (NULL, FALSE), *pc = make_pdf ("secret", TRUE);

@@ -573,6 +573,12 @@ test_bad_input (void)
     assert_one_line_failure (a, NULL, NULL, "mamba");
   }
   {
+    /* JSON json-glib 1.6 would read into a non-UTF-8 string (\351 as the byte 0xE9) */
+    const char *a[] = { "template", "-m", tiny, NULL };
+    assert_one_line_failure (a, "[{\"role\": \"user\", \"content\": \"caf\\351\"}]", NULL,
+                             "escape JSON does not allow");
+  }
+  {
     /* not a file: a FIFO would block the open until a writer came, a device maps nothing */
     g_autofree char *fifo = g_build_filename (tmp_dir, "model.fifo", NULL);
     const char *a[] = { "run", "-m", fifo, "-p", "hi", NULL };

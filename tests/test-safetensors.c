@@ -466,14 +466,6 @@ test_bad_shards (void)
   g_rmdir (dir);
 }
 
-static void
-test_json_depth (void)
-{
-  g_assert_cmpint (hone_json_nesting_depth ("{\"a\": [1, {\"b\": 2}]}", 20, 10), ==, 3);
-  g_assert_cmpint (hone_json_nesting_depth ("\"[[[[\\\"[[\"", 10, 10), ==, 0);
-  g_assert_cmpint (hone_json_nesting_depth ("[[[[[[", 6, 3), ==, 4);
-}
-
 int
 main (int argc, char **argv)
 {
@@ -485,6 +477,5 @@ main (int argc, char **argv)
   g_test_add_func ("/safetensors/bad-headers", test_bad_headers);
   g_test_add_func ("/safetensors/valid-edges", test_valid_edges);
   g_test_add_func ("/safetensors/bad-shards", test_bad_shards);
-  g_test_add_func ("/safetensors/json-depth", test_json_depth);
   return g_test_run ();
 }

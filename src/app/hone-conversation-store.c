@@ -6,6 +6,7 @@
 
 #include "hone-error.h"
 #include "hone-i18n.h"
+#include "hone-json.h"
 
 struct _HoneConversationStore {
   GObject parent_instance;
@@ -93,7 +94,7 @@ hone_conversation_store_load (HoneConversationStore *self, GPtrArray **failures)
       path = g_build_filename (self->directory, name, NULL);
       parser = json_parser_new ();
       if (g_file_get_contents (path, &contents, &length, &error) &&
-          json_parser_load_from_data (parser, contents, length, &error))
+          hone_json_load (parser, contents, length, 32, &error))
         conversation = hone_conversation_new_from_json (json_parser_get_root (parser), &error);
       if (!conversation)
         {

@@ -1,5 +1,6 @@
 /* hone-cmd-template.c — `hone template`: render a JSON conversation. */
 #include "hone-cli.h"
+#include "hone-json.h"
 
 #include <stdio.h>
 
@@ -74,7 +75,7 @@ hone_cmd_template (int argc, char **argv)
   input = hone_cli_read_stdin (&len, &error);
   if (input == NULL)
     return hone_cli_fail (error);
-  if (!json_parser_load_from_data (parser, input, len, &error))
+  if (!hone_json_load (parser, input, len, 64, &error))
     {
       GError *e = g_error_new (HONE_ERROR, HONE_ERROR_INVALID_JSON, _("standard input is not JSON: %s"), error->message);
       g_error_free (error);

@@ -1,6 +1,7 @@
 /* hone-cmd-tokenize.c — `hone tokenize`: text ↔ token ids with a model's tokenizer. */
 #include <inttypes.h>
 #include "hone-cli.h"
+#include "hone-json.h"
 
 #include <stdio.h>
 
@@ -12,7 +13,7 @@ parse_ids (const char *text, gsize len, int vocab, GError **error)
   JsonArray *a;
   GArray *ids;
 
-  if (!json_parser_load_from_data (parser, text, len, error))
+  if (!hone_json_load (parser, text, len, 16, error))
     {
       GError *e = *error;
       *error = g_error_new (HONE_ERROR, HONE_ERROR_INVALID_JSON, _("standard input is not JSON: %s"), e->message);

@@ -7,6 +7,7 @@
 #include <json-glib/json-glib.h>
 #include "hone-error.h"
 #include "hone-i18n.h"
+#include "hone-json.h"
 #include "hone-safetensors.h"
 
 void
@@ -160,7 +161,7 @@ collect_json (JsonNode *node, gboolean named_only, const char *key, GString *out
           gboolean take = named_only ? (key && g_strv_contains (text_keys, key)) : strlen (s) >= 32;
           if (take && s[0])
             {
-              g_string_append (out, s);
+              g_string_append (out, s);   /* UTF-8: hone_json_load refused escapes that are not */
               g_string_append (out, "\n\n");
             }
         }
@@ -177,8 +178,7 @@ json_text_one (const char *path, const char *text, gssize len, GString *out, GEr
   g_autoptr(GError) local = NULL;
   gsize before = out->len;
 
-  if (hone_json_nesting_depth (text, len < 0 ? strlen (text) : (gsize) len, 256) > 256
-      || !json_parser_load_from_data (p, text, len, &local))
+  if (!hone_json_load (p, text, len, 256, &local))
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT, _("%s: not valid JSON%s%s"), path,
                    local ? ": " : "", local ? local->message : "");

@@ -10,6 +10,7 @@
 #include "hone-error.h"
 #include "hone-gguf.h"
 #include "hone-i18n.h"
+#include "hone-json.h"
 #include "hone-safetensors.h"
 #include "hone-tokenizer.h"
 #include "hone-tokenizer-private.h"
@@ -587,8 +588,11 @@ config_json (const HoneAwqResult *r, GError **error)
   if (m->source == HONE_MODEL_SOURCE_SAFETENSORS)
     {
       g_autofree char *p = g_build_filename (m->path, "config.json", NULL);
+      g_autofree char *text = NULL;
+      gsize len = 0;
       parser = json_parser_new ();
-      if (!json_parser_load_from_file (parser, p, NULL) || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+      if (!g_file_get_contents (p, &text, &len, NULL) || !hone_json_load (parser, text, (gssize) len, 64, NULL)
+          || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
         {
           g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_JSON, _("Cannot read %s"), p);
           return NULL;

@@ -4,6 +4,7 @@
 #include "hone-backend.h"
 #include "hone-error.h"
 #include "hone-i18n.h"
+#include "hone-json.h"
 #include "hone-safetensors.h"
 
 #include <json-glib/json-glib.h>
@@ -117,9 +118,7 @@ parse_object (JsonParser *parser, const char *text, gsize len, const char *src, 
   g_autoptr(GError) local = NULL;
   JsonNode *root;
 
-  if (!g_utf8_validate (text, (gssize) len, NULL)
-      || hone_json_nesting_depth (text, len, QCONFIG_MAX_DEPTH) > QCONFIG_MAX_DEPTH
-      || !json_parser_load_from_data (parser, text, (gssize) len, &local)
+  if (!hone_json_load (parser, text, (gssize) len, QCONFIG_MAX_DEPTH, &local)
       || (root = json_parser_get_root (parser)) == NULL || !JSON_NODE_HOLDS_OBJECT (root))
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_JSON, _("%s: not a JSON object%s%s"), src,

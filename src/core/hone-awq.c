@@ -12,6 +12,7 @@
 #include "hone-error.h"
 #include "hone-gguf.h"
 #include "hone-i18n.h"
+#include "hone-json.h"
 #include "cpu/hone-cpu-matmul.h"
 #include "cpu/hone-cpu-ops.h"
 #include "cpu/hone-cpu-threadpool.h"
@@ -254,7 +255,7 @@ hone_awq_path_is_quantized (const char *path, GError **error)
     {
       g_autoptr(JsonParser) p = json_parser_new ();
       JsonNode *root;
-      if (json_parser_load_from_data (p, text, -1, NULL) && (root = json_parser_get_root (p))
+      if (hone_json_load (p, text, -1, 64, NULL) && (root = json_parser_get_root (p))
           && JSON_NODE_HOLDS_OBJECT (root))
         {
           JsonObject *o = json_node_get_object (root);

@@ -6,6 +6,7 @@
 #include "hone-model.h"
 #include "hone-error.h"
 #include "hone-i18n.h"
+#include "hone-json.h"
 #include "hone-safetensors.h"
 
 #include <json-glib/json-glib.h>
@@ -233,14 +234,8 @@ hone_model_config_from_json (HoneModelConfig *config, const char *config_json, g
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_JSON, _("%s: file is too large"), SRC);
       return FALSE;
     }
-  if (!g_utf8_validate (config_json, (gssize) len, NULL)
-      || hone_json_nesting_depth (config_json, len, CONFIG_MAX_DEPTH) > CONFIG_MAX_DEPTH)
-    {
-      g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_JSON, _("%s: not UTF-8 JSON of reasonable depth"), SRC);
-      return FALSE;
-    }
   parser = json_parser_new_immutable ();
-  if (!json_parser_load_from_data (parser, config_json, (gssize) len, &local))
+  if (!hone_json_load (parser, config_json, (gssize) len, CONFIG_MAX_DEPTH, &local))
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_JSON, _("%s: %s"), SRC, local->message);
       return FALSE;

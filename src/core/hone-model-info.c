@@ -9,6 +9,7 @@
 #include "hone-error.h"
 #include "hone-gguf.h"
 #include "hone-i18n.h"
+#include "hone-json.h"
 #include "hone-model.h"
 #include "hone-safetensors.h"
 #include "hone-tokenizer.h"
@@ -291,7 +292,7 @@ fill_from_hf_dir (HoneModelInfo *self, const char *dir, GError **error)
   if (!self->has_chat_template && g_file_get_contents (tc_path, &tc_json, &tc_len, NULL))
     {
       g_autoptr (JsonParser) parser = json_parser_new ();
-      if (json_parser_load_from_data (parser, tc_json, tc_len, NULL)
+      if (hone_json_load (parser, tc_json, tc_len, 64, NULL)
           && JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
         {
           JsonObject *o = json_node_get_object (json_parser_get_root (parser));

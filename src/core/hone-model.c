@@ -11,6 +11,7 @@
 #include "hone-error.h"
 #include "hone-gguf.h"
 #include "hone-i18n.h"
+#include "hone-json.h"
 #include "hone-safetensors.h"
 #include "hone-tokenizer.h"
 
@@ -465,9 +466,7 @@ load_hf_chat_template (HoneModel *m, const char *dir, GError **error)
       g_autoptr(GError) local = NULL;
       JsonNode *root, *ct;
 
-      if (!g_utf8_validate (text, (gssize) length, NULL)
-          || hone_json_nesting_depth (text, length, 64) > 64
-          || !json_parser_load_from_data (parser, text, (gssize) length, &local)
+      if (!hone_json_load (parser, text, (gssize) length, 64, &local)
           || (root = json_parser_get_root (parser)) == NULL || !JSON_NODE_HOLDS_OBJECT (root))
         {
           g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_JSON, _("%s: not a JSON object%s%s"),

@@ -2,6 +2,7 @@
 #include <inttypes.h>
 #include "hone-safetensors.h"
 #include "hone-error.h"
+#include "hone-json.h"
 #include "hone-i18n.h"
 
 #include <json-glib/json-glib.h>
@@ -60,38 +61,6 @@ dtype_for_writer (HoneDType type)
     if (dtype_table[i].supported && dtype_table[i].type == type)
       return &dtype_table[i];
   return NULL;
-}
-
-int
-hone_json_nesting_depth (const char *text, gsize length, int limit)
-{
-  int depth = 0, max_depth = 0;
-  gboolean in_string = FALSE;
-
-  for (gsize i = 0; i < length; i++)
-    {
-      char c = text[i];
-      if (in_string)
-        {
-          if (c == '\\')
-            i++;
-          else if (c == '"')
-            in_string = FALSE;
-          continue;
-        }
-      if (c == '"')
-        in_string = TRUE;
-      else if (c == '{' || c == '[')
-        {
-          if (++depth > max_depth)
-            max_depth = depth;
-          if (max_depth > limit)
-            return max_depth;
-        }
-      else if (c == '}' || c == ']')
-        depth--;
-    }
-  return max_depth;
 }
 
 /* ---- reader ------------------------------------------------------------ */
@@ -386,14 +355,8 @@ parse_shard (HoneSafetensors *st, guint shard_index, GError **error)
                    _("%s: header is not a UTF-8 JSON object"), shard->label);
       return FALSE;
     }
-  if (hone_json_nesting_depth (header, header_len, HEADER_MAX_DEPTH) > HEADER_MAX_DEPTH)
-    {
-      g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_JSON,
-                   _("%s: header JSON nests deeper than %d levels"), shard->label, HEADER_MAX_DEPTH);
-      return FALSE;
-    }
   parser = json_parser_new_immutable ();
-  if (!json_parser_load_from_data (parser, header, (gssize) header_len, &json_error))
+  if (!hone_json_load (parser, header, (gssize) header_len, HEADER_MAX_DEPTH, &json_error))
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_JSON,
                    _("%s: header is not valid JSON: %s"), shard->label, json_error->message);
@@ -582,14 +545,8 @@ open_index (const char *index_path, GError **error)
       g_set_error (error, HONE_ERROR, HONE_ERROR_IO, _("Cannot read %s: %s"), index_path, local->message);
       return NULL;
     }
-  if (!g_utf8_validate (text, (gssize) length, NULL)
-      || hone_json_nesting_depth (text, length, INDEX_MAX_DEPTH) > INDEX_MAX_DEPTH)
-    {
-      g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_JSON, _("%s: not a UTF-8 JSON index"), label);
-      return NULL;
-    }
   parser = json_parser_new_immutable ();
-  if (!json_parser_load_from_data (parser, text, (gssize) length, &local))
+  if (!hone_json_load (parser, text, (gssize) length, INDEX_MAX_DEPTH, &local))
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_JSON, _("%s: %s"), label, local->message);
       return NULL;

@@ -69,11 +69,6 @@ GBytes  *hone_safetensors_writer_to_bytes (HoneSafetensorsWriter *writer, GError
 /* Atomic: temp file in the same folder, fsync, rename over @path. */
 gboolean hone_safetensors_writer_write (HoneSafetensorsWriter *writer, const char *path, GError **error);
 
-/* Nesting depth of a JSON text (brackets outside strings), stopping early
- * once it passes @limit; used to refuse hostile JSON before a recursive
- * parser sees it. */
-int      hone_json_nesting_depth (const char *text, gsize length, int limit);
-
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HoneSafetensors, hone_safetensors_unref)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HoneSafetensorsWriter, hone_safetensors_writer_free)
 

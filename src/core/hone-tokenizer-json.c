@@ -12,6 +12,10 @@
 #include "hone-tokenizer-private.h"
 #include "hone-error.h"
 #include "hone-i18n.h"
+#include "hone-json.h"
+
+/* tokenizer.json nests a few levels (normalizer and pre-tokenizer sequences); json-glib recurses. */
+#define HONE_TOKENIZER_JSON_MAX_DEPTH 64
 
 #include <json-glib/json-glib.h>
 #include <string.h>
@@ -86,7 +90,7 @@ parse_object (const char *data, gssize length, const char *what, JsonParser **pa
   *parser = json_parser_new ();
   if (length < 0)
     length = (gssize) strlen (data);
-  if (!json_parser_load_from_data (*parser, data, length, &local))
+  if (!hone_json_load (*parser, data, length, HONE_TOKENIZER_JSON_MAX_DEPTH, &local))
     {
       SHAPE_ERROR (_("%s is not valid JSON: %s"), what, local->message);
       g_error_free (local);

@@ -1,0 +1,98 @@
+/* test-json.c — hone_json_load: the checks every JSON reader goes through
+ * before json-glib parses (src/core/hone-json.h). Valid JSON parses to the
+ * strings Python's json module gives for it (written out here); text json-glib
+ * 1.6 would turn into non-UTF-8 strings, nests too deep or is not UTF-8 is
+ * refused with HONE_ERROR_INVALID_JSON. */
+#include "hone-error.h"
+#include "hone-json.h"
+
+#include <string.h>
+
+/* The string member "a" of @json, parsed through hone_json_load; NULL and
+ * *@error when refused. */
+static char *
+member_a (const char *json, GError **error)
+{
+  g_autoptr(JsonParser) p = json_parser_new ();
+  if (!hone_json_load (p, json, -1, 8, error))
+    return NULL;
+  return g_strdup (json_object_get_string_member (json_node_get_object (json_parser_get_root (p)), "a"));
+}
+
+static void
+test_valid (void)
+{
+  static const struct { const char *json, *want; } cases[] = {
+    /* every escape JSON has; the expected strings are json.loads()'s */
+    { "{\"a\": \"q\\\" b\\\\ s\\/ \\b\\f\\n\\r\\t\"}", "q\" b\\ s/ \b\f\n\r\t" },
+    { "{\"a\": \"caf\\u00e9\"}", "caf\xc3\xa9" },
+    { "{\"a\": \"\\ud83d\\ude00!\"}", "\xf0\x9f\x98\x80!" },
+    { "{\"a\": \"\\uD83D\\uDE00\"}", "\xf0\x9f\x98\x80" },
+    { "{\"a\": \"raw \xe4\xb8\xad\xe6\x96\x87\"}", "raw \xe4\xb8\xad\xe6\x96\x87" },
+    /* a backslash-quote does not end the string; brackets in strings do not nest */
+    { "{\"a\": \"x\\\"[[[[[[[[[[[[\", \"b\": 1}", "x\"[[[[[[[[[[[[" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      GError *error = NULL;
+      g_autofree char *a = member_a (cases[i].json, &error);
+      g_assert_no_error (error);
+      g_assert_cmpstr (a, ==, cases[i].want);
+      g_assert_true (g_utf8_validate (a, -1, NULL));
+    }
+}
+
+static void
+test_refused (void)
+{
+  static const char *const bad[] = {
+    "{\"a\": \"caf\\351\"}",            /* GScanner: the raw byte 0xE9 (tests/fuzz/corpus-awq-docs) */
+    "{\"a\": \"\\x41\"}",               /* GScanner: hex */
+    "{\"a\": \"\\q\"}",                 /* GScanner: dropped backslash */
+    "{\"a\": \"\\ud800\"}",             /* a lone high surrogate: not UTF-8 once decoded */
+    "{\"a\": \"\\ud800x\"}",
+    "{\"a\": \"\\ud800\\u0041\"}",      /* high surrogate, then no low one */
+    "{\"a\": \"\\udc00\"}",             /* a lone low surrogate */
+    "{\"a\": \"\\u12\"}",               /* too few hex digits */
+    "{\"a\": \"\\u12g4\"}",
+    "{\"a\": \"end\\",                  /* a backslash at the very end */
+    "{\"a\": \"\xe9\"}",                /* not UTF-8 */
+    "[[[[[[[[[\"a\"]]]]]]]]]",          /* 9 levels, the limit 8 */
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      GError *error = NULL;
+      g_autofree char *a = member_a (bad[i], &error);
+      if (a)
+        g_test_message ("%s gave %s", bad[i], a);
+      g_assert_null (a);
+      g_assert_error (error, HONE_ERROR, HONE_ERROR_INVALID_JSON);
+      g_clear_error (&error);
+    }
+  /* json-glib's own errors come through as they are */
+  {
+    GError *error = NULL;
+    g_autoptr(JsonParser) p = json_parser_new ();
+    g_assert_false (hone_json_load (p, "{\"a\": }", -1, 8, &error));
+    g_assert_nonnull (error);
+    g_clear_error (&error);
+  }
+}
+
+static void
+test_depth (void)
+{
+  g_assert_cmpint (hone_json_nesting_depth ("{\"a\": [1, {\"b\": 2}]}", 20, 10), ==, 3);
+  g_assert_cmpint (hone_json_nesting_depth ("\"[[[[\\\"[[\"", 10, 10), ==, 0);
+  g_assert_cmpint (hone_json_nesting_depth ("[[[[[[", 6, 3), ==, 4);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/json/valid", test_valid);
+  g_test_add_func ("/json/refused", test_refused);
+  g_test_add_func ("/json/depth", test_depth);
+  return g_test_run ();
+}
