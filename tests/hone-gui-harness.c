@@ -23,6 +23,19 @@ hone_gui_spin (guint ms)
     g_main_context_iteration (NULL, TRUE);
 }
 
+gboolean
+hone_gui_shows_label (GtkWidget *root, const char *text)
+{
+  if (!gtk_widget_get_visible (root))
+    return FALSE;
+  if (GTK_IS_LABEL (root) && g_str_has_prefix (gtk_label_get_text (GTK_LABEL (root)), text))
+    return TRUE;
+  for (GtkWidget *c = gtk_widget_get_first_child (root); c; c = gtk_widget_get_next_sibling (c))
+    if (hone_gui_shows_label (c, text))
+      return TRUE;
+  return FALSE;
+}
+
 static void
 on_activate (HoneApplication *app, RunContext *ctx)
 {

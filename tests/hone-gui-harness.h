@@ -22,5 +22,8 @@ gboolean hone_gui_timeout_cb (gpointer data);
 
 /* Iterate the main context for @ms milliseconds. */
 void hone_gui_spin (guint ms);
+/* Whether a label under @root whose visible property is set starts with
+ * @text (a message row's stats line may go on with the request's figures). */
+gboolean hone_gui_shows_label (GtkWidget *root, const char *text);
 /* Run a new app instance, call @steps once its window is mapped, then close it. */
 void hone_gui_run_app (HoneGuiSteps steps, gpointer data);

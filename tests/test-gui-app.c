@@ -644,21 +644,6 @@ count_dropped (HoneChatPage *page, HoneRequestMetrics *m, PastContext *pc)
   pc->last_stop = m->stop_reason;
 }
 
-/* Whether a visible label under @w starts with @text (a row's stats line
- * may go on with the request's figures). */
-static gboolean
-shows_label (GtkWidget *w, const char *text)
-{
-  if (!gtk_widget_get_visible (w))
-    return FALSE;
-  if (GTK_IS_LABEL (w) && g_str_has_prefix (gtk_label_get_text (GTK_LABEL (w)), text))
-    return TRUE;
-  for (GtkWidget *c = gtk_widget_get_first_child (w); c; c = gtk_widget_get_next_sibling (c))
-    if (shows_label (c, text))
-      return TRUE;
-  return FALSE;
-}
-
 static void
 past_context_steps (HoneApplication *app, HoneWindow *window, gpointer data)
 {
@@ -702,7 +687,7 @@ past_context_steps (HoneApplication *app, HoneWindow *window, gpointer data)
       if (cut == HONE_MESSAGE_CUT_LENGTH)
         {
           g_assert_cmpint (generated, ==, 4);
-          WAIT_UNTIL (shows_label (GTK_WIDGET (window), _("Cut off at the Maximum Tokens limit")), 10);
+          WAIT_UNTIL (hone_gui_shows_label (GTK_WIDGET (window), _("Cut off at the Maximum Tokens limit")), 10);
           n_cut++;
         }
       {

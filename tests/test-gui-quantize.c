@@ -166,18 +166,6 @@ test_not_ready (void)
 
 /* ---- the whole run ----------------------------------------------------------- */
 
-/* Whether a label under @w (shown or not: the report may be scrolled away) reads @text. */
-static gboolean
-shows_label (GtkWidget *w, const char *text)
-{
-  if (GTK_IS_LABEL (w) && g_strcmp0 (gtk_label_get_text (GTK_LABEL (w)), text) == 0)
-    return TRUE;
-  for (GtkWidget *c = gtk_widget_get_first_child (w); c; c = gtk_widget_get_next_sibling (c))
-    if (shows_label (c, text))
-      return TRUE;
-  return FALSE;
-}
-
 static void
 run_steps (HoneApplication *app, HoneWindow *window, gpointer data)
 {
@@ -245,7 +233,7 @@ run_steps (HoneApplication *app, HoneWindow *window, gpointer data)
     g_assert_true (hone_quantize_page_get_scores (page, HONE_QUANTIZE_EVAL_GENERIC, gen));
     words = hone_quant_eval_verdict (held, gen, &good);
     g_test_message ("verdict: %s", words);
-    g_assert_true (shows_label (GTK_WIDGET (page), words));
+    g_assert_true (hone_gui_shows_label (GTK_WIDGET (page), words));
   }
 
   /* The export: one GGUF file with the AWQ marker, nothing else left. */
