@@ -377,14 +377,8 @@ main (int argc, char **argv)
   cudaEvent_t e0, e1;
   CK (cudaEventCreate (&e0));
   CK (cudaEventCreate (&e1));
-  auto time_graph = [&] (const std::vector<Node> &nodes, bool pdl, int trig) {
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeGlobal));
-    for (const Node &n : nodes)
-      launch (n, w, l2buf, sink, pdl, trig, s);
-    CK (cudaStreamEndCapture (s, &g));
-    CK (cudaGraphInstantiate (&ge, g, 0));
+  /* median ms of @reps replays of @ge, after 3 unmeasured ones */
+  auto replay_ms = [&] (cudaGraphExec_t ge) {
     for (int i = 0; i < 3; i++)
       CK (cudaGraphLaunch (ge, s));
     std::vector<float> ms;
@@ -398,10 +392,21 @@ main (int argc, char **argv)
         CK (cudaEventElapsedTime (&x, e0, e1));
         ms.push_back (x);
       }
-    CK (cudaGraphExecDestroy (ge));
-    CK (cudaGraphDestroy (g));
     std::sort (ms.begin (), ms.end ());
     return ms[ms.size () / 2];
+  };
+  auto time_graph = [&] (const std::vector<Node> &nodes, bool pdl, int trig) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeGlobal));
+    for (const Node &n : nodes)
+      launch (n, w, l2buf, sink, pdl, trig, s);
+    CK (cudaStreamEndCapture (s, &g));
+    CK (cudaGraphInstantiate (&ge, g, 0));
+    const float ms = replay_ms (ge);
+    CK (cudaGraphExecDestroy (ge));
+    CK (cudaGraphDestroy (g));
+    return ms;
   };
 
   /* the ceiling: one kernel over all the bytes, 64 KB a block */
@@ -514,20 +519,7 @@ main (int argc, char **argv)
                                 (const float *) l2buf, bar, pf, sink));
         CK (cudaStreamEndCapture (s, &g));
         CK (cudaGraphInstantiate (&ge, g, 0));
-        std::vector<float> ms;
-        for (int r = 0; r < reps + 3; r++)
-          {
-            CK (cudaEventRecord (e0, s));
-            CK (cudaGraphLaunch (ge, s));
-            CK (cudaEventRecord (e1, s));
-            CK (cudaEventSynchronize (e1));
-            float x;
-            CK (cudaEventElapsedTime (&x, e0, e1));
-            if (r >= 3)
-              ms.push_back (x);
-          }
-        std::sort (ms.begin (), ms.end ());
-        const float m = ms[ms.size () / 2];
+        const float m = replay_ms (ge);
         printf ("%-78s %3d phases: %.4f ms, %.0f GB/s, %.1f %% of the one kernel, %.1f tok/s\n", pv.name, n_ph, m,
                 gb / m * 1e3, 100.0 * ceil_ms / m, 1e3 / m);
         CK (cudaGraphExecDestroy (ge));

@@ -25,7 +25,7 @@
 #include <cuda_runtime.h>
 #include <algorithm>
 #include "hone-check-util.cuh"   /* CK, rng_u64 */
-#include "hone-k-common.cuh"     /* ld_stream, ld_acquire, pdl_wait, pdl_trigger */
+#include "hone-k-w4.cuh"         /* ld_stream, lop3_and_or, as_h2 */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,20 +34,6 @@
 #include <algorithm>
 #include <vector>
 
-
-static __device__ __forceinline__ uint32_t
-lop_or (uint32_t a, uint32_t mask, uint32_t bits)
-{
-  uint32_t r;
-  asm ("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(r) : "r"(a), "r"(mask), "r"(bits));   /* (a & mask) | bits */
-  return r;
-}
-
-static __device__ __forceinline__ __half2
-as_h2 (uint32_t u)
-{
-  return *reinterpret_cast<__half2 *> (&u);
-}
 
 /* Σ (q_e − 8) · x_e over one chunk's 32 elements. Element order (GGUF
  * Q4_0): byte j's low nibble is element j, its high nibble element j + 16.
@@ -64,10 +50,10 @@ dot_q4_f16 (const int4 w, const uint4 (&xv)[4])
   for (int k = 0; k < 4; k++)
     {
       const uint32_t v = ws[k], v8 = v >> 8;
-      const __half2 lo = __hsub2 (as_h2 (lop_or (v, 0x000f000fu, 0x64006400u)), k1032);          /* e 4k, 4k+2 */
-      const __half2 lo1 = __hsub2 (as_h2 (lop_or (v8, 0x000f000fu, 0x64006400u)), k1032);        /* 4k+1, 4k+3 */
-      const __half2 hi = __hfma2 (as_h2 (lop_or (v, 0x00f000f0u, 0x64006400u)), k16th, km72);    /* 4k+16, +18 */
-      const __half2 hi1 = __hfma2 (as_h2 (lop_or (v8, 0x00f000f0u, 0x64006400u)), k16th, km72);  /* 4k+17, +19 */
+      const __half2 lo = __hsub2 (as_h2 (lop3_and_or (v, 0x000f000fu, 0x64006400u)), k1032);          /* e 4k, 4k+2 */
+      const __half2 lo1 = __hsub2 (as_h2 (lop3_and_or (v8, 0x000f000fu, 0x64006400u)), k1032);        /* 4k+1, 4k+3 */
+      const __half2 hi = __hfma2 (as_h2 (lop3_and_or (v, 0x00f000f0u, 0x64006400u)), k16th, km72);    /* 4k+16, +18 */
+      const __half2 hi1 = __hfma2 (as_h2 (lop3_and_or (v8, 0x00f000f0u, 0x64006400u)), k16th, km72);  /* 4k+17, +19 */
       a0 = __hfma2 (lo, as_h2 (xv[k].x), a0);
       a1 = __hfma2 (lo1, as_h2 (xv[k].y), a1);
       a0 = __hfma2 (hi, as_h2 (xv[k].z), a0);
