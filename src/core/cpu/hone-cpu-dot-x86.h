@@ -101,6 +101,13 @@ X(tile_q4_512) (int K, const void *w, size_t w_stride, const void *x, size_t x_s
   const __m512i m4 = _mm512_set1_epi8 (0x0f);
   const __m512i spread = _mm512_setr_epi32 (0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2);
   const __m128 q40 = _mm_setr_ps (1.0f, -8.0f, 1.0f, -8.0f);
+  /* Q4Z: a block's z is bits 16–23 of its 4-byte header. With the two headers
+   * in lanes 0–1 and 1s in lanes 2–3, one byte shuffle makes [1, z0, 1, z1]
+   * (byte 8 is a 1; 0x80 zeroes a byte). The scales times these are z·s,
+   * exact in f32, so the offsets' sums are the negated sums of −z·s·xs: bit
+   * for bit what adding −z·s would give (rounding is symmetric in sign). */
+  const __m128i hdr_ones = _mm_setr_epi32 (0, 0, 1, 1);
+  const __m128i z_pick = _mm_setr_epi8 (8, -128, -128, -128, 2, -128, -128, -128, 8, -128, -128, -128, 6, -128, -128, -128);
   __m512 acc[4][4];
   __m128 macc[4][4];
   float tail[4][4];
@@ -125,19 +132,19 @@ X(tile_q4_512) (int K, const void *w, size_t w_stride, const void *x, size_t x_s
         {
           const uint8_t *blk = (const uint8_t *) w + (size_t) r * w_stride + (size_t) b * bbytes;
           uint32_t h0, h1;
+          __m128i hdr;
           __m256i raw;
 
           hone_cpu_prefetch_ahead (blk);
           hone_cpu_prefetch_ahead (blk + 64);
           memcpy (&h0, blk, 4);
           memcpy (&h1, blk + bbytes, 4);
-          dm[r] = _mm_cvtph_ps (_mm_insert_epi32 (_mm_cvtsi32_si128 ((int) h0), (int) h1, 1));   /* d0 m0 d1 m1 */
+          hdr = _mm_insert_epi32 (_mm_insert_epi32 (hdr_ones, (int) h0, 0), (int) h1, 1);   /* h0 h1 1 1 */
+          dm[r] = _mm_cvtph_ps (hdr);                                                       /* d0 m0 d1 m1 */
           if (kind == 0)
             dm[r] = _mm_mul_ps (_mm_moveldup_ps (dm[r]), q40);                               /* d0 −8d0 d1 −8d1 */
-          else if (kind == 2)                                                                /* s0 −z0s0 s1 −z1s1 */
-            dm[r] = _mm_mul_ps (_mm_moveldup_ps (dm[r]),
-                                _mm_cvtepi32_ps (_mm_setr_epi32 (1, -(int) ((h0 >> 16) & 0xff), 1,
-                                                                 -(int) ((h1 >> 16) & 0xff))));
+          else if (kind == 2)   /* s0 z0s0 s1 z1s1: the offsets' sums are subtracted at the end */
+            dm[r] = _mm_mul_ps (_mm_moveldup_ps (dm[r]), _mm_cvtepi32_ps (_mm_shuffle_epi8 (hdr, z_pick)));
           raw = _mm256_set_m128i (_mm_loadu_si128 ((const __m128i *) (blk + bbytes + qoff)),
                                   _mm_loadu_si128 ((const __m128i *) (blk + qoff)));
           qz[r] = _mm512_and_si512 (_mm512_inserti64x4 (_mm512_castsi256_si512 (raw), _mm256_srli_epi16 (raw, 4), 1),
@@ -195,8 +202,8 @@ X(tile_q4_512) (int K, const void *w, size_t w_stride, const void *x, size_t x_s
       {
         /* the m·xs halves: lanes 1 and 3 */
         __m128 m = _mm_add_ps (macc[r][t], _mm_movehl_ps (macc[r][t], macc[r][t]));
-        out[(size_t) t * out_stride + r] = _mm512_reduce_add_ps (acc[r][t]) + _mm_cvtss_f32 (_mm_movehdup_ps (m))
-                                           + tail[r][t];
+        const float ms = _mm_cvtss_f32 (_mm_movehdup_ps (m));
+        out[(size_t) t * out_stride + r] = _mm512_reduce_add_ps (acc[r][t]) + (kind == 2 ? -ms : ms) + tail[r][t];
       }
 }
 #endif
