@@ -246,7 +246,7 @@ hone_cmd_quantize (int argc, char **argv)
     { "format", 'f', 0, G_OPTION_ARG_STRING, &j.format, N_("awq (AutoAWQ GEMM safetensors folder) or gguf (Q4_1)"), N_("FORMAT") },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &j.out, N_("Output folder (awq) or file (gguf)"), N_("OUT") },
     { "also-gguf", 0, 0, G_OPTION_ARG_FILENAME, &j.also_gguf, N_("Also write the same weights as a Q4_1 GGUF (runs in Hone)"), N_("FILE") },
-    { "threads", 't', 0, G_OPTION_ARG_INT, &j.threads, N_("CPU threads (0 = all cores)"), N_("N") },
+    { "threads", 't', 0, G_OPTION_ARG_INT, &j.threads, N_("CPU threads (0: one per usable CPU)"), N_("N") },
     { "eval", 0, 0, G_OPTION_ARG_NONE, &j.eval, N_("Compare original, RTN and AWQ on held-out text: perplexity, KL, top-1"), NULL },
     { "eval-samples", 0, 0, G_OPTION_ARG_INT, &j.eval_samples, N_("Held-out samples to keep and evaluate (default 8)"), N_("N") },
     { "rtn", 0, 0, G_OPTION_ARG_NONE, &j.rtn, N_("Round to nearest only (no calibration), for comparison"), NULL },
