@@ -101,13 +101,13 @@ X(tile_q4_512) (int K, const void *w, size_t w_stride, const void *x, size_t x_s
   const __m512i m4 = _mm512_set1_epi8 (0x0f);
   const __m512i spread = _mm512_setr_epi32 (0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2);
   const __m128 q40 = _mm_setr_ps (1.0f, -8.0f, 1.0f, -8.0f);
-  /* Q4Z: a block's z is bits 16–23 of its 4-byte header. With the two headers
-   * in lanes 0–1 and 1s in lanes 2–3, one byte shuffle makes [1, z0, 1, z1]
-   * (byte 8 is a 1; 0x80 zeroes a byte). The scales times these are z·s,
-   * exact in f32, so the offsets' sums are the negated sums of −z·s·xs: bit
-   * for bit what adding −z·s would give (rounding is symmetric in sign). */
-  const __m128i hdr_ones = _mm_setr_epi32 (0, 0, 1, 1);
-  const __m128i z_pick = _mm_setr_epi8 (8, -128, -128, -128, 2, -128, -128, -128, 8, -128, -128, -128, 6, -128, -128, -128);
+  /* Q4Z: z and its zero pad byte, read as an f16, are the subnormal z·2⁻²⁴
+   * (HONE_Q4Z_Z_SCALE), so the header's conversion gives [s0, z0·2⁻²⁴, s1,
+   * z1·2⁻²⁴] and one FMA makes [1, z0, 1, z1]. The scales times these are
+   * z·s, exact in f32, so the offsets' sums are the negated sums of −z·s·xs:
+   * bit for bit what adding −z·s would give (rounding is symmetric in sign). */
+  const __m128 z_unscale = _mm_setr_ps (0.0f, 1.0f / HONE_Q4Z_Z_SCALE, 0.0f, 1.0f / HONE_Q4Z_Z_SCALE);
+  const __m128 ones_even = _mm_setr_ps (1.0f, 0.0f, 1.0f, 0.0f);
   __m512 acc[4][4];
   __m128 macc[4][4];
   float tail[4][4];
@@ -132,19 +132,17 @@ X(tile_q4_512) (int K, const void *w, size_t w_stride, const void *x, size_t x_s
         {
           const uint8_t *blk = (const uint8_t *) w + (size_t) r * w_stride + (size_t) b * bbytes;
           uint32_t h0, h1;
-          __m128i hdr;
           __m256i raw;
 
           hone_cpu_prefetch_ahead (blk);
           hone_cpu_prefetch_ahead (blk + 64);
           memcpy (&h0, blk, 4);
           memcpy (&h1, blk + bbytes, 4);
-          hdr = _mm_insert_epi32 (_mm_insert_epi32 (hdr_ones, (int) h0, 0), (int) h1, 1);   /* h0 h1 1 1 */
-          dm[r] = _mm_cvtph_ps (hdr);                                                       /* d0 m0 d1 m1 */
+          dm[r] = _mm_cvtph_ps (_mm_insert_epi32 (_mm_cvtsi32_si128 ((int) h0), (int) h1, 1));   /* d0 m0 d1 m1 */
           if (kind == 0)
             dm[r] = _mm_mul_ps (_mm_moveldup_ps (dm[r]), q40);                               /* d0 −8d0 d1 −8d1 */
           else if (kind == 2)   /* s0 z0s0 s1 z1s1: the offsets' sums are subtracted at the end */
-            dm[r] = _mm_mul_ps (_mm_moveldup_ps (dm[r]), _mm_cvtepi32_ps (_mm_shuffle_epi8 (hdr, z_pick)));
+            dm[r] = _mm_mul_ps (_mm_moveldup_ps (dm[r]), _mm_fmadd_ps (dm[r], z_unscale, ones_even));
           raw = _mm256_set_m128i (_mm_loadu_si128 ((const __m128i *) (blk + bbytes + qoff)),
                                   _mm_loadu_si128 ((const __m128i *) (blk + qoff)));
           qz[r] = _mm512_and_si512 (_mm512_inserti64x4 (_mm512_castsi256_si512 (raw), _mm256_srli_epi16 (raw, 4), 1),
@@ -185,7 +183,9 @@ X(tile_q4_512) (int K, const void *w, size_t w_stride, const void *x, size_t x_s
           memcpy (&hdr, blk, 4);
           dm = _mm_cvtph_ps (_mm_cvtsi32_si128 ((int) hdr));
           d = _mm_cvtss_f32 (dm);
-          m = kind == 1 ? _mm_cvtss_f32 (_mm_movehdup_ps (dm)) : kind == 2 ? -(float) ((hdr >> 16) & 0xff) * d : -8.0f * d;
+          m = kind == 1 ? _mm_cvtss_f32 (_mm_movehdup_ps (dm))
+              : kind == 2 ? _mm_cvtss_f32 (_mm_movehdup_ps (dm)) * (d * (-1.0f / HONE_Q4Z_Z_SCALE))   /* −z·s, exact */
+                          : -8.0f * d;
 #pragma GCC unroll 4
           for (int t = 0; t < T; t++)
             {
@@ -246,7 +246,9 @@ X(tile_q4_t1) (int K, const void *w, size_t w_stride, const void *x, float *out,
           memcpy (&hdr, blk, 4);
           dm = _mm_cvtph_ps (_mm_cvtsi32_si128 ((int) hdr));
           d = _mm_cvtss_f32 (dm);
-          m = kind == 1 ? _mm_cvtss_f32 (_mm_movehdup_ps (dm)) : kind == 2 ? -(float) ((hdr >> 16) & 0xff) * d : -8.0f * d;
+          m = kind == 1 ? _mm_cvtss_f32 (_mm_movehdup_ps (dm))
+              : kind == 2 ? _mm_cvtss_f32 (_mm_movehdup_ps (dm)) * (d * (-1.0f / HONE_Q4Z_Z_SCALE))   /* −z·s, exact */
+                          : -8.0f * d;
           acc[r] = _mm256_fmadd_ps (_mm256_cvtepi32_ps (XMADD (X(unpack_nibbles) (blk + (kind ? 4 : 2)), xv)),
                                     _mm256_set1_ps (d * xd), acc[r]);
           sacc[r] += m * xs;
