@@ -13,6 +13,7 @@
 #include "hone-model.h"
 #include "cpu/hone-cpu-attention.h"
 #include "cpu/hone-cpu-dot.h"
+#include "cpu/hone-cpu-gemm.h"
 #include "cpu/hone-cpu-kv.h"
 #include "cpu/hone-cpu-matmul.h"
 #include "cpu/hone-cpu-ops.h"
@@ -570,6 +571,89 @@ write_file (const char *dir, const char *name, const char *text)
   g_assert_true (g_file_set_contents (path, text, -1, NULL));
 }
 
+/* The blocked f32 GEMM (AWQ calibration): every ISA, shapes around its
+ * panels (16 or 32 rows), token blocks (6 or 12) and L2 chunks, 1–3 threads,
+ * against f64 with the f32 summation bound; the same bits at every thread
+ * count, and nothing written past y. */
+static void
+test_gemm_f32 (void)
+{
+  const int Ns[] = { 1, 15, 33, 100, 700 }, Ks[] = { 1, 7, 64, 1100 }, Ts[] = { 1, 5, 13, 30 };
+  const int GUARD = 40;
+  HoneCpuPool *pools[3];
+  GRand *r = g_rand_new_with_seed (23);
+  int checked = 0, isas = 0;
+
+  for (int nth = 1; nth <= 3; nth++)
+    {
+      pools[nth - 1] = hone_cpu_pool_new (nth, NULL);
+      g_assert_nonnull (pools[nth - 1]);
+    }
+  for (int isa = HONE_CPU_ISA_PORTABLE; isa < HONE_CPU_ISA_COUNT_; isa++)
+    {
+      if (!hone_cpu_isa_supported (isa))
+        continue;
+      g_assert_cmpint (hone_cpu_set_isa (isa), ==, isa);
+      isas++;
+      for (guint ni = 0; ni < G_N_ELEMENTS (Ns); ni++)
+        for (guint ki = 0; ki < G_N_ELEMENTS (Ks); ki++)
+          for (guint ti = 0; ti < G_N_ELEMENTS (Ts); ti++)
+            {
+              const int N = Ns[ni], K = Ks[ki], T = Ts[ti];
+              float *W = g_new (float, (gsize) N * K), *x = g_new (float, (gsize) T * K);
+              float *y = g_new (float, (gsize) T * N + GUARD), *y1 = g_new (float, (gsize) T * N);
+
+              for (int i = 0; i < N * K; i++)
+                W[i] = (float) rnd (r);
+              for (int i = 0; i < T * K; i++)
+                x[i] = (float) rnd (r);
+              for (int nth = 1; nth <= 3; nth++)
+                {
+                  memset (y, 0xff, ((gsize) T * N + GUARD) * sizeof (float));   /* NaN: every output must be written */
+                  hone_cpu_gemm_f32 (pools[nth - 1], W, N, K, x, T, y);
+                  for (int i = 0; i < GUARD; i++)
+                    {
+                      guint32 bits;
+                      memcpy (&bits, y + (gsize) T * N + i, 4);
+                      if (bits != 0xffffffffu)
+                        g_error ("%s N=%d K=%d T=%d: written past y", hone_cpu_isa_name (isa), N, K, T);
+                    }
+                  if (nth == 1)
+                    {
+                      for (int t = 0; t < T; t++)
+                        for (int n = 0; n < N; n++)
+                          {
+                            double ref = 0, mag = 0;
+                            const double got = y[(gsize) t * N + n];
+                            for (int k = 0; k < K; k++)
+                              {
+                                const double p = (double) x[(gsize) t * K + k] * W[(gsize) n * K + k];
+                                ref += p;
+                                mag += fabs (p);
+                              }
+                            /* a sum of K f32 products: |error| ≤ K·2⁻²⁴·Σ|p| */
+                            if (!(fabs (got - ref) <= 1.01 * K * 0x1p-24 * mag + 1e-30))
+                              g_error ("%s N=%d K=%d T=%d: y[%d][%d] = %.9g, f64 %.9g", hone_cpu_isa_name (isa), N,
+                                       K, T, t, n, got, ref);
+                          }
+                      memcpy (y1, y, (gsize) T * N * sizeof (float));
+                    }
+                  else if (memcmp (y1, y, (gsize) T * N * sizeof (float)) != 0)
+                    g_error ("%s N=%d K=%d T=%d: %d threads give other bits than 1", hone_cpu_isa_name (isa), N, K,
+                             T, nth);
+                  checked++;
+                }
+              g_free (W); g_free (x); g_free (y); g_free (y1);
+            }
+    }
+  g_test_message ("%d GEMM runs checked on %d ISAs", checked, isas);
+  g_assert_cmpint (checked, ==, isas * 5 * 4 * 4 * 3);
+  hone_cpu_set_isa (HONE_CPU_ISA_COUNT_);
+  for (int nth = 1; nth <= 3; nth++)
+    hone_cpu_pool_free (pools[nth - 1]);
+  g_rand_free (r);
+}
+
 static void
 test_cgroup_limit (void)
 {
@@ -965,6 +1049,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cpu/kernels/matmul", test_matmul);
   g_test_add_func ("/cpu/kernels/matmul-many-rows", test_matmul_many_rows);
   g_test_add_func ("/cpu/kernels/panels", test_panels);
+  g_test_add_func ("/cpu/kernels/gemm-f32", test_gemm_f32);
   g_test_add_func ("/cpu/kernels/pool", test_pool);
   g_test_add_func ("/cpu/kernels/pool-crowded", test_pool_crowded);
   g_test_add_func ("/cpu/kernels/cgroup-limit", test_cgroup_limit);

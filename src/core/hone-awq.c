@@ -13,7 +13,7 @@
 #include "hone-gguf.h"
 #include "hone-i18n.h"
 #include "hone-json.h"
-#include "cpu/hone-cpu-matmul.h"
+#include "cpu/hone-cpu-gemm.h"
 #include "cpu/hone-cpu-ops.h"
 #include "cpu/hone-cpu-threadpool.h"
 #ifdef HONE_HAVE_CUDA
@@ -306,20 +306,11 @@ typedef struct {
 #define HOT
 #endif
 
-#define MM_CHUNK 256
-
-/* y[T×N] = x[T×K] · W[N×K]ᵀ, in token chunks so x stays in cache. */
+/* y[T×N] = x[T×K] · W[N×K]ᵀ */
 static void
 mm (Ctx *cx, const float *W, int N, int K, const float *x, int T, float *y)
 {
-  HoneTensor t = { .name = "awq", .type = HONE_DTYPE_F32, .n_dims = 2, .ne = { K, N, 1, 1 },
-                   .data = W, .nbytes = (size_t) N * K * sizeof (float) };
-  for (int t0 = 0; t0 < T; t0 += MM_CHUNK)
-    {
-      int tn = MIN (MM_CHUNK, T - t0);
-      HoneCpuMatmulOut o = { &t, y + (size_t) t0 * N };
-      hone_cpu_matmul (cx->pool, &o, 1, x + (size_t) t0 * K, NULL, K, tn);
-    }
+  hone_cpu_gemm_f32 (cx->pool, W, N, K, x, T, y);
 }
 
 static void
