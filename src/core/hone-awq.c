@@ -36,6 +36,13 @@ hone_awq_options_init (HoneAwqOptions *o)
 
 /* ---- the quantizer ------------------------------------------------------ */
 
+/* The hot loops (axpy over tokens, a group's quantization) vectorize; give them AVX2 where the CPU has it. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HOT __attribute__ ((target_clones ("avx2", "default"), optimize ("O3")))
+#else
+#define HOT
+#endif
+
 guint16
 hone_awq_round_scale (float s)
 {
@@ -51,7 +58,7 @@ hone_awq_round_scale (float s)
   return hone_f32_to_f16 (ldexpf (m, e));
 }
 
-void
+HOT void
 hone_awq_quantize_group (const float *w, int n, float clip, guint8 *q, guint8 *z, guint16 *s)
 {
   float mx = -INFINITY, mn = INFINITY, range, sf, zf;
@@ -298,13 +305,6 @@ typedef struct {
   float *qn, *kn;         /* qwen3 per-head norms (f32) or NULL */
   const float *bq, *bk, *bv;
 } Ctx;
-
-/* The hot loops (axpy over tokens) vectorize; give them AVX2 where the CPU has it. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define HOT __attribute__ ((target_clones ("avx2", "default"), optimize ("O3")))
-#else
-#define HOT
-#endif
 
 /* y[T×N] = x[T×K] · W[N×K]ᵀ */
 static void
