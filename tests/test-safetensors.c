@@ -466,6 +466,75 @@ test_bad_shards (void)
   g_rmdir (dir);
 }
 
+/* kB of this process's file-backed resident memory (RssFile), or -1. */
+static gint64
+rss_file_kb (void)
+{
+  g_autofree char *status = NULL;
+  const char *p;
+  if (!g_file_get_contents ("/proc/self/status", &status, NULL, NULL) || (p = strstr (status, "RssFile:")) == NULL)
+    return -1;
+  return g_ascii_strtoll (p + strlen ("RssFile:"), NULL, 10);
+}
+
+/* Releasing a file tensor's pages: they leave the resident memory and read
+ * back unchanged; a tensor of in-memory bytes, or of another reader, is left
+ * alone (MADV_DONTNEED on anonymous memory would zero it). */
+static void
+test_release (void)
+{
+  enum { N = 8 << 20 };   /* 8 MiB of U8 */
+  g_autoptr(HoneSafetensorsWriter) w = hone_safetensors_writer_new ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("hone-st-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "release.safetensors", NULL);
+  g_autoptr(HoneSafetensors) st = NULL, mem_st = NULL;
+  g_autoptr(GBytes) bytes = NULL;
+  g_autofree guint8 *data = g_malloc (N);
+  const HoneTensor *t, *mt;
+  guint64 sum = 0, sum2 = 0;
+  gint64 before, after;
+
+  for (gsize i = 0; i < N; i++)
+    data[i] = (guint8) (i * 2654435761u >> 24);
+  g_assert_true (hone_safetensors_writer_add_tensor (w, "big", HONE_DTYPE_I8, 1, (int64_t[]) { N }, data, N, &error));
+  g_assert_true (hone_safetensors_writer_add_tensor (w, "small", HONE_DTYPE_I8, 1, (int64_t[]) { 3 }, data, 3, &error));
+  g_assert_no_error (error);
+  g_assert_true (hone_safetensors_writer_write (w, path, &error));
+  st = hone_safetensors_open (path, &error);
+  g_assert_no_error (error);
+  t = hone_safetensors_find_tensor (st, "big");
+  g_assert_nonnull (t);
+  for (gsize i = 0; i < N; i++)
+    sum += ((const guint8 *) t->data)[i];
+  before = rss_file_kb ();
+  hone_safetensors_release_tensor (st, t);
+  hone_safetensors_release_tensor (st, hone_safetensors_find_tensor (st, "small"));   /* less than a page */
+  after = rss_file_kb ();
+  if (before >= 0)
+    {
+      g_test_message ("RssFile %" G_GINT64_FORMAT " kB -> %" G_GINT64_FORMAT " kB", before, after);
+      g_assert_cmpint (before - after, >=, N / 1024 / 2);
+    }
+  g_assert_cmpmem (t->data, N, data, N);   /* read back from the file */
+  g_assert_cmpmem (hone_safetensors_find_tensor (st, "small")->data, 3, data, 3);
+
+  bytes = hone_safetensors_writer_to_bytes (w, &error);
+  g_assert_no_error (error);
+  mem_st = hone_safetensors_open_bytes (bytes, &error);
+  g_assert_no_error (error);
+  mt = hone_safetensors_find_tensor (mem_st, "big");
+  hone_safetensors_release_tensor (mem_st, mt);
+  hone_safetensors_release_tensor (mem_st, t);   /* not its tensor */
+  hone_safetensors_release_tensor (st, mt);      /* nor this */
+  for (gsize i = 0; i < N; i++)
+    sum2 += ((const guint8 *) mt->data)[i];
+  g_assert_cmpuint (sum2, ==, sum);
+  g_assert_cmpmem (mt->data, N, data, N);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -477,5 +546,6 @@ main (int argc, char **argv)
   g_test_add_func ("/safetensors/bad-headers", test_bad_headers);
   g_test_add_func ("/safetensors/valid-edges", test_valid_edges);
   g_test_add_func ("/safetensors/bad-shards", test_bad_shards);
+  g_test_add_func ("/safetensors/release", test_release);
   return g_test_run ();
 }

@@ -349,6 +349,10 @@ hone_awq_load_linear (const HoneSafetensors *st, const char *prefix, const char 
       return NULL;
     }
   hone_awq_repack_q4z (qw->data, qz->data, sc->data, K, N, group_size, out);
+  /* read once: the file's pages need not stay resident beside the repacked copy */
+  hone_safetensors_release_tensor (st, qw);
+  hone_safetensors_release_tensor (st, qz);
+  hone_safetensors_release_tensor (st, sc);
   memset (dst, 0, sizeof *dst);
   dst->name = name;
   dst->type = HONE_DTYPE_Q4Z;

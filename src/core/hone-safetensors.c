@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <glib/gstdio.h>
 
 /* The header of a valid file nests three deep (object → tensor → shape). */
@@ -684,6 +685,32 @@ hone_safetensors_find_tensor (const HoneSafetensors *st, const char *name)
 {
   gpointer idx = g_hash_table_lookup (st->by_name, name);
   return idx ? &g_array_index (st->entries, Entry, GPOINTER_TO_UINT (idx) - 1).t : NULL;
+}
+
+void
+hone_safetensors_release_tensor (const HoneSafetensors *st, const HoneTensor *t)
+{
+#ifdef MADV_DONTNEED
+  const gpointer idx = t != NULL && t->name != NULL ? g_hash_table_lookup (st->by_name, t->name) : NULL;
+  const Entry *e;
+  const Shard *shard;
+  guintptr page, start, end;
+
+  if (idx == NULL)
+    return;
+  e = &g_array_index (st->entries, Entry, GPOINTER_TO_UINT (idx) - 1);
+  shard = g_ptr_array_index (st->shards, e->shard);
+  if (&e->t != t || shard->map == NULL || e->copy != NULL || t->nbytes == 0)
+    return;   /* not this file's tensor, in memory, or a copy */
+  page = (guintptr) sysconf (_SC_PAGESIZE);
+  start = ((guintptr) t->data + page - 1) / page * page;
+  end = ((guintptr) t->data + t->nbytes) / page * page;
+  if (end > start)
+    madvise ((void *) start, end - start, MADV_DONTNEED);
+#else
+  (void) st;
+  (void) t;
+#endif
 }
 
 const char *

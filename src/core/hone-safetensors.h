@@ -46,6 +46,12 @@ const HoneTensor *hone_safetensors_find_tensor (const HoneSafetensors *st, const
 /* The dtype string as stored ("U8", "BF16", …). */
 const char       *hone_safetensors_tensor_dtype_name (const HoneSafetensors *st, guint index);
 
+/* The caller is done with @t's bytes (repacked into memory of its own):
+ * where they are a file's mapping, the whole pages inside them leave this
+ * process's resident memory (madvise MADV_DONTNEED; read again, they come
+ * back from the file). In-memory buffers and aligned copies are left alone. */
+void              hone_safetensors_release_tensor (const HoneSafetensors *st, const HoneTensor *t);
+
 /* __metadata__ value (of the first shard), or NULL. */
 const char *hone_safetensors_get_metadata (const HoneSafetensors *st, const char *key);
 guint       hone_safetensors_n_files (const HoneSafetensors *st);
