@@ -35,24 +35,24 @@ typedef struct {
   HoneCpuIsa isa;
 } GemmJob;
 
-/* Rows r0 … r1 − 1 as panels of nr, [panel][k][nr], rows past r1 as zeros. */
+/* Rows r0 … r1 − 1 as panels of nr, [panel][k][nr], rows past r1 as zeros:
+ * k outer, so the writes are contiguous and the nr rows read stay in L1. */
 static void
 pack_rows (const GemmJob *j, int r0, int r1, float *dst)
 {
-  const int nr = j->nr;
+  const int nr = j->nr, K = j->K;
   for (int p = 0; r0 + p * nr < r1; p++)
     {
-      float *panel = dst + (size_t) p * j->K * nr;
-      for (int i = 0; i < nr; i++)
+      float *panel = dst + (size_t) p * K * nr;
+      const int n0 = r0 + p * nr, rows = MIN (nr, r1 - n0);
+      const float *src = j->W + (size_t) n0 * K;
+      for (int k = 0; k < K; k++)
         {
-          const int r = r0 + p * nr + i;
-          const float *src = j->W + (size_t) r * j->K;
-          if (r < r1)
-            for (int k = 0; k < j->K; k++)
-              panel[(size_t) k * nr + i] = src[k];
-          else
-            for (int k = 0; k < j->K; k++)
-              panel[(size_t) k * nr + i] = 0.0f;
+          float *out = panel + (size_t) k * nr;
+          for (int i = 0; i < rows; i++)
+            out[i] = src[(size_t) i * K + k];
+          for (int i = rows; i < nr; i++)
+            out[i] = 0.0f;
         }
     }
 }
