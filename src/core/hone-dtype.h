@@ -56,7 +56,8 @@ typedef struct { hone_f16 d; int8_t qs[HONE_QK8_0]; } HoneBlockQ8_0;            
  * zero point 0..15; an AWQ group of g weights spans g/32 blocks with equal
  * (s, z). Nibble order as Q4_0/Q4_1 (byte j: element j low, j+16 high).
  * pad is always 0: the CPU kernels convert z and pad together as one f16,
- * the subnormal z·HONE_Q4Z_Z_SCALE (exact), beside s in one conversion. */
+ * the subnormal z·HONE_Q4Z_Z_SCALE (exact, and so under MXCSR.DAZ too:
+ * vcvtph2ps ignores it), beside s in one conversion. */
 typedef struct { hone_f16 s; uint8_t z; uint8_t pad; uint8_t qs[HONE_QK4_1 / 2]; } HoneBlockQ4Z;
 #define HONE_Q4Z_Z_SCALE 0x1p-24f   /* the f16 of bits z (< 1024) is z·2⁻²⁴ */
 typedef struct {                                                                      /* 144 B */
