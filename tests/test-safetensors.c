@@ -466,6 +466,44 @@ test_bad_shards (void)
   g_rmdir (dir);
 }
 
+/* add_tensor_take: the writer owns the buffer (no copy), also when it
+ * refuses the tensor (under ASan a leak or a double free fails this). */
+static void
+test_take (void)
+{
+  g_autoptr(HoneSafetensorsWriter) w = hone_safetensors_writer_new ();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) bytes = NULL;
+  g_autoptr(HoneSafetensors) st = NULL;
+  float *v = g_new (float, 6), *bad = g_new (float, 2), *dup = g_new (float, 6);
+  const HoneTensor *t;
+  const float want[6] = { 1, -2, 3.5f, 0, -0.25f, 1e30f };
+
+  memcpy (v, want, sizeof want);
+  memcpy (dup, want, sizeof want);
+  g_assert_true (hone_safetensors_writer_add_tensor_take (w, "v", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, v, 24,
+                                                          &error));
+  g_assert_no_error (error);
+  g_assert_false (hone_safetensors_writer_add_tensor_take (w, "bad", HONE_DTYPE_F32, 1, (int64_t[]) { 3 }, bad, 8,
+                                                           &error));
+  g_assert_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (hone_safetensors_writer_add_tensor_take (w, "v", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, dup, 24,
+                                                           &error));
+  g_assert_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  bytes = hone_safetensors_writer_to_bytes (w, &error);
+  g_assert_no_error (error);
+  st = hone_safetensors_open_bytes (bytes, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (hone_safetensors_n_tensors (st), ==, 1);
+  t = hone_safetensors_find_tensor (st, "v");
+  g_assert_nonnull (t);
+  g_assert_cmpint (t->ne[0], ==, 3);
+  g_assert_cmpint (t->ne[1], ==, 2);
+  g_assert_cmpmem (t->data, t->nbytes, want, sizeof want);
+}
+
 /* kB of this process's file-backed resident memory (RssFile), or -1. */
 static gint64
 rss_file_kb (void)
@@ -547,5 +585,6 @@ main (int argc, char **argv)
   g_test_add_func ("/safetensors/valid-edges", test_valid_edges);
   g_test_add_func ("/safetensors/bad-shards", test_bad_shards);
   g_test_add_func ("/safetensors/release", test_release);
+  g_test_add_func ("/safetensors/take", test_take);
   return g_test_run ();
 }

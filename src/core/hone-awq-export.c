@@ -511,20 +511,27 @@ add_f16 (HoneSafetensorsWriter *w, const char *name, int n_dims, const int64_t *
          GError **error)
 {
   gsize n = (gsize) ne[0] * (n_dims > 1 ? (gsize) ne[1] : 1);
-  g_autofree guint16 *h = g_new (guint16, n);
+  guint16 *h = g_new (guint16, n);
   for (gsize i = 0; i < n; i++)
     h[i] = hone_f32_to_f16 (v[i]);
-  return hone_safetensors_writer_add_tensor (w, name, HONE_DTYPE_F16, n_dims, ne, h, n * 2, error);
+  return hone_safetensors_writer_add_tensor_take (w, name, HONE_DTYPE_F16, n_dims, ne, h, n * 2, error);
 }
 
+/* @t in f16, a row at a time (an embedding table is no f32 copy of itself). */
 static gboolean
 add_tensor_f16 (HoneSafetensorsWriter *w, const char *name, const HoneTensor *t, GError **error)
 {
   int64_t K = t->ne[0], N = t->n_dims > 1 ? t->ne[1] : 1;
-  g_autofree float *f = g_new (float, (gsize) (K * N));
+  g_autofree float *row = g_new (float, (gsize) K);
+  guint16 *h = g_new (guint16, (gsize) (K * N));
   for (int64_t r = 0; r < N; r++)
-    hone_dequantize_row (t->type, hone_tensor_row (t, r), f + r * K, K);
-  return add_f16 (w, name, t->n_dims, t->ne, f, error);
+    {
+      hone_dequantize_row (t->type, hone_tensor_row (t, r), row, K);
+      for (int64_t k = 0; k < K; k++)
+        h[r * K + k] = hone_f32_to_f16 (row[k]);
+    }
+  return hone_safetensors_writer_add_tensor_take (w, name, HONE_DTYPE_F16, t->n_dims, t->ne, h,
+                                                  (gsize) (K * N) * 2, error);
 }
 
 /* qweight/qzeros/scales of one linear (rows already in HF order). */
@@ -532,9 +539,9 @@ static gboolean
 add_linear (HoneSafetensorsWriter *w, const char *prefix, const HoneAwqLinear *lin, GError **error)
 {
   int K = lin->K, N = lin->N, g = lin->group_size, ng = K / g;
-  g_autofree guint32 *qw = g_new (guint32, (gsize) K * N / 8);
-  g_autofree guint32 *qz = g_new (guint32, (gsize) ng * N / 8);
-  g_autofree guint16 *sc = g_new (guint16, (gsize) ng * N);
+  guint32 *qw = g_new (guint32, (gsize) K * N / 8);
+  guint32 *qz = g_new (guint32, (gsize) ng * N / 8);
+  guint16 *sc = g_new (guint16, (gsize) ng * N);
   g_autofree guint8 *col = g_new (guint8, N);
   g_autofree char *n1 = g_strdup_printf ("%s.qweight", prefix);
   g_autofree char *n2 = g_strdup_printf ("%s.qzeros", prefix);
@@ -556,9 +563,19 @@ add_linear (HoneSafetensorsWriter *w, const char *prefix, const HoneAwqLinear *l
         }
       hone_awq_pack_row (col, N, qz + (size_t) gi * (N / 8));
     }
-  return hone_safetensors_writer_add_tensor (w, n1, HONE_DTYPE_I32, 2, ne1, qw, (gsize) K * N / 2, error)
-    && hone_safetensors_writer_add_tensor (w, n2, HONE_DTYPE_I32, 2, ne2, qz, (gsize) ng * N / 2, error)
-    && hone_safetensors_writer_add_tensor (w, n3, HONE_DTYPE_F16, 2, ne3, sc, (gsize) ng * N * 2, error);
+  /* the writer takes the three buffers (each one also when an earlier one failed) */
+  if (!hone_safetensors_writer_add_tensor_take (w, n1, HONE_DTYPE_I32, 2, ne1, qw, (gsize) K * N / 2, error))
+    {
+      g_free (qz);
+      g_free (sc);
+      return FALSE;
+    }
+  if (!hone_safetensors_writer_add_tensor_take (w, n2, HONE_DTYPE_I32, 2, ne2, qz, (gsize) ng * N / 2, error))
+    {
+      g_free (sc);
+      return FALSE;
+    }
+  return hone_safetensors_writer_add_tensor_take (w, n3, HONE_DTYPE_F16, 2, ne3, sc, (gsize) ng * N * 2, error);
 }
 
 /* A copy of @lin with Q/K rows in HF order (GGUF llama sources). */

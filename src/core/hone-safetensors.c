@@ -790,11 +790,13 @@ hone_safetensors_writer_add_metadata (HoneSafetensorsWriter *writer, const char 
   g_ptr_array_add (writer->meta, g_strdup (value));
 }
 
-gboolean
-hone_safetensors_writer_add_tensor (HoneSafetensorsWriter *writer, const char *name, HoneDType type,
-                                    int n_dims, const int64_t *ne, const void *data, gsize nbytes,
-                                    GError **error)
+/* Checks the tensor and adds it; takes @bytes (unref'd on failure). */
+static gboolean
+writer_add (HoneSafetensorsWriter *writer, const char *name, HoneDType type, int n_dims, const int64_t *ne,
+            GBytes *bytes, GError **error)
 {
+  const gsize nbytes = g_bytes_get_size (bytes);
+  gboolean ok = FALSE;
   const DTypeInfo *info = dtype_for_writer (type);
   guint64 want;
   WEntry *e;
@@ -804,18 +806,18 @@ hone_safetensors_writer_add_tensor (HoneSafetensorsWriter *writer, const char *n
       g_set_error (error, HONE_ERROR, HONE_ERROR_UNSUPPORTED_TYPE,
                    _("tensor “%s”: safetensors cannot hold type %s"), name,
                    hone_dtype_name (type) ? hone_dtype_name (type) : "?");
-      return FALSE;
+      goto out;
     }
   if (name == NULL || name[0] == '\0' || !g_utf8_validate (name, -1, NULL) || strcmp (name, "__metadata__") == 0)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT, _("invalid tensor name"));
-      return FALSE;
+      goto out;
     }
   if (n_dims < 0 || n_dims > HONE_TENSOR_MAX_DIMS)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT,
                    _("tensor “%s”: %d dimensions"), name, n_dims);
-      return FALSE;
+      goto out;
     }
   want = (guint64) info->elem_size;
   for (int i = 0; i < n_dims; i++)
@@ -824,7 +826,7 @@ hone_safetensors_writer_add_tensor (HoneSafetensorsWriter *writer, const char *n
         {
           g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT,
                        _("tensor “%s”: invalid shape"), name);
-          return FALSE;
+          goto out;
         }
       want *= (guint64) ne[i];
     }
@@ -833,14 +835,14 @@ hone_safetensors_writer_add_tensor (HoneSafetensorsWriter *writer, const char *n
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT,
                    _("tensor “%s”: %" "zu" " bytes given, shape needs %" PRIu64),
                    name, nbytes, want);
-      return FALSE;
+      goto out;
     }
   for (guint i = 0; i < writer->entries->len; i++)
     if (strcmp (((WEntry *) g_ptr_array_index (writer->entries, i))->name, name) == 0)
       {
         g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT,
                      _("tensor “%s” added twice"), name);
-        return FALSE;
+        goto out;
       }
   e = g_new0 (WEntry, 1);
   e->name = g_strdup (name);
@@ -848,9 +850,29 @@ hone_safetensors_writer_add_tensor (HoneSafetensorsWriter *writer, const char *n
   e->n_dims = n_dims;
   for (int i = 0; i < n_dims; i++)
     e->ne[i] = ne[i];
-  e->data = g_bytes_new (data, nbytes);
+  e->data = g_steal_pointer (&bytes);
   g_ptr_array_add (writer->entries, e);
-  return TRUE;
+  ok = TRUE;
+out:
+  if (bytes != NULL)
+    g_bytes_unref (bytes);
+  return ok;
+}
+
+gboolean
+hone_safetensors_writer_add_tensor (HoneSafetensorsWriter *writer, const char *name, HoneDType type,
+                                    int n_dims, const int64_t *ne, const void *data, gsize nbytes,
+                                    GError **error)
+{
+  return writer_add (writer, name, type, n_dims, ne, g_bytes_new (data, nbytes), error);
+}
+
+gboolean
+hone_safetensors_writer_add_tensor_take (HoneSafetensorsWriter *writer, const char *name, HoneDType type,
+                                         int n_dims, const int64_t *ne, gpointer data, gsize nbytes,
+                                         GError **error)
+{
+  return writer_add (writer, name, type, n_dims, ne, g_bytes_new_take (data, nbytes), error);
 }
 
 static void

@@ -71,6 +71,11 @@ void     hone_safetensors_writer_add_metadata (HoneSafetensorsWriter *writer, co
 gboolean hone_safetensors_writer_add_tensor (HoneSafetensorsWriter *writer, const char *name, HoneDType type,
                                              int n_dims, const int64_t *ne, const void *data, gsize nbytes,
                                              GError **error);
+/* The same without a copy: the writer takes @data (g_malloc'd), also when it
+ * refuses the tensor. */
+gboolean hone_safetensors_writer_add_tensor_take (HoneSafetensorsWriter *writer, const char *name, HoneDType type,
+                                                  int n_dims, const int64_t *ne, gpointer data, gsize nbytes,
+                                                  GError **error);
 GBytes  *hone_safetensors_writer_to_bytes (HoneSafetensorsWriter *writer, GError **error);
 /* Atomic: temp file in the same folder, fsync, rename over @path. */
 gboolean hone_safetensors_writer_write (HoneSafetensorsWriter *writer, const char *path, GError **error);
