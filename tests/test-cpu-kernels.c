@@ -571,14 +571,16 @@ write_file (const char *dir, const char *name, const char *text)
   g_assert_true (g_file_set_contents (path, text, -1, NULL));
 }
 
-/* The blocked f32 GEMM (AWQ calibration): every ISA, shapes around its
- * panels (16 or 32 rows), token blocks (6 or 12) and L2 chunks, 1–3 threads,
- * against f64 with the f32 summation bound; the same bits at every thread
- * count, and nothing written past y. */
+/* The blocked GEMM (a prompt's float weights, AWQ calibration): every ISA,
+ * F32/F16/BF16 weights, shapes around its panels (16 or 32 rows), token
+ * blocks (6 or 12) and L2 chunks, 1–3 threads, against f64 with the f32
+ * summation bound; the same bits at every thread count, nothing written past
+ * y; at 70 tokens hone_cpu_matmul (which hands such products to it) too. */
 static void
 test_gemm_f32 (void)
 {
-  const int Ns[] = { 1, 15, 33, 100, 700 }, Ks[] = { 1, 7, 64, 1100 }, Ts[] = { 1, 5, 13, 30 };
+  const int Ns[] = { 1, 15, 33, 100, 700 }, Ks[] = { 1, 7, 64, 1100 }, Ts[] = { 1, 5, 13, 70 };
+  const HoneDType types[] = { HONE_DTYPE_F32, HONE_DTYPE_F16, HONE_DTYPE_BF16 };
   const int GUARD = 40;
   HoneCpuPool *pools[3];
   GRand *r = g_rand_new_with_seed (23);
@@ -595,59 +597,84 @@ test_gemm_f32 (void)
         continue;
       g_assert_cmpint (hone_cpu_set_isa (isa), ==, isa);
       isas++;
-      for (guint ni = 0; ni < G_N_ELEMENTS (Ns); ni++)
-        for (guint ki = 0; ki < G_N_ELEMENTS (Ks); ki++)
-          for (guint ti = 0; ti < G_N_ELEMENTS (Ts); ti++)
-            {
-              const int N = Ns[ni], K = Ks[ki], T = Ts[ti];
-              float *W = g_new (float, (gsize) N * K), *x = g_new (float, (gsize) T * K);
-              float *y = g_new (float, (gsize) T * N + GUARD), *y1 = g_new (float, (gsize) T * N);
+      for (guint yi = 0; yi < G_N_ELEMENTS (types); yi++)
+        for (guint ni = 0; ni < G_N_ELEMENTS (Ns); ni++)
+          for (guint ki = 0; ki < G_N_ELEMENTS (Ks); ki++)
+            for (guint ti = 0; ti < G_N_ELEMENTS (Ts); ti++)
+              {
+                const HoneDType type = types[yi];
+                const int N = Ns[ni], K = Ks[ki], T = Ts[ti];
+                const gsize esize = type == HONE_DTYPE_F32 ? 4 : 2;
+                float *W = g_new (float, (gsize) N * K), *x = g_new (float, (gsize) T * K);
+                float *y = g_new (float, (gsize) T * N + GUARD), *y1 = g_new (float, (gsize) T * N);
+                guint8 *wdata = g_malloc ((gsize) N * K * esize);
+                HoneTensor w = { .name = "w", .type = type, .n_dims = 2, .ne = { K, N, 1, 1 }, .data = wdata,
+                                 .nbytes = (gsize) N * K * esize };
 
-              for (int i = 0; i < N * K; i++)
-                W[i] = (float) rnd (r);
-              for (int i = 0; i < T * K; i++)
-                x[i] = (float) rnd (r);
-              for (int nth = 1; nth <= 3; nth++)
-                {
-                  memset (y, 0xff, ((gsize) T * N + GUARD) * sizeof (float));   /* NaN: every output must be written */
-                  hone_cpu_gemm_f32 (pools[nth - 1], W, N, K, x, T, y);
-                  for (int i = 0; i < GUARD; i++)
-                    {
-                      guint32 bits;
-                      memcpy (&bits, y + (gsize) T * N + i, 4);
-                      if (bits != 0xffffffffu)
-                        g_error ("%s N=%d K=%d T=%d: written past y", hone_cpu_isa_name (isa), N, K, T);
-                    }
-                  if (nth == 1)
-                    {
-                      for (int t = 0; t < T; t++)
-                        for (int n = 0; n < N; n++)
-                          {
-                            double ref = 0, mag = 0;
-                            const double got = y[(gsize) t * N + n];
-                            for (int k = 0; k < K; k++)
-                              {
-                                const double p = (double) x[(gsize) t * K + k] * W[(gsize) n * K + k];
-                                ref += p;
-                                mag += fabs (p);
-                              }
-                            /* a sum of K f32 products: |error| ≤ K·2⁻²⁴·Σ|p| */
-                            if (!(fabs (got - ref) <= 1.01 * K * 0x1p-24 * mag + 1e-30))
-                              g_error ("%s N=%d K=%d T=%d: y[%d][%d] = %.9g, f64 %.9g", hone_cpu_isa_name (isa), N,
-                                       K, T, t, n, got, ref);
-                          }
-                      memcpy (y1, y, (gsize) T * N * sizeof (float));
-                    }
-                  else if (memcmp (y1, y, (gsize) T * N * sizeof (float)) != 0)
-                    g_error ("%s N=%d K=%d T=%d: %d threads give other bits than 1", hone_cpu_isa_name (isa), N, K,
-                             T, nth);
-                  checked++;
-                }
-              g_free (W); g_free (x); g_free (y); g_free (y1);
-            }
+                for (int i = 0; i < N * K; i++)
+                  {
+                    const float v = (float) rnd (r);
+                    if (type == HONE_DTYPE_F16)
+                      ((hone_f16 *) wdata)[i] = hone_f32_to_f16 (v);
+                    else if (type == HONE_DTYPE_BF16)
+                      ((hone_bf16 *) wdata)[i] = hone_f32_to_bf16 (v);
+                    else
+                      ((float *) wdata)[i] = v;
+                  }
+                hone_dequantize_row (type, wdata, W, (gint64) N * K);   /* the values the kernels see */
+                for (int i = 0; i < T * K; i++)
+                  x[i] = (float) rnd (r);
+                for (int nth = 1; nth <= 4; nth++)
+                  {
+                    memset (y, 0xff, ((gsize) T * N + GUARD) * sizeof (float));   /* NaN: every output must be written */
+                    if (nth <= 3)
+                      hone_cpu_gemm (pools[nth - 1], &w, x, T, y);
+                    else if (T >= HONE_CPU_GEMM_MIN_T)
+                      {
+                        HoneCpuMatmulOut o = { &w, y };
+                        hone_cpu_matmul (pools[1], &o, 1, x, NULL, K, T);
+                      }
+                    else
+                      continue;
+                    for (int i = 0; i < GUARD; i++)
+                      {
+                        guint32 bits;
+                        memcpy (&bits, y + (gsize) T * N + i, 4);
+                        if (bits != 0xffffffffu)
+                          g_error ("%s %s N=%d K=%d T=%d: written past y", hone_cpu_isa_name (isa),
+                                   hone_dtype_name (type), N, K, T);
+                      }
+                    if (nth == 1)
+                      {
+                        for (int t = 0; t < T; t++)
+                          for (int n = 0; n < N; n++)
+                            {
+                              double ref = 0, mag = 0;
+                              const double got = y[(gsize) t * N + n];
+                              for (int k = 0; k < K; k++)
+                                {
+                                  const double p = (double) x[(gsize) t * K + k] * W[(gsize) n * K + k];
+                                  ref += p;
+                                  mag += fabs (p);
+                                }
+                              /* a sum of K f32 products: |error| ≤ K·2⁻²⁴·Σ|p| */
+                              if (!(fabs (got - ref) <= 1.01 * K * 0x1p-24 * mag + 1e-30))
+                                g_error ("%s %s N=%d K=%d T=%d: y[%d][%d] = %.9g, f64 %.9g", hone_cpu_isa_name (isa),
+                                         hone_dtype_name (type), N, K, T, t, n, got, ref);
+                            }
+                        memcpy (y1, y, (gsize) T * N * sizeof (float));
+                      }
+                    else if (memcmp (y1, y, (gsize) T * N * sizeof (float)) != 0)
+                      g_error ("%s %s N=%d K=%d T=%d: %s gives other bits than 1 thread", hone_cpu_isa_name (isa),
+                               hone_dtype_name (type), N, K, T, nth <= 3 ? "another thread count" : "hone_cpu_matmul");
+                    checked++;
+                  }
+                g_free (W); g_free (x); g_free (y); g_free (y1); g_free (wdata);
+              }
     }
   g_test_message ("%d GEMM runs checked on %d ISAs", checked, isas);
-  g_assert_cmpint (checked, ==, isas * 5 * 4 * 4 * 3);
+  /* per ISA: 3 types × 5 N × 4 K × (3 token counts × 3 thread counts + 70 tokens × 4) */
+  g_assert_cmpint (checked, ==, isas * 3 * 5 * 4 * (3 * 3 + 4));
   hone_cpu_set_isa (HONE_CPU_ISA_COUNT_);
   for (int nth = 1; nth <= 3; nth++)
     hone_cpu_pool_free (pools[nth - 1]);

@@ -9,8 +9,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include "hone-cpu-dot.h"
-#include "hone-cpu-matmul.h"
-#include "hone-tensor.h"
+#include "hone-dtype.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HONE_HAVE_X86 1
@@ -23,29 +22,113 @@
 #define MAX_TB 12
 
 typedef struct {
-  const float *W, *x;
+  const HoneTensor *w;    /* F32, F16 or BF16: N rows of K */
+  const float *x;
   float *y;
   int N, K, T;
   int nr, tb;             /* rows a panel, tokens a block */
   int chunk_rows;         /* a multiple of nr */
   int n_chunks, n_tblocks, n_groups;
   float *xtail;           /* the last, partial token block, zero-padded to tb rows (or NULL) */
+  size_t row_bytes;
   float *wp;              /* per thread: chunk_rows × K floats, packed [panel][k][nr] */
+  float *tmp;             /* per thread: nr × K floats (F16/BF16 rows converted), or NULL */
   atomic_int next;        /* the next work item: chunk × token group */
   HoneCpuIsa isa;
 } GemmJob;
 
-/* Rows r0 … r1 − 1 as panels of nr, [panel][k][nr], rows past r1 as zeros:
- * k outer, so the writes are contiguous and the nr rows read stay in L1. */
+#ifdef HONE_HAVE_X86
+/* A row of F16 or BF16 weights to f32, 8 at a time (F16C, or BF16's shift). */
+static __attribute__((target ("avx2,f16c"))) void
+convert_row_x86 (HoneDType type, const guint16 *src, int K, float *dst)
+{
+  int k = 0;
+  if (type == HONE_DTYPE_F16)
+    for (; k + 8 <= K; k += 8)
+      _mm256_storeu_ps (dst + k, _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (src + k))));
+  else
+    for (; k + 8 <= K; k += 8)
+      _mm256_storeu_ps (dst + k, _mm256_castsi256_ps (_mm256_slli_epi32 (
+                                   _mm256_cvtepu16_epi32 (_mm_loadu_si128 ((const __m128i *) (src + k))), 16)));
+  if (k < K)
+    hone_dequantize_row (type, src + k, dst + k, K - k);
+}
+#endif
+
+#ifdef HONE_HAVE_X86
+/* A whole panel's transpose, [nr rows][K] → [K][nr], by gathers of one
+ * element from each of 16 (8) rows at a time. */
+static __attribute__((target ("avx2,fma,avx512f,avx512vl"))) void
+transpose_avx512 (const float *src, int K, float *panel)
+{
+  const __m512i idx = _mm512_mullo_epi32 (_mm512_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32 (K));
+  const float *hi = src + (size_t) 16 * K;
+  for (int k = 0; k < K; k++)
+    {
+      _mm512_storeu_ps (panel + (size_t) k * 32, _mm512_i32gather_ps (idx, src + k, 4));
+      _mm512_storeu_ps (panel + (size_t) k * 32 + 16, _mm512_i32gather_ps (idx, hi + k, 4));
+    }
+}
+
+static __attribute__((target ("avx2,fma"))) void
+transpose_avx2 (const float *src, int K, float *panel)
+{
+  const __m256i idx = _mm256_mullo_epi32 (_mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32 (K));
+  const float *hi = src + (size_t) 8 * K;
+  for (int k = 0; k < K; k++)
+    {
+      _mm256_storeu_ps (panel + (size_t) k * 16, _mm256_i32gather_ps (src + k, idx, 4));
+      _mm256_storeu_ps (panel + (size_t) k * 16 + 8, _mm256_i32gather_ps (hi + k, idx, 4));
+    }
+}
+#endif
+
+/* Row n of the weights as f32 in @dst (F16/BF16; an F32 row is read in place). */
 static void
-pack_rows (const GemmJob *j, int r0, int r1, float *dst)
+convert_row (const GemmJob *j, int n, float *dst)
+{
+  const void *row = (const guint8 *) j->w->data + (size_t) n * j->row_bytes;
+#ifdef HONE_HAVE_X86
+  if (j->isa != HONE_CPU_ISA_PORTABLE)
+    {
+      convert_row_x86 (j->w->type, row, j->K, dst);
+      return;
+    }
+#endif
+  hone_dequantize_row (j->w->type, row, dst, j->K);
+}
+
+/* Rows r0 … r1 − 1 as f32 panels of nr, [panel][k][nr], rows past r1 as
+ * zeros: k outer, so the writes are contiguous and the nr rows read stay in
+ * L1. F16/BF16 rows are converted into @tmp (nr × K floats) first. */
+static void
+pack_rows (const GemmJob *j, int r0, int r1, float *dst, float *tmp)
 {
   const int nr = j->nr, K = j->K;
   for (int p = 0; r0 + p * nr < r1; p++)
     {
       float *panel = dst + (size_t) p * K * nr;
       const int n0 = r0 + p * nr, rows = MIN (nr, r1 - n0);
-      const float *src = j->W + (size_t) n0 * K;
+      const float *src = (const float *) j->w->data + (size_t) n0 * K;
+      if (j->w->type != HONE_DTYPE_F32)
+        {
+          for (int i = 0; i < rows; i++)
+            convert_row (j, n0 + i, tmp + (size_t) i * K);
+          src = tmp;
+        }
+#ifdef HONE_HAVE_X86
+      if (rows == nr && j->isa == HONE_CPU_ISA_AVX512VNNI)
+        {
+          transpose_avx512 (src, K, panel);
+          continue;
+        }
+      if (rows == nr && j->isa != HONE_CPU_ISA_PORTABLE)
+        {
+          transpose_avx2 (src, K, panel);
+          continue;
+        }
+#endif
       for (int k = 0; k < K; k++)
         {
           float *out = panel + (size_t) k * nr;
@@ -55,6 +138,29 @@ pack_rows (const GemmJob *j, int r0, int r1, float *dst)
             out[i] = 0.0f;
         }
     }
+}
+
+/* Any CPU: nr rows × tb tokens in plain C (the compiler vectorizes the rows). */
+static void
+kernel_portable (const float *wp, int nr, const float *x, size_t ld, int tb, int K, float *y, int N, int rows,
+                 int toks)
+{
+  float acc[8][16];
+  g_assert (nr <= 16 && tb <= 8);
+  memset (acc, 0, sizeof acc);
+  for (int k = 0; k < K; k++)
+    {
+      const float *wk = wp + (size_t) k * nr;
+      for (int t = 0; t < tb; t++)
+        {
+          const float b = x[(size_t) t * ld + k];
+          for (int i = 0; i < nr; i++)
+            acc[t][i] += wk[i] * b;
+        }
+    }
+  for (int t = 0; t < toks; t++)
+    for (int i = 0; i < rows; i++)
+      y[(size_t) t * N + i] = acc[t][i];
 }
 
 #ifdef HONE_HAVE_X86
@@ -135,6 +241,7 @@ gemm_worker (gpointer data, int ith, int nth)
 {
   GemmJob *j = data;
   float *wp = j->wp + (size_t) ith * j->chunk_rows * j->K;
+  float *tmp = j->tmp ? j->tmp + (size_t) ith * j->nr * j->K : NULL;
   int packed = -1;   /* the chunk wp holds */
   (void) nth;
 
@@ -152,7 +259,7 @@ gemm_worker (gpointer data, int ith, int nth)
       b0 = (int) ((gint64) g * j->n_tblocks / j->n_groups);
       b1 = (int) ((gint64) (g + 1) * j->n_tblocks / j->n_groups);
       if (packed != c)
-        pack_rows (j, r0, r1, wp);
+        pack_rows (j, r0, r1, wp, tmp);
       packed = c;
       for (int b = b0; b < b1; b++)
         {
@@ -166,43 +273,34 @@ gemm_worker (gpointer data, int ith, int nth)
 #ifdef HONE_HAVE_X86
               if (j->isa == HONE_CPU_ISA_AVX512VNNI)
                 kernel_avx512 (panel, xt, j->K, j->K, y, j->N, rows, toks);
-              else
+              else if (j->isa != HONE_CPU_ISA_PORTABLE)
                 kernel_avx2 (panel, xt, j->K, j->K, y, j->N, rows, toks);
-#else
-              (void) panel; (void) xt; (void) y; (void) rows; (void) toks;
+              else
 #endif
+                kernel_portable (panel, j->nr, xt, j->K, j->tb, j->K, y, j->N, rows, toks);
             }
         }
     }
 }
 
+gboolean
+hone_cpu_gemm_takes (HoneDType type)
+{
+  return type == HONE_DTYPE_F32 || type == HONE_DTYPE_F16 || type == HONE_DTYPE_BF16;
+}
+
 void
-hone_cpu_gemm_f32 (HoneCpuPool *pool, const float *W, int N, int K, const float *x, int T, float *y)
+hone_cpu_gemm (HoneCpuPool *pool, const HoneTensor *w, const float *x, int T, float *y)
 {
   const HoneCpuIsa isa = hone_cpu_isa ();
   const int nth = hone_cpu_pool_n_threads (pool);
-#ifdef HONE_HAVE_X86
-  const gboolean blocked = isa != HONE_CPU_ISA_PORTABLE;
-#else
-  const gboolean blocked = FALSE;
-#endif
-  GemmJob j = { .W = W, .x = x, .y = y, .N = N, .K = K, .T = T, .isa = isa };
+  const int N = (int) w->ne[1], K = (int) w->ne[0];
+  GemmJob j = { .w = w, .x = x, .y = y, .N = N, .K = K, .T = T, .isa = isa };
 
-  g_return_if_fail (N > 0 && K > 0 && T > 0);
-  if (!blocked)
-    {
-      /* the tile kernels, in token chunks so x stays in cache */
-      HoneTensor t = { .name = "gemm", .type = HONE_DTYPE_F32, .n_dims = 2, .ne = { K, N, 1, 1 },
-                       .data = (void *) W, .nbytes = (size_t) N * K * sizeof (float) };
-      for (int t0 = 0; t0 < T; t0 += 256)
-        {
-          HoneCpuMatmulOut o = { &t, y + (size_t) t0 * N };
-          hone_cpu_matmul (pool, &o, 1, x + (size_t) t0 * K, NULL, K, MIN (256, T - t0));
-        }
-      return;
-    }
+  g_return_if_fail (hone_cpu_gemm_takes (w->type) && N > 0 && K > 0 && T > 0);
+  j.row_bytes = hone_tensor_row_bytes (w);
   j.nr = isa == HONE_CPU_ISA_AVX512VNNI ? 32 : 16;
-  j.tb = isa == HONE_CPU_ISA_AVX512VNNI ? MAX_TB : 6;
+  j.tb = isa == HONE_CPU_ISA_AVX512VNNI ? MAX_TB : isa == HONE_CPU_ISA_PORTABLE ? 4 : 6;
   j.chunk_rows = MAX (j.nr, (int) (CHUNK_BYTES / ((gsize) K * sizeof (float))) / j.nr * j.nr);
   j.chunk_rows = MIN (j.chunk_rows, (N + j.nr - 1) / j.nr * j.nr);
   j.n_chunks = (N + j.chunk_rows - 1) / j.chunk_rows;
@@ -217,7 +315,18 @@ hone_cpu_gemm_f32 (HoneCpuPool *pool, const float *W, int N, int K, const float 
       memcpy (j.xtail, x + (size_t) t0 * K, (size_t) (T - t0) * K * sizeof (float));
     }
   j.wp = g_aligned_alloc ((gsize) nth * j.chunk_rows, (gsize) K * sizeof (float), 64);
+  if (w->type != HONE_DTYPE_F32)
+    j.tmp = g_new (float, (gsize) nth * j.nr * K);
   hone_cpu_pool_run (pool, gemm_worker, &j);
   g_free (j.xtail);
+  g_free (j.tmp);
   g_aligned_free (j.wp);
+}
+
+void
+hone_cpu_gemm_f32 (HoneCpuPool *pool, const float *W, int N, int K, const float *x, int T, float *y)
+{
+  const HoneTensor t = { .name = "gemm", .type = HONE_DTYPE_F32, .n_dims = 2, .ne = { K, N, 1, 1 },
+                         .data = (void *) W, .nbytes = (size_t) N * K * sizeof (float) };
+  hone_cpu_gemm (pool, &t, x, T, y);
 }

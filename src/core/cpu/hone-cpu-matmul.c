@@ -2,6 +2,7 @@
 #include "hone-cpu-matmul.h"
 
 #include <stdatomic.h>
+#include "hone-cpu-gemm.h"
 #include "hone-cpu-panel.h"
 #include "hone-cpu-precise.h"
 
@@ -157,6 +158,19 @@ matmul_run (HoneCpuPool *pool, const HoneCpuMatmulOut *outs, int n_outs,
   gboolean panels = FALSE;
 
   g_return_if_fail (n_outs >= 1 && n_outs <= MAX_OUTS);
+  if (scratch == NULL && T >= HONE_CPU_GEMM_MIN_T)
+    {
+      /* a prompt's float weights: the blocked GEMM, one output at a time */
+      gboolean all = TRUE;
+      for (int i = 0; i < n_outs; i++)
+        all = all && hone_cpu_gemm_takes (outs[i].w->type);
+      if (all)
+        {
+          for (int i = 0; i < n_outs; i++)
+            hone_cpu_gemm (pool, outs[i].w, x, T, outs[i].y);
+          return;
+        }
+    }
   job.outs = outs;
   job.n_outs = n_outs;
   job.x = x;
