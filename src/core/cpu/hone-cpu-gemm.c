@@ -56,31 +56,45 @@ convert_row_x86 (HoneDType type, const guint16 *src, int K, float *dst)
 #endif
 
 #ifdef HONE_HAVE_X86
-/* A whole panel's transpose, [nr rows][K] → [K][nr], by gathers of one
- * element from each of 16 (8) rows at a time. */
-static __attribute__((target ("avx2,fma,avx512f,avx512vl"))) void
-transpose_avx512 (const float *src, int K, float *panel)
+/* 8 rows × 8 columns of @src (rows @ld floats apart) transposed into @dst
+ * (rows @ldd apart): the usual unpack / shuffle / lane-permute sequence. */
+static inline __attribute__((always_inline, target ("avx2,fma"))) void
+transpose8 (const float *src, size_t ld, float *dst, size_t ldd)
 {
-  const __m512i idx = _mm512_mullo_epi32 (_mm512_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                          _mm512_set1_epi32 (K));
-  const float *hi = src + (size_t) 16 * K;
-  for (int k = 0; k < K; k++)
+  __m256 r[8], t[8], u[8];
+  for (int i = 0; i < 8; i++)
+    r[i] = _mm256_loadu_ps (src + i * ld);
+  for (int i = 0; i < 8; i += 2)
     {
-      _mm512_storeu_ps (panel + (size_t) k * 32, _mm512_i32gather_ps (idx, src + k, 4));
-      _mm512_storeu_ps (panel + (size_t) k * 32 + 16, _mm512_i32gather_ps (idx, hi + k, 4));
+      t[i] = _mm256_unpacklo_ps (r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps (r[i], r[i + 1]);
+    }
+  for (int h = 0; h < 8; h += 4)
+    {
+      u[h] = _mm256_shuffle_ps (t[h], t[h + 2], 0x44);
+      u[h + 1] = _mm256_shuffle_ps (t[h], t[h + 2], 0xee);
+      u[h + 2] = _mm256_shuffle_ps (t[h + 1], t[h + 3], 0x44);
+      u[h + 3] = _mm256_shuffle_ps (t[h + 1], t[h + 3], 0xee);
+    }
+  for (int j = 0; j < 4; j++)
+    {
+      _mm256_storeu_ps (dst + j * ldd, _mm256_permute2f128_ps (u[j], u[j + 4], 0x20));
+      _mm256_storeu_ps (dst + (j + 4) * ldd, _mm256_permute2f128_ps (u[j], u[j + 4], 0x31));
     }
 }
 
+/* A whole panel [nr rows][K] → [K][nr] (nr a multiple of 8), 8 × 8 at a time. */
 static __attribute__((target ("avx2,fma"))) void
-transpose_avx2 (const float *src, int K, float *panel)
+transpose_panel_x86 (const float *src, int nr, int K, float *panel)
 {
-  const __m256i idx = _mm256_mullo_epi32 (_mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32 (K));
-  const float *hi = src + (size_t) 8 * K;
-  for (int k = 0; k < K; k++)
-    {
-      _mm256_storeu_ps (panel + (size_t) k * 16, _mm256_i32gather_ps (src + k, idx, 4));
-      _mm256_storeu_ps (panel + (size_t) k * 16 + 8, _mm256_i32gather_ps (hi + k, idx, 4));
-    }
+  int k = 0;
+  for (; k + 8 <= K; k += 8)
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i += 8)
+      transpose8 (src + (size_t) i * K + k, (size_t) K, panel + (size_t) k * nr + i, (size_t) nr);
+  for (; k < K; k++)
+    for (int i = 0; i < nr; i++)
+      panel[(size_t) k * nr + i] = src[(size_t) i * K + k];
 }
 #endif
 
@@ -118,14 +132,9 @@ pack_rows (const GemmJob *j, int r0, int r1, float *dst, float *tmp)
           src = tmp;
         }
 #ifdef HONE_HAVE_X86
-      if (rows == nr && j->isa == HONE_CPU_ISA_AVX512VNNI)
-        {
-          transpose_avx512 (src, K, panel);
-          continue;
-        }
       if (rows == nr && j->isa != HONE_CPU_ISA_PORTABLE)
         {
-          transpose_avx2 (src, K, panel);
+          transpose_panel_x86 (src, nr, K, panel);
           continue;
         }
 #endif
