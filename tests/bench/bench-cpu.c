@@ -71,10 +71,8 @@ main (int argc, char **argv)
     path = g_getenv ("HONE_DEFAULT_MODEL");
   if (path == NULL)
     path = g_build_filename (g_get_user_cache_dir (), "hone", "models", "SmolLM2-135M-Instruct.Q4_1.gguf", NULL);
-  if (isa != NULL)
-    for (int k = 0; k < HONE_CPU_ISA_COUNT_; k++)
-      if (g_str_equal (isa, hone_cpu_isa_name (k)))
-        hone_cpu_set_isa (k);
+  if (isa != NULL && hone_cpu_isa_from_name (isa) < HONE_CPU_ISA_COUNT_)
+    hone_cpu_set_isa (hone_cpu_isa_from_name (isa));
 
   model = hone_model_open (path, &error);
   if (model == NULL)

@@ -59,18 +59,13 @@ main (int argc, char **argv)
     }
   if (isa != NULL)
     {
-      gboolean found = FALSE;
-      for (int i = 0; i < HONE_CPU_ISA_COUNT_ && !found; i++)
-        if (g_str_equal (isa, hone_cpu_isa_name (i)) && hone_cpu_isa_supported (i))
-          {
-            hone_cpu_set_isa (i);
-            found = TRUE;
-          }
-      if (!found)
+      const HoneCpuIsa want = hone_cpu_isa_from_name (isa);
+      if (want == HONE_CPU_ISA_COUNT_ || !hone_cpu_isa_supported (want))
         {
           g_printerr ("bench-gemm: ISA %s is unknown or this CPU lacks it\n", isa);
           return 2;
         }
+      hone_cpu_set_isa (want);
     }
   pool = hone_cpu_pool_new (threads, NULL);
   if (pool == NULL)

@@ -323,15 +323,13 @@ hone_cpu_isa (void)
       /* HONE_CPU_ISA=portable|avx2|avx-vnni|avx512-vnni caps the choice (CI, A/B runs). */
       const char *env = g_getenv ("HONE_CPU_ISA");
       int best = hone_cpu_isa_detect ();
-      if (env != NULL)
-        for (int i = HONE_CPU_ISA_PORTABLE; i < HONE_CPU_ISA_COUNT_; i++)
-          if (g_ascii_strcasecmp (env, hone_cpu_isa_name (i)) == 0)
-            {
-              while (i > HONE_CPU_ISA_PORTABLE && !hone_cpu_isa_supported (i))
-                i--;
-              best = MIN (best, i);
-              break;
-            }
+      int i = env != NULL ? (int) hone_cpu_isa_from_name (env) : HONE_CPU_ISA_COUNT_;
+      if (i < HONE_CPU_ISA_COUNT_)
+        {
+          while (i > HONE_CPU_ISA_PORTABLE && !hone_cpu_isa_supported (i))
+            i--;
+          best = MIN (best, i);
+        }
       detected = best;
     }
   return (HoneCpuIsa) detected;
@@ -345,6 +343,15 @@ hone_cpu_set_isa (HoneCpuIsa isa)
     i--;
   forced_isa = i;
   return (HoneCpuIsa) forced_isa;
+}
+
+HoneCpuIsa
+hone_cpu_isa_from_name (const char *name)
+{
+  for (int i = HONE_CPU_ISA_PORTABLE; i < HONE_CPU_ISA_COUNT_; i++)
+    if (name != NULL && g_ascii_strcasecmp (name, hone_cpu_isa_name (i)) == 0)
+      return (HoneCpuIsa) i;
+  return HONE_CPU_ISA_COUNT_;
 }
 
 const char *

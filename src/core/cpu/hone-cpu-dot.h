@@ -90,6 +90,8 @@ HoneCpuIsa  hone_cpu_isa (void);
  * supported one below it. Returns the ISA in use. */
 HoneCpuIsa  hone_cpu_set_isa (HoneCpuIsa isa);
 const char *hone_cpu_isa_name (HoneCpuIsa isa);
+/* The ISA of a name hone_cpu_isa_name gives (any case); HONE_CPU_ISA_COUNT_ if none. */
+HoneCpuIsa  hone_cpu_isa_from_name (const char *name);
 
 /* TRUE for weight types whose kernels take HoneQ8Act activations; FALSE for float
  * activations (F32/F16/BF16). */
