@@ -345,6 +345,55 @@ test_memory (void)
 }
 
 
+/* kB of this process's file-backed resident memory (RssFile), or -1. */
+static gint64
+rss_file_kb (void)
+{
+  g_autofree char *status = NULL;
+  const char *p;
+  if (!g_file_get_contents ("/proc/self/status", &status, NULL, NULL) || (p = strstr (status, "RssFile:")) == NULL)
+    return -1;
+  return g_ascii_strtoll (p + strlen ("RssFile:"), NULL, 10);
+}
+
+/* A model in VRAM does not keep its file in the process's resident memory:
+ * the upload lets each chunk's pages go once they are on the device (the
+ * whole file was resident after a load before that). The model still reads
+ * right afterwards (the pages come back from the file). */
+static void
+test_host_pages (void)
+{
+  GError *error = NULL;
+  g_autofree char *path = NULL;
+  g_autoptr(HoneModel) m = NULL;
+  HoneBackend *be;
+  HoneBackendOptions opt = { 0 };
+  gint64 before, after;
+
+  if (!ensure_reference () || !(be = new_cuda ()))
+    return;
+  path = hone_default_model_find (&error);
+  g_assert_no_error (error);
+  m = hone_model_open (path, &error);   /* a mapping of its own: none of its pages touched by other tests */
+  g_assert_no_error (error);
+  before = rss_file_kb ();
+  opt.max_context = 256;
+  g_assert_true (be->klass->load (be, m, &opt, NULL, NULL, NULL, &error));
+  g_assert_no_error (error);
+  after = rss_file_kb ();
+  if (before < 0)
+    g_test_skip ("no RssFile in /proc/self/status");
+  else
+    {
+      g_printerr ("# RssFile %" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT " kB over a load of a %.1f MB file\n", before,
+                  after, m->file_bytes / 1e6);
+      g_assert_cmpint ((after - before) * 1024, <, m->file_bytes / 4);
+    }
+  /* the tensors still read right on the host */
+  g_assert_cmpmem (m->tok_embd.data, m->tok_embd.nbytes, model->tok_embd.data, model->tok_embd.nbytes);
+  hone_backend_free (be);
+}
+
 /* ---- tiny generated models of every weight type ------------------------------ */
 
 #define TINY_N 40      /* tokens run */
@@ -1359,6 +1408,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda/prefill", test_prefill);
   g_test_add_func ("/cuda/decode", test_decode);
   g_test_add_func ("/cuda/memory", test_memory);
+  g_test_add_func ("/cuda/host-pages", test_host_pages);
   g_test_add_func ("/cuda/sample-greedy", test_sample_greedy);
   g_test_add_func ("/cuda/sample-distribution", test_sample_distribution);
   g_test_add_func ("/cuda/engine-sampling", test_engine_sampling);

@@ -1266,6 +1266,73 @@ out:
   g_free (path);
 }
 
+/* kB of this process's file-backed resident memory (RssFile), or -1. */
+static gint64
+rss_file_kb (void)
+{
+  g_autofree char *status = NULL;
+  const char *p;
+  if (!g_file_get_contents ("/proc/self/status", &status, NULL, NULL) || (p = strstr (status, "RssFile:")) == NULL)
+    return -1;
+  return g_ascii_strtoll (p + strlen ("RssFile:"), NULL, 10);
+}
+
+/* Releasing bytes of a mapped file's tensor (what the CUDA upload does after
+ * each chunk): the pages leave the resident memory and read back unchanged;
+ * ranges of a reader over memory, or outside the file, are left alone
+ * (MADV_DONTNEED on anonymous memory would zero them). */
+static void
+test_release_bytes (void)
+{
+  enum { N = 8 << 20 };   /* 8 MiB of I8 */
+  g_autoptr(HoneGgufWriter) w = hone_gguf_writer_new ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("hone-gguf-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "release.gguf", NULL);
+  g_autofree guint8 *data = g_malloc (N);
+  g_autoptr(GBytes) bytes = NULL;
+  HoneGguf *g, *mem;
+  const HoneTensor *t, *mt;
+  gint64 before, after;
+
+  for (gsize i = 0; i < N; i++)
+    data[i] = (guint8) (i * 2654435761u >> 24);
+  g_assert_true (hone_gguf_writer_add_tensor (w, "big", HONE_DTYPE_I8, 1, (int64_t[]) { N }, data, N, &error));
+  g_assert_no_error (error);
+  g_assert_true (hone_gguf_writer_write (w, path, &error));
+  g = hone_gguf_open (path, &error);
+  g_assert_no_error (error);
+  t = hone_gguf_find_tensor (g, "big");
+  g_assert_nonnull (t);
+  g_assert_cmpmem (t->data, N, data, N);   /* every page resident */
+  before = rss_file_kb ();
+  /* in two halves, as the upload's chunks come: each releases its own whole pages */
+  hone_gguf_release_bytes (g, t->data, N / 2 + 100);
+  hone_gguf_release_bytes (g, (const guint8 *) t->data + N / 2 + 100, N / 2 - 100);
+  hone_gguf_release_bytes (g, t->data, 0);
+  hone_gguf_release_bytes (g, (const guint8 *) t->data + N, 1 << 30);   /* past the file: ignored */
+  after = rss_file_kb ();
+  if (before >= 0)
+    {
+      g_test_message ("RssFile %" G_GINT64_FORMAT " kB -> %" G_GINT64_FORMAT " kB", before, after);
+      g_assert_cmpint (before - after, >=, N / 1024 * 3 / 4);
+    }
+  g_assert_cmpmem (t->data, N, data, N);   /* read back from the file */
+
+  bytes = hone_gguf_writer_to_bytes (w, &error);
+  g_assert_no_error (error);
+  mem = hone_gguf_open_bytes (bytes, &error);
+  g_assert_no_error (error);
+  mt = hone_gguf_find_tensor (mem, "big");
+  hone_gguf_release_bytes (mem, mt->data, N);   /* memory, not a file */
+  hone_gguf_release_bytes (g, mt->data, N);     /* not this reader's */
+  g_assert_cmpmem (mt->data, N, data, N);
+  hone_gguf_unref (mem);
+  hone_gguf_unref (g);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1282,6 +1349,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf/writer/reproduces-gguf-py", test_writer_reproduces_gguf_py);
   g_test_add_func ("/gguf/writer/roundtrip", test_writer_roundtrip);
   g_test_add_func ("/gguf/writer/errors", test_writer_errors);
+  g_test_add_func ("/gguf/release-bytes", test_release_bytes);
   g_test_add_func ("/gguf/bad/header", test_bad_header);
   g_test_add_func ("/gguf/bad/metadata", test_bad_metadata);
   g_test_add_func ("/gguf/bad/tensors", test_bad_tensors);

@@ -10,6 +10,7 @@
 #include "hone-gguf.h"
 
 #include "hone-error.h"
+#include "hone-file-pages.h"
 #include "hone-i18n.h"
 
 #include <errno.h>
@@ -38,6 +39,7 @@ typedef struct {
 struct _HoneGguf {
   gint ref_count;
   GBytes *bytes;             /* owns the mapping (or the caller's memory) */
+  gboolean mapped;           /* bytes are a file mapping (hone_gguf_open) */
   const guint8 *data;
   gsize size;
   guint32 version;
@@ -623,6 +625,8 @@ hone_gguf_open (const char *path, GError **error)
   g_mapped_file_unref (mf);
   g = hone_gguf_open_bytes (bytes, error);
   g_bytes_unref (bytes);
+  if (g != NULL)
+    g->mapped = TRUE;
   if (g == NULL && error != NULL && *error != NULL)
     g_prefix_error (error, "%s: ", path);
   return g;
@@ -641,6 +645,15 @@ hone_gguf_unref (HoneGguf *gguf)
 {
   if (gguf != NULL && g_atomic_int_dec_and_test (&gguf->ref_count))
     gguf_free (gguf);
+}
+
+void
+hone_gguf_release_bytes (const HoneGguf *gguf, const void *data, gsize nbytes)
+{
+  const guint8 *p = data;
+  if (gguf != NULL && gguf->mapped && p != NULL && nbytes > 0 && p >= gguf->data && nbytes <= gguf->size
+      && (gsize) (p - gguf->data) <= gguf->size - nbytes)
+    hone_file_pages_release (p, nbytes);
 }
 
 guint32

@@ -28,6 +28,11 @@ HoneGguf   *hone_gguf_open (const char *path, GError **error);
 HoneGguf   *hone_gguf_open_bytes (GBytes *bytes, GError **error);
 HoneGguf   *hone_gguf_ref (HoneGguf *gguf);
 void        hone_gguf_unref (HoneGguf *gguf);
+/* The caller is done with these bytes of a tensor (uploaded, repacked): where
+ * they lie in the file hone_gguf_open mapped, its whole pages inside them
+ * leave the resident memory (hone-file-pages.h); read again, they come back
+ * from the file. A no-op for a reader over bytes in memory. */
+void        hone_gguf_release_bytes (const HoneGguf *gguf, const void *data, gsize nbytes);
 
 guint32     hone_gguf_version (const HoneGguf *gguf);
 gsize       hone_gguf_alignment (const HoneGguf *gguf);

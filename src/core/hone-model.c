@@ -634,6 +634,18 @@ hone_model_unref (HoneModel *model)
   g_free (model);
 }
 
+void
+hone_model_release_bytes (const HoneModel *model, const void *data, gsize nbytes)
+{
+  const ModelPriv *p = model != NULL ? model->priv : NULL;
+  if (p == NULL)
+    return;
+  if (p->gguf)
+    hone_gguf_release_bytes (p->gguf, data, nbytes);
+  if (p->st)
+    hone_safetensors_release_bytes (p->st, data, nbytes);
+}
+
 /* ---- figures ----------------------------------------------------------- */
 
 static gint64

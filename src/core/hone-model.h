@@ -112,6 +112,11 @@ struct _HoneModel {
 HoneModel *hone_model_open (const char *path, GError **error);
 HoneModel *hone_model_ref (HoneModel *model);
 void       hone_model_unref (HoneModel *model);
+/* A backend that copied these bytes of a weight elsewhere (the CUDA upload)
+ * lets the pages of the model file they lie in leave the process's resident
+ * memory; reading them again brings them back from the file, so the model
+ * stays whole. A no-op for bytes the model holds in memory (AWQ repacks). */
+void       hone_model_release_bytes (const HoneModel *model, const void *data, gsize nbytes);
 
 /* Fill a config from GGUF metadata or a HF config.json (also used by `hone info`
  * before loading weights). Unknown architecture → HONE_ERROR_UNSUPPORTED_ARCH. */

@@ -2,6 +2,7 @@
 #include <inttypes.h>
 #include "hone-safetensors.h"
 #include "hone-error.h"
+#include "hone-file-pages.h"
 #include "hone-json.h"
 #include "hone-i18n.h"
 
@@ -688,29 +689,34 @@ hone_safetensors_find_tensor (const HoneSafetensors *st, const char *name)
 }
 
 void
+hone_safetensors_release_bytes (const HoneSafetensors *st, const void *data, gsize nbytes)
+{
+  const guint8 *p = data;
+  if (st == NULL || p == NULL || nbytes == 0)
+    return;
+  for (guint i = 0; i < st->shards->len; i++)
+    {
+      const Shard *shard = g_ptr_array_index (st->shards, i);
+      if (shard->map != NULL && p >= shard->base && nbytes <= shard->size && (gsize) (p - shard->base) <= shard->size - nbytes)
+        {
+          hone_file_pages_release (p, nbytes);
+          return;
+        }
+    }
+}
+
+void
 hone_safetensors_release_tensor (const HoneSafetensors *st, const HoneTensor *t)
 {
-#ifdef MADV_DONTNEED
   const gpointer idx = t != NULL && t->name != NULL ? g_hash_table_lookup (st->by_name, t->name) : NULL;
   const Entry *e;
-  const Shard *shard;
-  guintptr page, start, end;
 
   if (idx == NULL)
     return;
   e = &g_array_index (st->entries, Entry, GPOINTER_TO_UINT (idx) - 1);
-  shard = g_ptr_array_index (st->shards, e->shard);
-  if (&e->t != t || shard->map == NULL || e->copy != NULL || t->nbytes == 0)
-    return;   /* not this file's tensor, in memory, or a copy */
-  page = (guintptr) sysconf (_SC_PAGESIZE);
-  start = ((guintptr) t->data + page - 1) / page * page;
-  end = ((guintptr) t->data + t->nbytes) / page * page;
-  if (end > start)
-    madvise ((void *) start, end - start, MADV_DONTNEED);
-#else
-  (void) st;
-  (void) t;
-#endif
+  if (&e->t != t || e->copy != NULL)
+    return;   /* not this file's tensor, or a copy */
+  hone_safetensors_release_bytes (st, t->data, t->nbytes);
 }
 
 const char *

@@ -51,6 +51,9 @@ const char       *hone_safetensors_tensor_dtype_name (const HoneSafetensors *st,
  * process's resident memory (madvise MADV_DONTNEED; read again, they come
  * back from the file). In-memory buffers and aligned copies are left alone. */
 void              hone_safetensors_release_tensor (const HoneSafetensors *st, const HoneTensor *t);
+/* The same for any byte range of a tensor (a chunk already uploaded): a no-op
+ * unless [data, data + nbytes) lies inside one of @st's mapped files. */
+void              hone_safetensors_release_bytes (const HoneSafetensors *st, const void *data, gsize nbytes);
 
 /* __metadata__ value (of the first shard), or NULL. */
 const char *hone_safetensors_get_metadata (const HoneSafetensors *st, const char *key);

@@ -409,6 +409,7 @@ upload_part (Upload *u, const HoneTensor *t, HoneKMatrix *dst, int row0, int ste
     {
       perm = g_malloc ((size_t) rows * rb);
       hone_model_permute_qk_rows (perm, src, permute_heads, head_dim, rb, TRUE);
+      hone_model_release_bytes (u->b->model, t->data, (size_t) rows * rb);
       src = perm;
     }
   if (!same)
@@ -459,6 +460,10 @@ upload_part (Upload *u, const HoneTensor *t, HoneKMatrix *dst, int row0, int ste
       /* the staging buffer is reused by the next chunk */
       if (cuda_failed (cudaStreamSynchronize (u->b->stream), "upload", error))
         return FALSE;
+      /* the file's pages of these rows are on the device now: out of the
+       * process's resident memory with them (no-op for bytes in memory) */
+      if (!perm)
+        hone_model_release_bytes (u->b->model, src + (size_t) r * rb, (size_t) n * rb);
       u->done += (gint64) n * rb;
       if (u->progress)
         u->progress (u->total > 0 ? (double) u->done / u->total : 1.0, u->progress_data);
