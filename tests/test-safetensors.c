@@ -573,6 +573,132 @@ test_release (void)
   g_rmdir (dir);
 }
 
+/* Deferred tensors: made only when the file is written, the same bytes as
+ * tensors given up front; a fill that fails fails the write with its own
+ * error and leaves no file; the writer frees every fill's data (refused,
+ * written or failed). */
+typedef struct {
+  int seed;
+  gboolean fail;
+  int *freed;
+} Fill;
+
+static gboolean
+fill_pattern (gpointer data, void *buf, gsize nbytes, GError **error)
+{
+  const Fill *f = data;
+  if (f->fail)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED, "cancelled in the fill");
+      return FALSE;
+    }
+  for (gsize i = 0; i < nbytes; i++)
+    ((guint8 *) buf)[i] = (guint8) (i * 7 + (gsize) f->seed);
+  return TRUE;
+}
+
+static void
+fill_free (gpointer data)
+{
+  Fill *f = data;
+  (*f->freed)++;
+  g_free (f);
+}
+
+static Fill *
+fill_new (int seed, gboolean fail, int *freed)
+{
+  Fill *f = g_new (Fill, 1);
+  f->seed = seed;
+  f->fail = fail;
+  f->freed = freed;
+  return f;
+}
+
+static void
+test_deferred (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("hone-st-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "deferred.safetensors", NULL);
+  g_autofree char *contents = NULL;
+  g_autoptr(GBytes) want = NULL, got = NULL;
+  guint8 a[24], b[6];
+  gsize len;
+  int freed = 0;
+
+  for (gsize i = 0; i < sizeof a; i++)
+    a[i] = (guint8) (i * 7 + 1);
+  for (gsize i = 0; i < sizeof b; i++)
+    b[i] = (guint8) (i * 7 + 2);
+  {
+    g_autoptr(HoneSafetensorsWriter) w = hone_safetensors_writer_new ();
+    g_assert_true (hone_safetensors_writer_add_tensor (w, "a", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, a, 24, &error));
+    g_assert_true (hone_safetensors_writer_add_tensor (w, "b", HONE_DTYPE_F16, 1, (int64_t[]) { 3 }, b, 6, &error));
+    g_assert_true (hone_safetensors_writer_add_tensor (w, "e", HONE_DTYPE_I8, 1, (int64_t[]) { 0 }, "", 0, &error));
+    want = hone_safetensors_writer_to_bytes (w, &error);
+    g_assert_no_error (error);
+  }
+  {
+    g_autoptr(HoneSafetensorsWriter) w = hone_safetensors_writer_new ();
+    g_assert_true (hone_safetensors_writer_add_tensor_deferred (w, "a", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, 24,
+                                                                fill_pattern, fill_new (1, FALSE, &freed), fill_free,
+                                                                &error));
+    g_assert_true (hone_safetensors_writer_add_tensor (w, "b", HONE_DTYPE_F16, 1, (int64_t[]) { 3 }, b, 6, &error));
+    g_assert_true (hone_safetensors_writer_add_tensor_deferred (w, "e", HONE_DTYPE_I8, 1, (int64_t[]) { 0 }, 0,
+                                                                fill_pattern, fill_new (3, FALSE, &freed), fill_free,
+                                                                &error));
+    /* refused: the shape needs 24 bytes; a name given twice */
+    g_assert_false (hone_safetensors_writer_add_tensor_deferred (w, "c", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, 20,
+                                                                 fill_pattern, fill_new (4, FALSE, &freed), fill_free,
+                                                                 &error));
+    g_assert_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT);
+    g_clear_error (&error);
+    g_assert_false (hone_safetensors_writer_add_tensor_deferred (w, "a", HONE_DTYPE_I8, 1, (int64_t[]) { 2 }, 2,
+                                                                 fill_pattern, fill_new (5, FALSE, &freed), fill_free,
+                                                                 &error));
+    g_assert_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT);
+    g_clear_error (&error);
+    g_assert_cmpint (freed, ==, 2);
+    got = hone_safetensors_writer_to_bytes (w, &error);
+    g_assert_no_error (error);
+    g_assert_cmpmem (g_bytes_get_data (got, NULL), g_bytes_get_size (got), g_bytes_get_data (want, NULL),
+                     g_bytes_get_size (want));
+    g_assert_true (hone_safetensors_writer_write (w, path, &error));
+    g_assert_no_error (error);
+    g_assert_true (g_file_get_contents (path, &contents, &len, NULL));
+    g_assert_cmpmem (contents, len, g_bytes_get_data (want, NULL), g_bytes_get_size (want));
+  }
+  g_assert_cmpint (freed, ==, 4);
+  {
+    g_autoptr(HoneSafetensorsWriter) w = hone_safetensors_writer_new ();
+    GDir *d;
+    int n_files = 0;
+    g_assert_true (hone_safetensors_writer_add_tensor (w, "b", HONE_DTYPE_F16, 1, (int64_t[]) { 3 }, b, 6, &error));
+    g_assert_true (hone_safetensors_writer_add_tensor_deferred (w, "a", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, 24,
+                                                                fill_pattern, fill_new (1, TRUE, &freed), fill_free,
+                                                                &error));
+    g_assert_null (hone_safetensors_writer_to_bytes (w, &error));
+    g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+    g_clear_error (&error);
+    /* over the earlier file: it stays as it was, and no temporary file is left */
+    g_assert_false (hone_safetensors_writer_write (w, path, &error));
+    g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+    g_clear_error (&error);
+    g_clear_pointer (&contents, g_free);
+    g_assert_true (g_file_get_contents (path, &contents, &len, NULL));
+    g_assert_cmpmem (contents, len, g_bytes_get_data (want, NULL), g_bytes_get_size (want));
+    d = g_dir_open (dir, 0, NULL);
+    while (g_dir_read_name (d))
+      n_files++;
+    g_dir_close (d);
+    g_assert_cmpint (n_files, ==, 1);
+  }
+  g_assert_cmpint (freed, ==, 5);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -585,6 +711,7 @@ main (int argc, char **argv)
   g_test_add_func ("/safetensors/valid-edges", test_valid_edges);
   g_test_add_func ("/safetensors/bad-shards", test_bad_shards);
   g_test_add_func ("/safetensors/release", test_release);
+  g_test_add_func ("/safetensors/deferred", test_deferred);
   g_test_add_func ("/safetensors/take", test_take);
   return g_test_run ();
 }

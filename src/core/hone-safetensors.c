@@ -744,7 +744,11 @@ typedef struct {
   const DTypeInfo *info;
   int n_dims;
   int64_t ne[HONE_TENSOR_MAX_DIMS];
-  GBytes *data;
+  gsize nbytes;
+  GBytes *data;             /* NULL for a deferred tensor: */
+  HoneSafetensorsFillFunc fill;
+  gpointer fill_data;
+  GDestroyNotify fill_destroy;
 } WEntry;
 
 struct _HoneSafetensorsWriter {
@@ -757,7 +761,10 @@ wentry_free (gpointer p)
 {
   WEntry *e = p;
   g_free (e->name);
-  g_bytes_unref (e->data);
+  if (e->data)
+    g_bytes_unref (e->data);
+  if (e->fill_destroy)
+    e->fill_destroy (e->fill_data);
   g_free (e);
 }
 
@@ -796,12 +803,13 @@ hone_safetensors_writer_add_metadata (HoneSafetensorsWriter *writer, const char 
   g_ptr_array_add (writer->meta, g_strdup (value));
 }
 
-/* Checks the tensor and adds it; takes @bytes (unref'd on failure). */
+/* Checks the tensor and adds it: @bytes, or (bytes NULL) @nbytes that @fill
+ * writes when the file is; takes @bytes and @fill_data (freed on failure). */
 static gboolean
 writer_add (HoneSafetensorsWriter *writer, const char *name, HoneDType type, int n_dims, const int64_t *ne,
-            GBytes *bytes, GError **error)
+            GBytes *bytes, gsize nbytes, HoneSafetensorsFillFunc fill, gpointer fill_data,
+            GDestroyNotify fill_destroy, GError **error)
 {
-  const gsize nbytes = g_bytes_get_size (bytes);
   gboolean ok = FALSE;
   const DTypeInfo *info = dtype_for_writer (type);
   guint64 want;
@@ -856,12 +864,18 @@ writer_add (HoneSafetensorsWriter *writer, const char *name, HoneDType type, int
   e->n_dims = n_dims;
   for (int i = 0; i < n_dims; i++)
     e->ne[i] = ne[i];
+  e->nbytes = nbytes;
   e->data = g_steal_pointer (&bytes);
+  e->fill = fill;
+  e->fill_data = g_steal_pointer (&fill_data);
+  e->fill_destroy = fill_destroy;
   g_ptr_array_add (writer->entries, e);
   ok = TRUE;
 out:
   if (bytes != NULL)
     g_bytes_unref (bytes);
+  if (fill_data != NULL && fill_destroy != NULL)
+    fill_destroy (fill_data);
   return ok;
 }
 
@@ -870,7 +884,7 @@ hone_safetensors_writer_add_tensor (HoneSafetensorsWriter *writer, const char *n
                                     int n_dims, const int64_t *ne, const void *data, gsize nbytes,
                                     GError **error)
 {
-  return writer_add (writer, name, type, n_dims, ne, g_bytes_new (data, nbytes), error);
+  return writer_add (writer, name, type, n_dims, ne, g_bytes_new (data, nbytes), nbytes, NULL, NULL, NULL, error);
 }
 
 gboolean
@@ -878,7 +892,43 @@ hone_safetensors_writer_add_tensor_take (HoneSafetensorsWriter *writer, const ch
                                          int n_dims, const int64_t *ne, gpointer data, gsize nbytes,
                                          GError **error)
 {
-  return writer_add (writer, name, type, n_dims, ne, g_bytes_new_take (data, nbytes), error);
+  return writer_add (writer, name, type, n_dims, ne, g_bytes_new_take (data, nbytes), nbytes, NULL, NULL, NULL, error);
+}
+
+gboolean
+hone_safetensors_writer_add_tensor_deferred (HoneSafetensorsWriter *writer, const char *name, HoneDType type,
+                                             int n_dims, const int64_t *ne, gsize nbytes,
+                                             HoneSafetensorsFillFunc fill, gpointer fill_data,
+                                             GDestroyNotify fill_destroy, GError **error)
+{
+  g_return_val_if_fail (fill != NULL, FALSE);
+  return writer_add (writer, name, type, n_dims, ne, NULL, nbytes, fill, fill_data, fill_destroy, error);
+}
+
+/* The bytes of @e: its own, or (deferred) a buffer its fill function wrote,
+ * handed back in @tmp for the caller to free; NULL with @error set when the
+ * fill failed. */
+static const void *
+entry_bytes (const WEntry *e, gpointer *tmp, GError **error)
+{
+  *tmp = NULL;
+  if (e->nbytes == 0)
+    return "";   /* an empty tensor: GBytes may hand out NULL for it */
+  if (e->data)
+    return g_bytes_get_data (e->data, NULL);
+  *tmp = g_try_malloc (e->nbytes);
+  if (*tmp == NULL)
+    {
+      g_set_error (error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY, _("tensor “%s”: out of memory (%zu bytes)"), e->name,
+                   e->nbytes);
+      return NULL;
+    }
+  if (!e->fill (e->fill_data, *tmp, e->nbytes, error))
+    {
+      g_clear_pointer (tmp, g_free);
+      return NULL;
+    }
+  return *tmp;
 }
 
 static void
@@ -933,7 +983,7 @@ build_header (HoneSafetensorsWriter *writer)
   for (guint i = 0; i < writer->entries->len; i++)
     {
       const WEntry *e = g_ptr_array_index (writer->entries, i);
-      gsize n = g_bytes_get_size (e->data);
+      gsize n = e->nbytes;
       g_string_append_c (h, ',');
       append_json_string (h, e->name);
       g_string_append_printf (h, ":{\"dtype\":\"%s\",\"shape\":[", e->info->name);
@@ -962,10 +1012,15 @@ hone_safetensors_writer_to_bytes (HoneSafetensorsWriter *writer, GError **error)
   for (guint i = 0; i < writer->entries->len; i++)
     {
       const WEntry *e = g_ptr_array_index (writer->entries, i);
-      gsize n;
-      const guint8 *p = g_bytes_get_data (e->data, &n);
-      if (n)
-        g_byte_array_append (out, p, n);
+      g_autofree gpointer tmp = NULL;
+      const guint8 *p = entry_bytes (e, &tmp, error);
+      if (p == NULL)
+        {
+          g_byte_array_unref (out);
+          return NULL;
+        }
+      if (e->nbytes)
+        g_byte_array_append (out, p, e->nbytes);
     }
   return g_byte_array_free_to_bytes (out);
 }
@@ -996,6 +1051,7 @@ hone_safetensors_writer_write (HoneSafetensorsWriter *writer, const char *path, 
   GString *h;
   gboolean ok;
   int fd, saved;
+  GError *fill_error = NULL;
 
   fd = g_mkstemp_full (tmp, O_RDWR | O_CLOEXEC, 0644);
   if (fd < 0)
@@ -1007,16 +1063,20 @@ hone_safetensors_writer_write (HoneSafetensorsWriter *writer, const char *path, 
   h = build_header (writer);
   ok = write_all (fd, h->str, h->len);
   g_string_free (h, TRUE);
+  saved = errno;
   for (guint i = 0; ok && i < writer->entries->len; i++)
     {
       const WEntry *e = g_ptr_array_index (writer->entries, i);
-      gsize n;
-      const void *p = g_bytes_get_data (e->data, &n);
-      ok = write_all (fd, p, n);
+      g_autofree gpointer buf = NULL;
+      const void *p = entry_bytes (e, &buf, &fill_error);
+      ok = p != NULL && write_all (fd, p, e->nbytes);
+      saved = errno;
     }
   if (ok)
-    ok = fsync (fd) == 0;
-  saved = errno;
+    {
+      ok = fsync (fd) == 0;
+      saved = errno;
+    }
   if (close (fd) != 0 && ok)
     {
       ok = FALSE;
@@ -1030,7 +1090,10 @@ hone_safetensors_writer_write (HoneSafetensorsWriter *writer, const char *path, 
   if (!ok)
     {
       g_unlink (tmp);
-      g_set_error (error, HONE_ERROR, HONE_ERROR_IO, _("Cannot write %s: %s"), path, g_strerror (saved));
+      if (fill_error != NULL)   /* a deferred tensor's own error (cancelled, out of memory) */
+        g_propagate_error (error, fill_error);
+      else
+        g_set_error (error, HONE_ERROR, HONE_ERROR_IO, _("Cannot write %s: %s"), path, g_strerror (saved));
     }
   return ok;
 }

@@ -61,7 +61,7 @@ guint       hone_safetensors_n_files (const HoneSafetensors *st);
 /* Bytes of all files on disk (or of the in-memory buffer). */
 gint64      hone_safetensors_total_bytes (const HoneSafetensors *st);
 
-/* Writer. Tensors are copied until write(). Writes __metadata__
+/* Writer. Tensors are copied (or taken, or deferred) until write(). Writes __metadata__
  * {"format": "pt"} plus whatever was added, a header padded with spaces to
  * a multiple of 8, and tensors packed without gaps, widest element type
  * first so that every tensor stays aligned to its element size. */
@@ -79,6 +79,18 @@ gboolean hone_safetensors_writer_add_tensor (HoneSafetensorsWriter *writer, cons
 gboolean hone_safetensors_writer_add_tensor_take (HoneSafetensorsWriter *writer, const char *name, HoneDType type,
                                                   int n_dims, const int64_t *ne, gpointer data, gsize nbytes,
                                                   GError **error);
+/* A tensor whose bytes are made only when the file is written (an export
+ * never holds the whole file): @fill writes exactly @nbytes into @buf, or
+ * returns FALSE with @error set (cancelled, …), which fails the write and
+ * leaves no file behind. The writer owns @fill_data (@fill_destroy, may be
+ * NULL), also when it refuses the tensor. Deferred tensors are filled one at
+ * a time, each in a buffer of its own size freed right after. */
+typedef gboolean (*HoneSafetensorsFillFunc) (gpointer fill_data, void *buf, gsize nbytes, GError **error);
+gboolean hone_safetensors_writer_add_tensor_deferred (HoneSafetensorsWriter *writer, const char *name, HoneDType type,
+                                                      int n_dims, const int64_t *ne, gsize nbytes,
+                                                      HoneSafetensorsFillFunc fill, gpointer fill_data,
+                                                      GDestroyNotify fill_destroy, GError **error);
+/* NULL with @error set when a deferred tensor fails. */
 GBytes  *hone_safetensors_writer_to_bytes (HoneSafetensorsWriter *writer, GError **error);
 /* Atomic: temp file in the same folder, fsync, rename over @path. */
 gboolean hone_safetensors_writer_write (HoneSafetensorsWriter *writer, const char *path, GError **error);
