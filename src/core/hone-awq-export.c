@@ -517,79 +517,156 @@ add_f16 (HoneSafetensorsWriter *w, const char *name, int n_dims, const int64_t *
   return hone_safetensors_writer_add_tensor_take (w, name, HONE_DTYPE_F16, n_dims, ne, h, n * 2, error);
 }
 
+/* Deferred tensors of the safetensors export: each is made only when the
+ * writer reaches it, into the writer's buffer, so the export never holds more
+ * than one tensor of the file (an 8B model's is ~5 GB). */
+
 /* @t in f16, a row at a time (an embedding table is no f32 copy of itself). */
+typedef struct {
+  const HoneModel *model;     /* the source: its file pages of t go once read */
+  const HoneTensor *t;
+  GCancellable *cancellable;
+} TensorFill;
+
 static gboolean
-add_tensor_f16 (HoneSafetensorsWriter *w, const char *name, const HoneTensor *t, GError **error)
+fill_tensor_f16 (gpointer data, void *buf, gsize nbytes, GError **error)
 {
-  int64_t K = t->ne[0], N = t->n_dims > 1 ? t->ne[1] : 1;
+  const TensorFill *f = data;
+  const HoneTensor *t = f->t;
+  const int64_t K = t->ne[0], N = t->n_dims > 1 ? t->ne[1] : 1;
   g_autofree float *row = g_new (float, (gsize) K);
-  guint16 *h = g_new (guint16, (gsize) (K * N));
+  guint16 *h = buf;
+
+  g_assert (nbytes == (gsize) (K * N) * 2);
+  if (!check_cancel (f->cancellable, error))
+    return FALSE;
   for (int64_t r = 0; r < N; r++)
     {
       hone_dequantize_row (t->type, hone_tensor_row (t, r), row, K);
       for (int64_t k = 0; k < K; k++)
         h[r * K + k] = hone_f32_to_f16 (row[k]);
     }
-  return hone_safetensors_writer_add_tensor_take (w, name, HONE_DTYPE_F16, t->n_dims, t->ne, h,
-                                                  (gsize) (K * N) * 2, error);
+  hone_model_release_bytes (f->model, t->data, t->nbytes);
+  return TRUE;
 }
 
-/* qweight/qzeros/scales of one linear (rows already in HF order). */
 static gboolean
-add_linear (HoneSafetensorsWriter *w, const char *prefix, const HoneAwqLinear *lin, GError **error)
+add_tensor_f16 (HoneSafetensorsWriter *w, const char *name, const HoneModel *model, const HoneTensor *t,
+                GCancellable *cancellable, GError **error)
 {
-  int K = lin->K, N = lin->N, g = lin->group_size, ng = K / g;
-  guint32 *qw = g_new (guint32, (gsize) K * N / 8);
-  guint32 *qz = g_new (guint32, (gsize) ng * N / 8);
-  guint16 *sc = g_new (guint16, (gsize) ng * N);
-  g_autofree guint8 *col = g_new (guint8, N);
-  g_autofree char *n1 = g_strdup_printf ("%s.qweight", prefix);
-  g_autofree char *n2 = g_strdup_printf ("%s.qzeros", prefix);
-  g_autofree char *n3 = g_strdup_printf ("%s.scales", prefix);
-  int64_t ne1[2] = { N / 8, K }, ne2[2] = { N / 8, ng }, ne3[2] = { N, ng };
-
-  for (int k = 0; k < K; k++)
-    {
-      for (int n = 0; n < N; n++)
-        col[n] = lin->q[(size_t) n * K + k];
-      hone_awq_pack_row (col, N, qw + (size_t) k * (N / 8));
-    }
-  for (int gi = 0; gi < ng; gi++)
-    {
-      for (int n = 0; n < N; n++)
-        {
-          col[n] = lin->z[(size_t) n * ng + gi];
-          sc[(size_t) gi * N + n] = lin->s[(size_t) n * ng + gi];
-        }
-      hone_awq_pack_row (col, N, qz + (size_t) gi * (N / 8));
-    }
-  /* the writer takes the three buffers (each one also when an earlier one failed) */
-  if (!hone_safetensors_writer_add_tensor_take (w, n1, HONE_DTYPE_I32, 2, ne1, qw, (gsize) K * N / 2, error))
-    {
-      g_free (qz);
-      g_free (sc);
-      return FALSE;
-    }
-  if (!hone_safetensors_writer_add_tensor_take (w, n2, HONE_DTYPE_I32, 2, ne2, qz, (gsize) ng * N / 2, error))
-    {
-      g_free (sc);
-      return FALSE;
-    }
-  return hone_safetensors_writer_add_tensor_take (w, n3, HONE_DTYPE_F16, 2, ne3, sc, (gsize) ng * N * 2, error);
+  TensorFill *f = g_new (TensorFill, 1);
+  f->model = model;
+  f->t = t;
+  f->cancellable = cancellable;
+  return hone_safetensors_writer_add_tensor_deferred (w, name, HONE_DTYPE_F16, t->n_dims, t->ne,
+                                                      (gsize) hone_tensor_n_elements (t) * 2, fill_tensor_f16, f,
+                                                      g_free, error);
 }
 
-/* A copy of @lin with Q/K rows in HF order (GGUF llama sources). */
+/* One of a linear's qweight / qzeros / scales, its rows in HF order: row n of
+ * the output is row map[n] of @lin (Q/K of GGUF llama sources are permuted
+ * back; else map[n] = n). */
+enum { PART_QWEIGHT, PART_QZEROS, PART_SCALES };
+
+typedef struct {
+  const HoneAwqLinear *lin;
+  int part;
+  int *map;                   /* N, shared by the three parts of a linear */
+  GCancellable *cancellable;
+} LinearFill;
+
 static void
-linear_permuted (const HoneAwqLinear *lin, int n_heads, int head_dim, HoneAwqLinear *out)
+linear_fill_free (gpointer data)
 {
-  int ng = lin->K / lin->group_size;
-  *out = *lin;
-  out->q = g_malloc ((size_t) lin->N * lin->K);
-  out->z = g_malloc ((size_t) lin->N * ng);
-  out->s = g_malloc ((size_t) lin->N * ng * 2);
-  hone_model_permute_qk_rows (out->q, lin->q, n_heads, head_dim, lin->K, FALSE);
-  hone_model_permute_qk_rows (out->z, lin->z, n_heads, head_dim, ng, FALSE);
-  hone_model_permute_qk_rows (out->s, lin->s, n_heads, head_dim, (size_t) ng * 2, FALSE);
+  LinearFill *f = data;
+  g_rc_box_release (f->map);
+  g_free (f);
+}
+
+static gboolean
+fill_linear (gpointer data, void *buf, gsize nbytes, GError **error)
+{
+  const LinearFill *f = data;
+  const HoneAwqLinear *lin = f->lin;
+  const int K = lin->K, N = lin->N, ng = K / lin->group_size;
+  const int *map = f->map;
+  g_autofree guint8 *col = g_new (guint8, N);
+
+  if (!check_cancel (f->cancellable, error))
+    return FALSE;
+  if (f->part == PART_QWEIGHT)
+    {
+      guint32 *qw = buf;
+      g_assert (nbytes == (gsize) K * N / 2);
+      for (int k = 0; k < K; k++)
+        {
+          for (int n = 0; n < N; n++)
+            col[n] = lin->q[(size_t) map[n] * K + k];
+          hone_awq_pack_row (col, N, qw + (size_t) k * (N / 8));
+        }
+    }
+  else if (f->part == PART_QZEROS)
+    {
+      guint32 *qz = buf;
+      g_assert (nbytes == (gsize) ng * N / 2);
+      for (int gi = 0; gi < ng; gi++)
+        {
+          for (int n = 0; n < N; n++)
+            col[n] = lin->z[(size_t) map[n] * ng + gi];
+          hone_awq_pack_row (col, N, qz + (size_t) gi * (N / 8));
+        }
+    }
+  else
+    {
+      guint16 *sc = buf;
+      g_assert (nbytes == (gsize) ng * N * 2);
+      for (int gi = 0; gi < ng; gi++)
+        for (int n = 0; n < N; n++)
+          sc[(size_t) gi * N + n] = lin->s[(size_t) map[n] * ng + gi];
+    }
+  return TRUE;
+}
+
+/* qweight/qzeros/scales of one linear; @n_heads > 0: its rows are Q/K rows
+ * of a GGUF llama source, permuted back to HF order (head_dim each). */
+static gboolean
+add_linear (HoneSafetensorsWriter *w, const char *prefix, const HoneAwqLinear *lin, int n_heads, int head_dim,
+            GCancellable *cancellable, GError **error)
+{
+  const int K = lin->K, N = lin->N, ng = K / lin->group_size;
+  const int64_t ne[3][2] = { { N / 8, K }, { N / 8, ng }, { N, ng } };
+  const gsize nbytes[3] = { (gsize) K * N / 2, (gsize) ng * N / 2, (gsize) ng * N * 2 };
+  static const char *const suffix[3] = { "qweight", "qzeros", "scales" };
+  static const HoneDType type[3] = { HONE_DTYPE_I32, HONE_DTYPE_I32, HONE_DTYPE_F16 };
+  int *map = g_rc_box_alloc ((gsize) N * sizeof (int));
+
+  if (n_heads > 0)
+    {
+      g_autofree int *ident = g_new (int, N);
+      for (int n = 0; n < N; n++)
+        ident[n] = n;
+      hone_model_permute_qk_rows (map, ident, n_heads, head_dim, sizeof (int), FALSE);
+    }
+  else
+    for (int n = 0; n < N; n++)
+      map[n] = n;
+  for (int i = 0; i < 3; i++)
+    {
+      g_autofree char *name = g_strdup_printf ("%s.%s", prefix, suffix[i]);
+      LinearFill *f = g_new (LinearFill, 1);
+      f->lin = lin;
+      f->part = i;
+      f->map = g_rc_box_acquire (map);
+      f->cancellable = cancellable;
+      if (!hone_safetensors_writer_add_tensor_deferred (w, name, type[i], 2, ne[i], nbytes[i], fill_linear, f,
+                                                        linear_fill_free, error))
+        {
+          g_rc_box_release (map);
+          return FALSE;
+        }
+    }
+  g_rc_box_release (map);
+  return TRUE;
 }
 
 static char *
@@ -701,9 +778,9 @@ fill_folder (const HoneAwqResult *r, const char *tmp, GCancellable *cancellable,
   gboolean permute = c->rope_pairing == HONE_ROPE_PAIRS_ADJACENT && m->source == HONE_MODEL_SOURCE_GGUF;
 
   hone_safetensors_writer_add_metadata (w, "quantized_by", "hone");
-  if (!add_tensor_f16 (w, "model.embed_tokens.weight", &m->tok_embd, error)
-      || !add_tensor_f16 (w, "lm_head.weight", &m->output, error)
-      || !add_tensor_f16 (w, "model.norm.weight", &m->output_norm, error))
+  if (!add_tensor_f16 (w, "model.embed_tokens.weight", m, &m->tok_embd, cancellable, error)
+      || !add_tensor_f16 (w, "lm_head.weight", m, &m->output, cancellable, error)
+      || !add_tensor_f16 (w, "model.norm.weight", m, &m->output_norm, cancellable, error))
     return FALSE;
   for (int l = 0; l < c->n_layers; l++)
     {
@@ -721,18 +798,9 @@ fill_folder (const HoneAwqResult *r, const char *tmp, GCancellable *cancellable,
       for (int i = 0; i < HONE_AWQ_N_LINEARS; i++)
         {
           g_autofree char *prefix = g_strdup_printf ("model.layers.%d.%s", l, lin_hf[i]);
-          HoneAwqLinear tmp_lin;
-          gboolean ok;
-          if (permute && (i == HONE_AWQ_WQ || i == HONE_AWQ_WK))
-            {
-              linear_permuted (&L->lin[i], i == HONE_AWQ_WQ ? c->n_heads : c->n_kv_heads, c->head_dim, &tmp_lin);
-              ok = add_linear (w, prefix, &tmp_lin, error);
-              g_free (tmp_lin.q);
-              g_free (tmp_lin.z);
-              g_free (tmp_lin.s);
-            }
-          else
-            ok = add_linear (w, prefix, &L->lin[i], error);
+          const gboolean qk = permute && (i == HONE_AWQ_WQ || i == HONE_AWQ_WK);
+          const gboolean ok = add_linear (w, prefix, &L->lin[i], qk ? (i == HONE_AWQ_WQ ? c->n_heads : c->n_kv_heads) : 0,
+                                          c->head_dim, cancellable, error);
           if (!ok)
             return FALSE;
         }
@@ -749,7 +817,8 @@ fill_folder (const HoneAwqResult *r, const char *tmp, GCancellable *cancellable,
         {
           g_autofree char *a = g_strdup_printf ("model.layers.%d.self_attn.q_norm.weight", l);
           g_autofree char *b = g_strdup_printf ("model.layers.%d.self_attn.k_norm.weight", l);
-          if (!add_tensor_f16 (w, a, &src->q_norm, error) || !add_tensor_f16 (w, b, &src->k_norm, error))
+          if (!add_tensor_f16 (w, a, m, &src->q_norm, cancellable, error)
+              || !add_tensor_f16 (w, b, m, &src->k_norm, cancellable, error))
             return FALSE;
         }
     }

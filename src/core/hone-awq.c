@@ -797,8 +797,11 @@ hone_awq_layer_tensor (const HoneLayerWeights *L, int i)
     }
 }
 
+/* The layer's weights in f32; the model file's pages of its linears then
+ * leave the resident memory (each is read once: a calibration of an 8B model
+ * no longer ends with the whole file resident beside the result). */
 static void
-layer_load (const HoneLayerWeights *L, LayerF32 *lf)
+layer_load (const HoneModel *model, const HoneLayerWeights *L, LayerF32 *lf)
 {
   for (int i = 0; i < HONE_AWQ_N_LINEARS; i++)
     {
@@ -806,6 +809,7 @@ layer_load (const HoneLayerWeights *L, LayerF32 *lf)
       lf->W[i] = hone_awq_dequant_tensor (t);
       lf->K[i] = (int) t->ne[0];
       lf->N[i] = (int) t->ne[1];
+      hone_model_release_bytes (model, t->data, t->nbytes);
     }
   lf->attn_norm = hone_awq_dequant_tensor (&L->attn_norm);
   lf->ffn_norm = hone_awq_dequant_tensor (&L->ffn_norm);
@@ -959,7 +963,7 @@ quantize_cpu (HoneModel *model, const gint32 *tokens, int n_samples, int seq_len
           ok = FALSE;
           break;
         }
-      layer_load (L, &lf);
+      layer_load (model, L, &lf);
       if (calibrate)
         {
           float *att, *act, *y;

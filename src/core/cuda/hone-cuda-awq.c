@@ -177,6 +177,14 @@ load_layer (Gpu *G, const HoneLayerWeights *L, GError **error)
             return FALSE;
         }
     }
+  /* the linears are on the device: their file pages leave the resident memory */
+  if (failed (cudaStreamSynchronize (G->st), "synchronize", error))
+    return FALSE;
+  for (int i = 0; i < HONE_AWQ_N_LINEARS; i++)
+    {
+      const HoneTensor *t = hone_awq_layer_tensor (L, i);
+      hone_model_release_bytes (G->model, t->data, t->nbytes);
+    }
   G->attn_norm = hone_awq_dequant_tensor (&L->attn_norm);
   G->ffn_norm = hone_awq_dequant_tensor (&L->ffn_norm);
   G->bq = host_vec (&L->bq);
