@@ -1266,6 +1266,130 @@ out:
   g_free (path);
 }
 
+/* Deferred tensors: the same file as tensors given up front; a fill that
+ * fails fails the write with its error, leaves the earlier file and no
+ * temporary one; the fill data is freed on every path. */
+typedef struct {
+  int seed;
+  gboolean fail;
+  int *freed;
+} Fill;
+
+static gboolean
+fill_pattern (gpointer data, void *buf, gsize nbytes, GError **error)
+{
+  const Fill *f = data;
+  if (f->fail)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED, "cancelled in the fill");
+      return FALSE;
+    }
+  for (gsize i = 0; i < nbytes; i++)
+    ((guint8 *) buf)[i] = (guint8) (i * 7 + (gsize) f->seed);
+  return TRUE;
+}
+
+static void
+fill_free (gpointer data)
+{
+  Fill *f = data;
+  (*f->freed)++;
+  g_free (f);
+}
+
+static Fill *
+fill_new (int seed, gboolean fail, int *freed)
+{
+  Fill *f = g_new (Fill, 1);
+  f->seed = seed;
+  f->fail = fail;
+  f->freed = freed;
+  return f;
+}
+
+static void
+test_writer_deferred (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("hone-gguf-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "deferred.gguf", NULL);
+  g_autofree char *contents = NULL;
+  g_autoptr(GBytes) want = NULL, got = NULL;
+  guint8 a[36], b[100];
+  gsize len;
+  int freed = 0;
+
+  for (gsize i = 0; i < sizeof a; i++)
+    a[i] = (guint8) (i * 7 + 1);
+  for (gsize i = 0; i < sizeof b; i++)
+    b[i] = (guint8) (i * 7 + 2);
+  {
+    g_autoptr(HoneGgufWriter) w = hone_gguf_writer_new ();
+    hone_gguf_writer_add_u32 (w, "x.n", 3);
+    g_assert_true (hone_gguf_writer_add_tensor (w, "a", HONE_DTYPE_I8, 1, (int64_t[]) { 36 }, a, 36, &error));
+    g_assert_true (hone_gguf_writer_add_tensor (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 }, b, 100, &error));
+    g_assert_no_error (error);
+    want = hone_gguf_writer_to_bytes (w, &error);
+    g_assert_no_error (error);
+  }
+  {
+    g_autoptr(HoneGgufWriter) w = hone_gguf_writer_new ();
+    hone_gguf_writer_add_u32 (w, "x.n", 3);
+    g_assert_true (hone_gguf_writer_add_tensor_deferred (w, "a", HONE_DTYPE_I8, 1, (int64_t[]) { 36 }, 36,
+                                                         fill_pattern, fill_new (1, FALSE, &freed), fill_free, &error));
+    g_assert_true (hone_gguf_writer_add_tensor_deferred (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 }, 100,
+                                                         fill_pattern, fill_new (2, FALSE, &freed), fill_free,
+                                                         &error));
+    g_assert_no_error (error);
+    /* refused: a size its shape does not have; a name used twice */
+    g_assert_false (hone_gguf_writer_add_tensor_deferred (w, "c", HONE_DTYPE_I8, 1, (int64_t[]) { 10 }, 9,
+                                                          fill_pattern, fill_new (3, FALSE, &freed), fill_free,
+                                                          &error));
+    g_assert_error (error, HONE_ERROR, HONE_ERROR_SHAPE_MISMATCH);
+    g_clear_error (&error);
+    g_assert_false (hone_gguf_writer_add_tensor_deferred (w, "b", HONE_DTYPE_I8, 1, (int64_t[]) { 10 }, 10,
+                                                          fill_pattern, fill_new (4, FALSE, &freed), fill_free,
+                                                          &error));
+    g_assert_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT);
+    g_clear_error (&error);
+    g_assert_cmpint (freed, ==, 2);
+    got = hone_gguf_writer_to_bytes (w, &error);
+    g_assert_no_error (error);
+    g_assert_cmpmem (g_bytes_get_data (got, NULL), g_bytes_get_size (got), g_bytes_get_data (want, NULL),
+                     g_bytes_get_size (want));
+    g_assert_true (hone_gguf_writer_write (w, path, &error));
+    g_assert_no_error (error);
+    g_assert_true (g_file_get_contents (path, &contents, &len, NULL));
+    g_assert_cmpmem (contents, len, g_bytes_get_data (want, NULL), g_bytes_get_size (want));
+  }
+  g_assert_cmpint (freed, ==, 4);
+  {
+    g_autoptr(HoneGgufWriter) w = hone_gguf_writer_new ();
+    GDir *d;
+    int n_files = 0;
+    g_assert_true (hone_gguf_writer_add_tensor (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 }, b, 100, &error));
+    g_assert_true (hone_gguf_writer_add_tensor_deferred (w, "a", HONE_DTYPE_I8, 1, (int64_t[]) { 36 }, 36,
+                                                         fill_pattern, fill_new (1, TRUE, &freed), fill_free, &error));
+    g_assert_null (hone_gguf_writer_to_bytes (w, &error));
+    g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+    g_clear_error (&error);
+    g_assert_false (hone_gguf_writer_write (w, path, &error));
+    g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+    g_clear_error (&error);
+    g_clear_pointer (&contents, g_free);
+    g_assert_true (g_file_get_contents (path, &contents, &len, NULL));
+    g_assert_cmpmem (contents, len, g_bytes_get_data (want, NULL), g_bytes_get_size (want));
+    d = g_dir_open (dir, 0, NULL);
+    while (g_dir_read_name (d))
+      n_files++;
+    g_dir_close (d);
+    g_assert_cmpint (n_files, ==, 1);
+  }
+  g_assert_cmpint (freed, ==, 5);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 /* kB of this process's file-backed resident memory (RssFile), or -1. */
 static gint64
 rss_file_kb (void)
@@ -1349,6 +1473,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf/writer/reproduces-gguf-py", test_writer_reproduces_gguf_py);
   g_test_add_func ("/gguf/writer/roundtrip", test_writer_roundtrip);
   g_test_add_func ("/gguf/writer/errors", test_writer_errors);
+  g_test_add_func ("/gguf/writer/deferred", test_writer_deferred);
   g_test_add_func ("/gguf/release-bytes", test_release_bytes);
   g_test_add_func ("/gguf/bad/header", test_bad_header);
   g_test_add_func ("/gguf/bad/metadata", test_bad_metadata);

@@ -72,6 +72,47 @@ slot_table (const HoneModelConfig *c)
   return t;
 }
 
+/* Deferred tensors of the GGUF export (made when the writer reaches them):
+ * a linear's Q4_1 rows, or a tensor copied as stored whose source pages then
+ * leave the resident memory. */
+typedef struct {
+  const HoneAwqLinear *lin;   /* or NULL: copy t */
+  HoneGguf *src;              /* a ref, for a copy */
+  const HoneTensor *t;
+  GCancellable *cancellable;
+} GgufFill;
+
+static void
+gguf_fill_free (gpointer data)
+{
+  GgufFill *f = data;
+  if (f->src)
+    hone_gguf_unref (f->src);
+  g_free (f);
+}
+
+static gboolean
+fill_gguf (gpointer data, void *buf, gsize nbytes, GError **error)
+{
+  const GgufFill *f = data;
+  if (!check_cancel (f->cancellable, error))
+    return FALSE;
+  if (f->lin)
+    {
+      const size_t row_bytes = (size_t) f->lin->K / 32 * sizeof (HoneBlockQ4_1);
+      g_assert (nbytes == (size_t) f->lin->N * row_bytes);
+      for (int row = 0; row < f->lin->N; row++)
+        hone_awq_linear_to_q4_1 (f->lin, row, (guint8 *) buf + row * row_bytes);
+    }
+  else
+    {
+      g_assert (nbytes == f->t->nbytes);
+      memcpy (buf, f->t->data, nbytes);
+      hone_gguf_release_bytes (f->src, f->t->data, nbytes);
+    }
+  return TRUE;
+}
+
 static HoneGgufWriter *
 build_gguf (const HoneAwqResult *r, GCancellable *cancellable, GError **error)
 {
@@ -120,13 +161,13 @@ build_gguf (const HoneAwqResult *r, GCancellable *cancellable, GError **error)
       if (s && s->what < HONE_AWQ_N_LINEARS)
         {
           const HoneAwqLinear *lin = &L->lin[s->what];
-          size_t row_bytes = (size_t) lin->K / 32 * sizeof (HoneBlockQ4_1);
-          guint8 *buf = g_malloc ((size_t) lin->N * row_bytes);
-          int64_t ne[2] = { lin->K, lin->N };
-          for (int row = 0; row < lin->N; row++)
-            hone_awq_linear_to_q4_1 (lin, row, buf + row * row_bytes);
-          ok = hone_gguf_writer_add_tensor_bytes (w, t->name, HONE_DTYPE_Q4_1, 2, ne,
-                                                  g_bytes_new_take (buf, (size_t) lin->N * row_bytes), error);
+          const size_t row_bytes = (size_t) lin->K / 32 * sizeof (HoneBlockQ4_1);
+          const int64_t ne[2] = { lin->K, lin->N };
+          GgufFill *f = g_new0 (GgufFill, 1);
+          f->lin = lin;
+          f->cancellable = cancellable;
+          ok = hone_gguf_writer_add_tensor_deferred (w, t->name, HONE_DTYPE_Q4_1, 2, ne, (size_t) lin->N * row_bytes,
+                                                     fill_gguf, f, gguf_fill_free, error);
         }
       else if (s && s->what >= HONE_AWQ_N_LINEARS)
         {
@@ -150,9 +191,12 @@ build_gguf (const HoneAwqResult *r, GCancellable *cancellable, GError **error)
       else
         {
           /* Copied as stored; the reader stays alive until the writer is done. */
-          GBytes *b = g_bytes_new_with_free_func (t->data, t->nbytes, (GDestroyNotify) hone_gguf_unref,
-                                                  hone_gguf_ref (src));
-          ok = hone_gguf_writer_add_tensor_bytes (w, t->name, t->type, t->n_dims, t->ne, b, error);
+          GgufFill *f = g_new0 (GgufFill, 1);
+          f->src = hone_gguf_ref (src);
+          f->t = t;
+          f->cancellable = cancellable;
+          ok = hone_gguf_writer_add_tensor_deferred (w, t->name, t->type, t->n_dims, t->ne, t->nbytes, fill_gguf, f,
+                                                     gguf_fill_free, error);
         }
       if (!ok)
         return NULL;

@@ -937,7 +937,11 @@ typedef struct {
   HoneDType type;
   int n_dims;
   int64_t ne[HONE_TENSOR_MAX_DIMS];
-  GBytes *data;
+  gsize nbytes;
+  GBytes *data;              /* NULL for a deferred tensor: */
+  HoneTensorFillFunc fill;
+  gpointer fill_data;
+  GDestroyNotify fill_destroy;
 } WTensor;
 
 struct _HoneGgufWriter {
@@ -963,7 +967,10 @@ wtensor_free (gpointer p)
 {
   WTensor *t = p;
   g_free (t->name);
-  g_bytes_unref (t->data);
+  if (t->data)
+    g_bytes_unref (t->data);
+  if (t->fill_destroy)
+    t->fill_destroy (t->fill_data);
   g_free (t);
 }
 
@@ -1190,39 +1197,43 @@ hone_gguf_writer_copy_kv (HoneGgufWriter *w, const HoneGguf *from, guint index)
     }
 }
 
+/* @data (a ref is taken), or (data NULL) @nbytes that @fill writes when the
+ * file is; @fill_data is the writer's from here on (freed on failure). */
 static gboolean
 add_tensor (HoneGgufWriter *w, const char *name, HoneDType type, int n_dims, const int64_t *ne,
-            GBytes *data, GError **error)
+            GBytes *data, gsize nbytes, HoneTensorFillFunc fill, gpointer fill_data, GDestroyNotify fill_destroy,
+            GError **error)
 {
   WTensor *t;
   guint64 n = 1;
-  gsize row_bytes, nbytes = g_bytes_get_size (data);
+  gsize row_bytes;
   guint64 expect;
+  gboolean ok = FALSE;
 
   if (name == NULL || g_hash_table_contains (w->tensor_names, name))
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT,
                    _("GGUF writer: tensor name '%s' is missing or already used"), name ? name : "(null)");
-      return FALSE;
+      goto out;
     }
   if (hone_dtype_block_size (type) == 0 || !hone_dtype_is_gguf (type))
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_UNSUPPORTED_TYPE,
                    _("GGUF writer: tensor '%s' has unknown type %d"), name, (int) type);
-      return FALSE;
+      goto out;
     }
   if (n_dims < 1 || n_dims > HONE_TENSOR_MAX_DIMS || ne == NULL)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT,
                    _("GGUF writer: tensor '%s' has %d dimensions"), name, n_dims);
-      return FALSE;
+      goto out;
     }
   for (int i = 0; i < n_dims; i++)
     if (ne[i] <= 0 || !g_uint64_checked_mul (&n, n, (guint64) ne[i]) || n > G_MAXINT64)
       {
         g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT,
                      _("GGUF writer: tensor '%s' has invalid dimension %d"), name, i);
-        return FALSE;
+        goto out;
       }
   row_bytes = hone_dtype_row_bytes (type, ne[0]);
   if (row_bytes == 0 || !g_uint64_checked_mul (&expect, row_bytes, n / (guint64) ne[0]) || expect != nbytes)
@@ -1231,7 +1242,7 @@ add_tensor (HoneGgufWriter *w, const char *name, HoneDType type, int n_dims, con
                    _("GGUF writer: tensor '%s' (%s) has %" "zu" " bytes, its shape needs %"
                      PRIu64), name, hone_dtype_name (type), nbytes,
                    row_bytes ? expect : (guint64) 0);
-      return FALSE;
+      goto out;
     }
   t = g_new0 (WTensor, 1);
   t->name = g_strdup (name);
@@ -1239,10 +1250,18 @@ add_tensor (HoneGgufWriter *w, const char *name, HoneDType type, int n_dims, con
   t->n_dims = n_dims;
   for (int i = 0; i < HONE_TENSOR_MAX_DIMS; i++)
     t->ne[i] = i < n_dims ? ne[i] : 1;
-  t->data = g_bytes_ref (data);
+  t->nbytes = nbytes;
+  t->data = data ? g_bytes_ref (data) : NULL;
+  t->fill = fill;
+  t->fill_data = g_steal_pointer (&fill_data);
+  t->fill_destroy = fill_destroy;
   g_ptr_array_add (w->tensors, t);
   g_hash_table_add (w->tensor_names, t->name);
-  return TRUE;
+  ok = TRUE;
+out:
+  if (fill_data != NULL && fill_destroy != NULL)
+    fill_destroy (fill_data);
+  return ok;
 }
 
 gboolean
@@ -1255,7 +1274,7 @@ hone_gguf_writer_add_tensor (HoneGgufWriter *writer, const char *name, HoneDType
   g_return_val_if_fail (writer != NULL, FALSE);
   g_return_val_if_fail (data != NULL || nbytes == 0, FALSE);
   b = g_bytes_new (data, nbytes);
-  ok = add_tensor (writer, name, type, n_dims, ne, b, error);
+  ok = add_tensor (writer, name, type, n_dims, ne, b, nbytes, NULL, NULL, NULL, error);
   g_bytes_unref (b);
   return ok;
 }
@@ -1265,7 +1284,21 @@ hone_gguf_writer_add_tensor_bytes (HoneGgufWriter *writer, const char *name, Hon
                                    int n_dims, const int64_t *ne, GBytes *data, GError **error)
 {
   g_return_val_if_fail (writer != NULL && data != NULL, FALSE);
-  return add_tensor (writer, name, type, n_dims, ne, data, error);
+  return add_tensor (writer, name, type, n_dims, ne, data, g_bytes_get_size (data), NULL, NULL, NULL, error);
+}
+
+gboolean
+hone_gguf_writer_add_tensor_deferred (HoneGgufWriter *writer, const char *name, HoneDType type, int n_dims,
+                                      const int64_t *ne, gsize nbytes, HoneTensorFillFunc fill, gpointer fill_data,
+                                      GDestroyNotify fill_destroy, GError **error)
+{
+  if (writer == NULL || fill == NULL)
+    {
+      if (fill_data != NULL && fill_destroy != NULL)
+        fill_destroy (fill_data);
+      g_return_val_if_fail (writer != NULL && fill != NULL, FALSE);
+    }
+  return add_tensor (writer, name, type, n_dims, ne, NULL, nbytes, fill, fill_data, fill_destroy, error);
 }
 
 void
@@ -1310,7 +1343,7 @@ build_header (HoneGgufWriter *w)
         put_u64 (h, (guint64) t->ne[d]);
       put_u32 (h, t->type);
       put_u64 (h, off);
-      off += g_bytes_get_size (t->data);
+      off += t->nbytes;
       off += pad_to (off, w->alignment);
     }
   for (gsize p = pad_to (h->len, w->alignment); p > 0;)
@@ -1335,9 +1368,23 @@ emit (HoneGgufWriter *w, SinkFunc sink, gpointer user, GError **error)
   for (guint i = 0; ok && i < w->tensors->len; i++)
     {
       WTensor *t = g_ptr_array_index (w->tensors, i);
-      gsize len;
-      const void *p = g_bytes_get_data (t->data, &len);
-      ok = sink (user, p, len, error);
+      const gsize len = t->nbytes;
+      g_autofree gpointer buf = NULL;
+      const void *p = t->data ? g_bytes_get_data (t->data, NULL) : NULL;
+      if (t->data == NULL && len > 0)
+        {
+          /* deferred: made now, into a buffer freed once written */
+          if ((buf = g_try_malloc (len)) == NULL)
+            {
+              g_set_error (error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY,
+                           _("GGUF writer: no memory for tensor '%s' (%zu bytes)"), t->name, len);
+              return FALSE;
+            }
+          if (!t->fill (t->fill_data, buf, len, error))
+            return FALSE;
+          p = buf;
+        }
+      ok = len == 0 || sink (user, p, len, error);
       for (gsize pad = pad_to (len, w->alignment); ok && pad > 0;)
         {
           gsize k = MIN (pad, sizeof zeros);

@@ -746,7 +746,7 @@ typedef struct {
   int64_t ne[HONE_TENSOR_MAX_DIMS];
   gsize nbytes;
   GBytes *data;             /* NULL for a deferred tensor: */
-  HoneSafetensorsFillFunc fill;
+  HoneTensorFillFunc fill;
   gpointer fill_data;
   GDestroyNotify fill_destroy;
 } WEntry;
@@ -807,7 +807,7 @@ hone_safetensors_writer_add_metadata (HoneSafetensorsWriter *writer, const char 
  * writes when the file is; takes @bytes and @fill_data (freed on failure). */
 static gboolean
 writer_add (HoneSafetensorsWriter *writer, const char *name, HoneDType type, int n_dims, const int64_t *ne,
-            GBytes *bytes, gsize nbytes, HoneSafetensorsFillFunc fill, gpointer fill_data,
+            GBytes *bytes, gsize nbytes, HoneTensorFillFunc fill, gpointer fill_data,
             GDestroyNotify fill_destroy, GError **error)
 {
   gboolean ok = FALSE;
@@ -898,7 +898,7 @@ hone_safetensors_writer_add_tensor_take (HoneSafetensorsWriter *writer, const ch
 gboolean
 hone_safetensors_writer_add_tensor_deferred (HoneSafetensorsWriter *writer, const char *name, HoneDType type,
                                              int n_dims, const int64_t *ne, gsize nbytes,
-                                             HoneSafetensorsFillFunc fill, gpointer fill_data,
+                                             HoneTensorFillFunc fill, gpointer fill_data,
                                              GDestroyNotify fill_destroy, GError **error)
 {
   g_return_val_if_fail (fill != NULL, FALSE);

@@ -85,10 +85,9 @@ gboolean hone_safetensors_writer_add_tensor_take (HoneSafetensorsWriter *writer,
  * leaves no file behind. The writer owns @fill_data (@fill_destroy, may be
  * NULL), also when it refuses the tensor. Deferred tensors are filled one at
  * a time, each in a buffer of its own size freed right after. */
-typedef gboolean (*HoneSafetensorsFillFunc) (gpointer fill_data, void *buf, gsize nbytes, GError **error);
 gboolean hone_safetensors_writer_add_tensor_deferred (HoneSafetensorsWriter *writer, const char *name, HoneDType type,
                                                       int n_dims, const int64_t *ne, gsize nbytes,
-                                                      HoneSafetensorsFillFunc fill, gpointer fill_data,
+                                                      HoneTensorFillFunc fill, gpointer fill_data,
                                                       GDestroyNotify fill_destroy, GError **error);
 /* NULL with @error set when a deferred tensor fails. */
 GBytes  *hone_safetensors_writer_to_bytes (HoneSafetensorsWriter *writer, GError **error);

@@ -21,6 +21,11 @@ typedef struct {
   size_t nbytes;
 } HoneTensor;
 
+/* Writes a tensor's @nbytes into @buf when a writer (GGUF, safetensors)
+ * reaches it — a deferred tensor, made only when the file is written — or
+ * returns FALSE with @error set (cancelled, …), which fails the write. */
+typedef gboolean (*HoneTensorFillFunc) (gpointer fill_data, void *buf, gsize nbytes, GError **error);
+
 static inline gboolean
 hone_tensor_present (const HoneTensor *t)
 {
