@@ -8,6 +8,7 @@
 #      the programs relinked against it, the plain-CUDA harnesses built by nvcc
 #      against it, GLib & co. → CARRY/bundle.tar.xz (≈ 16 MB);
 #   3. tests/cuda/hone-chain-bench.cu and hone-f16act-probe.cu by nvcc → CARRY/*.xz;
+#      tests/cuda/keep-file-pages.c → CARRY/keep-file-pages.so (an LD_PRELOAD shim for memory A/Bs);
 #   4. the default model's cut (tests/cuda/shrink-gguf.py, 3 layers), xz-packed
 #      so tree + bundle + model stay under the tool's 64 MiB carry limit (a
 #      4-layer cut left less than 0.1 MB in session 23):
@@ -42,6 +43,8 @@ for p in hone-chain-bench hone-f16act-probe; do
   nvcc -O3 -std=c++17 -arch=sm_${HONE_CUDA_ARCH:-90} -Ikernels -Itests/cuda -o "$C/$p" "tests/cuda/$p.cu"
   xz -T2 -9 -f "$C/$p"
 done
+# a no-op hone_file_pages_release to LD_PRELOAD: the same binaries with the model-page release off (A/B of memory)
+gcc -shared -fPIC -O2 -Wall -o "$C/keep-file-pages.so" tests/cuda/keep-file-pages.c
 if [ -z "${NO_MODEL:-}" ] && ! ls "$C"/model/*.gguf.xz > /dev/null 2>&1; then
   M=$(.ci/fetch-model | tail -1) || { echo "build-carry: could not fetch the default model; bundle only" >&2; exit 0; }
   python3 -c "import gguf" 2>/dev/null || python3 -m pip install --quiet gguf

@@ -1,30 +1,34 @@
 #!/bin/bash
-# Session 35, call 1 (an H200): main's engine rows against the corrected read probe (BF16, Q4_0, Q4_1, AWQ g128,
-# Llama-3-8B shape, `hone bench -p 64 -n 128 -r 3 -w 1`), and the host memory a GPU load keeps, before (libhoneall.so
-# of 1a40760, carried as .carry-old/libhoneall.so.xz) and after the upload releases the file's pages (HEAD's bundle).
-# Carry .carry-release/bundle.tar.xz and .carry-old (no model: the tree + carry must stay under 64 MiB).
+# Session 35, call 1 (an H200): (1) test-cuda-backend with /cuda/host-pages (the upload lets the model file's pages
+# go); (2) main's engine rows against the corrected read probe (BF16, Q4_0, Q4_1, AWQ g128, Llama-3-8B shape,
+# `hone bench -p 64 -n 128 -r 3 -w 1`) with the host memory a GPU load keeps, each with the page release on and
+# off (LD_PRELOAD of keep-file-pages.so: the same binaries with hone_file_pages_release a no-op); (3) the 8B AWQ
+# export's time and peak memory. Carry .carry-release (bundle + the default model's cut + the shim).
 set -u
 W=$OUT; T0=$(date +%s); el () { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 C=$PWD/.carry-release
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv,noheader
 tar xJf $C/bundle.tar.xz -C $C || exit 1
-mkdir -p /tmp/oldlib && xz -dc .carry-old/libhoneall.so.xz > /tmp/oldlib/libhoneall.so || exit 1
-export GSETTINGS_BACKEND=memory XDG_CACHE_HOME=/tmp/hc
-NEW=$C/lib:/usr/local/cuda/lib64; OLD=/tmp/oldlib:$NEW
-B=$C/bin; M=/dev/shm/m; mkdir -p $M
+export LD_LIBRARY_PATH=$C/lib:/usr/local/cuda/lib64 GSETTINGS_BACKEND=memory XDG_CACHE_HOME=/tmp/hc
+B=$C/bin; M=/dev/shm/m; mkdir -p $M; KEEP=$C/keep-file-pages.so
+MODEL=/tmp/smollm2-3l.gguf; xz -dc $C/model/*.gguf.xz > $MODEL
 TV=""; [ -x /usr/bin/time ] && TV="/usr/bin/time -v"
-bench () {   # lib-path tag model
-  LD_LIBRARY_PATH=$1 timeout 90 $TV $B/hone bench -m $3 --device cuda:0 -p 64 -n 128 -r 3 -w 1 > $W/bench-$2.txt 2>&1
-  el "bench $2 rc $?"; grep -E "decode \(tok|TTFT|memory \(MB\)|roofline|bytes per|Maximum resident" $W/bench-$2.txt
+HONE_DEFAULT_MODEL=$MODEL timeout 240 $B/test-cuda-backend --verbose > $W/suite.txt 2>&1
+el "test-cuda-backend rc $?: $(grep -c '^ok' $W/suite.txt) ok, $(grep -c '^not ok' $W/suite.txt) not ok"
+grep -E "^not ok|ERROR|RssFile" $W/suite.txt | head
+bench () {   # tag model [preload]
+  LD_PRELOAD=${3:-} timeout 90 $TV $B/hone bench -m $2 --device cuda:0 -p 64 -n 128 -r 3 -w 1 > $W/bench-$1.txt 2>&1
+  el "bench $1 rc $?"; grep -E "decode \(tok|TTFT|memory \(MB\)|roofline|bytes per|Maximum resident" $W/bench-$1.txt
 }
 for t in bf16 q4_0 q4_1; do
-  LD_LIBRARY_PATH=$NEW timeout 120 $B/hone gen-model --shape llama3-8b --type $t -o $M/8b-$t.gguf -q; el "gen-model $t rc $?"
-  bench $NEW $t-new $M/8b-$t.gguf
-  [ $t = q4_1 ] || bench $OLD $t-old $M/8b-$t.gguf
+  timeout 120 $B/hone gen-model --shape llama3-8b --type $t -o $M/8b-$t.gguf -q; el "gen-model $t rc $?"
+  bench $t $M/8b-$t.gguf
+  [ $t = q4_1 ] || bench $t-keep $M/8b-$t.gguf $KEEP
   [ $t = bf16 ] || rm -f $M/8b-$t.gguf
 done
-LD_LIBRARY_PATH=$NEW timeout 150 $B/hone quantize -m $M/8b-bf16.gguf --rtn -g 128 -f awq -o $M/8b-awq -q; el "quantize awq rc $?"
+timeout 200 $TV $B/hone quantize -m $M/8b-bf16.gguf --rtn -g 128 -f awq -o $M/8b-awq -q > $W/quantize.txt 2>&1
+el "quantize awq rc $?: $(grep -E 'Maximum resident|Elapsed' $W/quantize.txt | tr -s ' ' | tr '\n' ' ')"
 rm -f $M/8b-bf16.gguf
-bench $NEW awq-new $M/8b-awq
-bench $OLD awq-old $M/8b-awq
+bench awq $M/8b-awq
+bench awq-keep $M/8b-awq $KEEP
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
