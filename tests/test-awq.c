@@ -116,6 +116,37 @@ test_pack_order (void)
   g_assert_cmpmem (v, 16, back, 16);
 }
 
+/* A result's q holds two values a byte, the even column low; the accessor,
+ * the row unpacking and the dequantization read it back. */
+static void
+test_q_nibbles (void)
+{
+  enum { N = 3, K = 64, G = 32 };
+  guint8 v[N * K], packed[N * K / 2], row[K], z[N * K / G] = { 3, 0, 15, 7, 1, 9 };
+  guint16 sc[N * K / G];
+  float out[K];
+  HoneAwqLinear lin = { K, N, G, packed, z, sc };
+
+  for (int i = 0; i < N * K; i++)
+    v[i] = (guint8) ((i * 7 + i / 5) & 15);
+  for (int i = 0; i < N * K / G; i++)
+    sc[i] = hone_f32_to_f16 (0.25f * (float) (i + 1));
+  hone_awq_pack_nibbles (v, N * K, packed);
+  g_assert_cmphex (packed[0], ==, (guint) (v[0] | v[1] << 4));
+  g_assert_cmpuint (hone_awq_linear_q_bytes (&lin), ==, sizeof packed);
+  for (int r = 0; r < N; r++)
+    {
+      hone_awq_linear_q_row (&lin, r, row);
+      g_assert_cmpmem (row, K, v + r * K, K);
+      hone_awq_linear_dequantize_row (&lin, r, out);
+      for (int k = 0; k < K; k++)
+        {
+          g_assert_cmpint (hone_awq_linear_q (&lin, r, k), ==, v[r * K + k]);
+          g_assert_cmpfloat (out[k], ==, (float) (v[r * K + k] - z[r * 2 + k / G]) * 0.25f * (float) (r * 2 + k / G + 1));
+        }
+    }
+}
+
 /* ---- a tiny model and a calibration ----------------------------------- */
 
 typedef struct {
@@ -527,7 +558,7 @@ result_checksum (const HoneAwqResult *r)
     for (int i = 0; i < HONE_AWQ_N_LINEARS; i++)
       {
         const HoneAwqLinear *lin = &r->layers[l].lin[i];
-        gsize nq = (gsize) lin->N * lin->K, ng = (gsize) lin->N * (lin->K / lin->group_size);
+        gsize nq = hone_awq_linear_q_bytes (lin), ng = (gsize) lin->N * (lin->K / lin->group_size);
         for (gsize b = 0; b < nq; b++)
           h = (h ^ lin->q[b]) * 16777619u;
         for (gsize b = 0; b < ng; b++)
@@ -970,6 +1001,7 @@ main (int argc, char **argv)
   g_test_add_func ("/awq/quantizer/known", test_quantizer_known);
   g_test_add_func ("/awq/quantizer/scale-exact", test_scale_exact);
   g_test_add_func ("/awq/pack-order", test_pack_order);
+  g_test_add_func ("/awq/q-nibbles", test_q_nibbles);
   g_test_add_func ("/awq/verdict", test_verdict);
   g_test_add ("/awq/export/safetensors", Fixture, NULL, fixture_setup, test_export_safetensors, fixture_teardown);
   g_test_add ("/awq/export/safetensors-mha", Fixture, GINT_TO_POINTER (1), fixture_setup, test_export_safetensors,

@@ -36,7 +36,7 @@ hone_awq_linear_to_q4_1 (const HoneAwqLinear *lin, int row, void *blocks)
 {
   HoneBlockQ4_1 *b = blocks;
   int ng = lin->K / lin->group_size;
-  const guint8 *q = lin->q + (size_t) row * lin->K;
+  const guint8 *p = lin->q + (size_t) row * lin->K / 2;   /* two values a byte, the even one low */
 
   for (int bi = 0; bi < lin->K / 32; bi++)
     {
@@ -47,7 +47,10 @@ hone_awq_linear_to_q4_1 (const HoneAwqLinear *lin, int row, void *blocks)
       b[bi].d = s;
       b[bi].m = hone_f32_to_f16 (-(float) z * hone_f16_to_f32 (s));
       for (int j = 0; j < 16; j++)
-        b[bi].qs[j] = (guint8) (q[bi * 32 + j] | (q[bi * 32 + j + 16] << 4));
+        {
+          const int lo = bi * 32 + j, hi = lo + 16;
+          b[bi].qs[j] = (guint8) (((p[lo / 2] >> (4 * (lo & 1))) & 15) | (((p[hi / 2] >> (4 * (hi & 1))) & 15) << 4));
+        }
     }
 }
 
@@ -640,13 +643,21 @@ fill_linear (gpointer data, void *buf, gsize nbytes, GError **error)
     return FALSE;
   if (f->part == PART_QWEIGHT)
     {
+      /* eight output rows at a time: word (k, c) holds rows 8c..8c+7 of column k */
       guint32 *qw = buf;
+      g_autofree guint8 *rows = g_new (guint8, (gsize) 8 * K);
       g_assert (nbytes == (gsize) K * N / 2);
-      for (int k = 0; k < K; k++)
+      for (int c = 0; c < N / 8; c++)
         {
-          for (int n = 0; n < N; n++)
-            col[n] = lin->q[(size_t) map[n] * K + k];
-          hone_awq_pack_row (col, N, qw + (size_t) k * (N / 8));
+          for (int j = 0; j < 8; j++)
+            hone_awq_linear_q_row (lin, map[8 * c + j], rows + (gsize) j * K);
+          for (int k = 0; k < K; k++)
+            {
+              guint8 v[8];
+              for (int j = 0; j < 8; j++)
+                v[j] = rows[(gsize) j * K + k];
+              hone_awq_pack_row (v, 8, qw + (size_t) k * (N / 8) + c);
+            }
         }
     }
   else if (f->part == PART_QZEROS)

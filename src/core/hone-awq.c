@@ -120,17 +120,35 @@ fake_quant_row (float *w, int K, int g)
 }
 
 void
+hone_awq_pack_nibbles (const guint8 *values, size_t n, guint8 *packed)
+{
+  for (size_t i = 0; i < n / 2; i++)
+    packed[i] = (guint8) ((values[2 * i] & 15) | (values[2 * i + 1] << 4));
+}
+
+void
+hone_awq_linear_q_row (const HoneAwqLinear *lin, int row, guint8 *values)
+{
+  const guint8 *p = lin->q + (size_t) row * lin->K / 2;
+  for (int i = 0; i < lin->K / 2; i++)
+    {
+      values[2 * i] = p[i] & 15;
+      values[2 * i + 1] = p[i] >> 4;
+    }
+}
+
+void
 hone_awq_linear_dequantize_row (const HoneAwqLinear *lin, int row, float *out)
 {
   int ng = lin->K / lin->group_size;
-  const guint8 *q = lin->q + (size_t) row * lin->K;
+  const guint8 *p = lin->q + (size_t) row * lin->K / 2;
 
   for (int gi = 0; gi < ng; gi++)
     {
       float s = hone_f16_to_f32 (lin->s[(size_t) row * ng + gi]);
       int z = lin->z[(size_t) row * ng + gi];
-      for (int i = 0; i < lin->group_size; i++)
-        out[gi * lin->group_size + i] = (float) ((int) q[gi * lin->group_size + i] - z) * s;
+      for (int i = gi * lin->group_size; i < (gi + 1) * lin->group_size; i++)
+        out[i] = (float) ((int) ((p[i / 2] >> (4 * (i & 1))) & 15) - z) * s;
     }
 }
 
@@ -773,13 +791,17 @@ quantize_linear (const float *W, int N, int K, int g, HoneAwqLinear *out)
   out->K = K;
   out->N = N;
   out->group_size = g;
-  out->q = g_new (guint8, (size_t) N * K);
+  out->q = g_new (guint8, (size_t) N * K / 2);
   out->z = g_new (guint8, (size_t) N * ng);
   out->s = g_new (guint16, (size_t) N * ng);
   for (int r = 0; r < N; r++)
     for (int gi = 0; gi < ng; gi++)
-      hone_awq_quantize_group (W + (size_t) r * K + gi * g, g, 0.0f, out->q + (size_t) r * K + gi * g,
-                               out->z + (size_t) r * ng + gi, out->s + (size_t) r * ng + gi);
+      {
+        guint8 q[128];   /* g ≤ 128 */
+        hone_awq_quantize_group (W + (size_t) r * K + gi * g, g, 0.0f, q, out->z + (size_t) r * ng + gi,
+                                 out->s + (size_t) r * ng + gi);
+        hone_awq_pack_nibbles (q, (size_t) g, out->q + ((size_t) r * K + (size_t) gi * g) / 2);
+      }
 }
 
 const HoneTensor *

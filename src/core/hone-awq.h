@@ -53,14 +53,35 @@ typedef struct {
 void hone_awq_options_init (HoneAwqOptions *options);
 
 /* One quantized linear: N rows (output features) of K (input features), in
- * groups of g along a row. q: N×K values 0..15 (one per byte); z: N×(K/g)
- * zero points 0..15; s: N×(K/g) fp16 scales. w = (q − z)·s. */
+ * groups of g along a row. q: N×K values 0..15, two a byte (value k of row n
+ * in byte (n·K + k) / 2, the low nibble for even k: hone_awq_linear_q); z:
+ * N×(K/g) zero points 0..15, one a byte; s: N×(K/g) fp16 scales.
+ * w = (q − z)·s. A calibrated 8B model's result is ~3.5 GB of q. */
 typedef struct {
   int K, N, group_size;
   guint8 *q;
   guint8 *z;
   guint16 *s;
 } HoneAwqLinear;
+
+static inline int
+hone_awq_linear_q (const HoneAwqLinear *lin, int row, int k)
+{
+  const size_t i = (size_t) row * lin->K + (size_t) k;
+  return (lin->q[i / 2] >> (4 * (i & 1))) & 15;
+}
+
+/* Bytes of @lin's q (K is even: a multiple of the group size). */
+static inline size_t
+hone_awq_linear_q_bytes (const HoneAwqLinear *lin)
+{
+  return (size_t) lin->N * lin->K / 2;
+}
+
+/* Row @row's K values of q, one a byte. */
+void     hone_awq_linear_q_row (const HoneAwqLinear *lin, int row, guint8 *values);
+/* @n values 0..15 (n even) two a byte, the first in the low nibble. */
+void     hone_awq_pack_nibbles (const guint8 *values, size_t n, guint8 *packed);
 
 typedef struct {
   float *attn_norm, *ffn_norm;                 /* [hidden], with 1/s folded in */

@@ -440,17 +440,21 @@ store_linear (Gpu *G, int i, HoneAwqLinear *out, GError **error)
   int N = G->N[i], K = G->K[i], g = G->o->group_size, ng = K / g;
   guint8 *dq = (guint8 *) G->tmp[i], *dz = dq + (size_t) N * K;
   guint16 *ds = (guint16 *) (dz + (((size_t) N * ng + 15) & ~(size_t) 15));
+  g_autofree guint8 *q = g_new (guint8, (size_t) N * K);   /* one value a byte, as the kernel writes them */
 
   out->K = K;
   out->N = N;
   out->group_size = g;
-  out->q = g_new (guint8, (size_t) N * K);
+  out->q = g_new (guint8, (size_t) N * K / 2);
   out->z = g_new (guint8, (size_t) N * ng);
   out->s = g_new (guint16, (size_t) N * ng);
-  return !failed (hone_k_awq_quantize (G->W[i], N, K, g, dq, dz, ds, G->st), "quantize", error)
-      && download (G, out->q, dq, (size_t) N * K, error)
-      && download (G, out->z, dz, (size_t) N * ng, error)
-      && download (G, out->s, ds, (size_t) N * ng * sizeof (guint16), error);
+  if (failed (hone_k_awq_quantize (G->W[i], N, K, g, dq, dz, ds, G->st), "quantize", error)
+      || !download (G, q, dq, (size_t) N * K, error)
+      || !download (G, out->z, dz, (size_t) N * ng, error)
+      || !download (G, out->s, ds, (size_t) N * ng * sizeof (guint16), error))
+    return FALSE;
+  hone_awq_pack_nibbles (q, (size_t) N * K, out->q);
+  return TRUE;
 }
 
 /* ---- setup ----------------------------------------------------------------------- */
