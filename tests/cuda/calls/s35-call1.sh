@@ -20,15 +20,17 @@ bench () {   # tag model [preload]
   LD_PRELOAD=${3:-} timeout 90 $TV $B/hone bench -m $2 --device cuda:0 -p 64 -n 128 -r 3 -w 1 > $W/bench-$1.txt 2>&1
   el "bench $1 rc $?"; grep -E "decode \(tok|TTFT|memory \(MB\)|roofline|bytes per|Maximum resident" $W/bench-$1.txt
 }
-for t in bf16 q4_0; do   # (Q4_1 and a second Q4_0 row left out: the session's device time ran short)
-  timeout 120 $B/hone gen-model --shape llama3-8b --type $t -o $M/8b-$t.gguf -q; el "gen-model $t rc $?"
-  bench $t $M/8b-$t.gguf
-  [ $t = bf16 ] && bench $t-keep $M/8b-$t.gguf $KEEP
-  [ $t = bf16 ] || rm -f $M/8b-$t.gguf
-done
+# the most wanted rows first (the session's device time ran short): BF16 with and without the release, the AWQ
+# export and its rows, then Q4_0 (Q4_1 left out)
+timeout 120 $B/hone gen-model --shape llama3-8b --type bf16 -o $M/8b-bf16.gguf -q; el "gen-model bf16 rc $?"
+bench bf16 $M/8b-bf16.gguf
+bench bf16-keep $M/8b-bf16.gguf $KEEP
 timeout 200 $TV $B/hone quantize -m $M/8b-bf16.gguf --rtn -g 128 -f awq -o $M/8b-awq -q > $W/quantize.txt 2>&1
 el "quantize awq rc $?: $(grep -E 'Maximum resident|Elapsed' $W/quantize.txt | tr -s ' ' | tr '\n' ' ')"
 rm -f $M/8b-bf16.gguf
 bench awq $M/8b-awq
 bench awq-keep $M/8b-awq $KEEP
+rm -rf $M/8b-awq
+timeout 120 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/8b-q4_0.gguf -q; el "gen-model q4_0 rc $?"
+bench q4_0 $M/8b-q4_0.gguf
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
