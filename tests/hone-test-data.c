@@ -1,4 +1,5 @@
 /* hone-test-data.c — reading committed fixtures under $HONE_TEST_DATA (tests/data). */
+#include <gio/gio.h>
 #include <string.h>
 #include "hone-test-data.h"
 
@@ -59,4 +60,46 @@ hone_test_take_flag (int *argc, char **argv, const char *flag)
     argv[j] = NULL;
   *argc = j;
   return found;
+}
+
+gint64
+hone_test_rss_file_kb (void)
+{
+  g_autofree char *status = NULL;
+  const char *p;
+  if (!g_file_get_contents ("/proc/self/status", &status, NULL, NULL) || (p = strstr (status, "RssFile:")) == NULL)
+    return -1;
+  return g_ascii_strtoll (p + strlen ("RssFile:"), NULL, 10);
+}
+
+HoneTestFill *
+hone_test_fill_new (int seed, gboolean fail, int *freed)
+{
+  HoneTestFill *f = g_new (HoneTestFill, 1);
+  f->seed = seed;
+  f->fail = fail;
+  f->freed = freed;
+  return f;
+}
+
+gboolean
+hone_test_fill_pattern (gpointer fill, void *buf, gsize nbytes, GError **error)
+{
+  const HoneTestFill *f = fill;
+  if (f->fail)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED, "cancelled in the fill");
+      return FALSE;
+    }
+  for (gsize i = 0; i < nbytes; i++)
+    ((guint8 *) buf)[i] = (guint8) (i * 7 + (gsize) f->seed);
+  return TRUE;
+}
+
+void
+hone_test_fill_free (gpointer fill)
+{
+  HoneTestFill *f = fill;
+  (*f->freed)++;
+  g_free (f);
 }

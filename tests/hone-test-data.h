@@ -16,3 +16,18 @@ JsonObject *hone_test_data_load_json (const char *subdir, const char *name, Json
 gboolean    hone_test_take_flag (int *argc, char **argv, const char *flag);
 /* The bit pattern of a float (exact comparisons). */
 uint32_t    hone_test_fbits (float f);
+/* kB of this process's file-backed resident memory (RssFile of
+ * /proc/self/status), or -1 where the kernel does not report it. */
+gint64      hone_test_rss_file_kb (void);
+
+/* Deferred tensors of the writer tests (HoneTensorFillFunc): a fill that
+ * writes byte i = i·7 + seed, or fails with G_IO_ERROR_CANCELLED; its free
+ * function counts itself in *freed. */
+typedef struct {
+  int seed;
+  gboolean fail;
+  int *freed;
+} HoneTestFill;
+HoneTestFill *hone_test_fill_new (int seed, gboolean fail, int *freed);
+gboolean    hone_test_fill_pattern (gpointer fill, void *buf, gsize nbytes, GError **error);
+void        hone_test_fill_free (gpointer fill);

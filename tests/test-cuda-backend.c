@@ -49,6 +49,7 @@
 #include "hone-model.h"
 #include "hone-sampler.h"
 #include "hone-tokenizer.h"
+#include "hone-test-data.h"
 #include "hone-test-models.h"
 
 #define N_POS 512
@@ -345,17 +346,6 @@ test_memory (void)
 }
 
 
-/* kB of this process's file-backed resident memory (RssFile), or -1. */
-static gint64
-rss_file_kb (void)
-{
-  g_autofree char *status = NULL;
-  const char *p;
-  if (!g_file_get_contents ("/proc/self/status", &status, NULL, NULL) || (p = strstr (status, "RssFile:")) == NULL)
-    return -1;
-  return g_ascii_strtoll (p + strlen ("RssFile:"), NULL, 10);
-}
-
 /* A model in VRAM does not keep its file in the process's resident memory:
  * the upload lets each chunk's pages go once they are on the device (the
  * whole file was resident after a load before that). The model still reads
@@ -376,11 +366,11 @@ test_host_pages (void)
   g_assert_no_error (error);
   m = hone_model_open (path, &error);   /* a mapping of its own: none of its pages touched by other tests */
   g_assert_no_error (error);
-  before = rss_file_kb ();
+  before = hone_test_rss_file_kb ();
   opt.max_context = 256;
   g_assert_true (be->klass->load (be, m, &opt, NULL, NULL, NULL, &error));
   g_assert_no_error (error);
-  after = rss_file_kb ();
+  after = hone_test_rss_file_kb ();
   if (before < 0)
     g_test_skip ("no RssFile in /proc/self/status");
   else

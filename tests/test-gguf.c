@@ -1269,44 +1269,6 @@ out:
 /* Deferred tensors: the same file as tensors given up front; a fill that
  * fails fails the write with its error, leaves the earlier file and no
  * temporary one; the fill data is freed on every path. */
-typedef struct {
-  int seed;
-  gboolean fail;
-  int *freed;
-} Fill;
-
-static gboolean
-fill_pattern (gpointer data, void *buf, gsize nbytes, GError **error)
-{
-  const Fill *f = data;
-  if (f->fail)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED, "cancelled in the fill");
-      return FALSE;
-    }
-  for (gsize i = 0; i < nbytes; i++)
-    ((guint8 *) buf)[i] = (guint8) (i * 7 + (gsize) f->seed);
-  return TRUE;
-}
-
-static void
-fill_free (gpointer data)
-{
-  Fill *f = data;
-  (*f->freed)++;
-  g_free (f);
-}
-
-static Fill *
-fill_new (int seed, gboolean fail, int *freed)
-{
-  Fill *f = g_new (Fill, 1);
-  f->seed = seed;
-  f->fail = fail;
-  f->freed = freed;
-  return f;
-}
-
 static void
 test_writer_deferred (void)
 {
@@ -1336,19 +1298,19 @@ test_writer_deferred (void)
     g_autoptr(HoneGgufWriter) w = hone_gguf_writer_new ();
     hone_gguf_writer_add_u32 (w, "x.n", 3);
     g_assert_true (hone_gguf_writer_add_tensor_deferred (w, "a", HONE_DTYPE_I8, 1, (int64_t[]) { 36 }, 36,
-                                                         fill_pattern, fill_new (1, FALSE, &freed), fill_free, &error));
+                                                         hone_test_fill_pattern, hone_test_fill_new (1, FALSE, &freed), hone_test_fill_free, &error));
     g_assert_true (hone_gguf_writer_add_tensor_deferred (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 }, 100,
-                                                         fill_pattern, fill_new (2, FALSE, &freed), fill_free,
+                                                         hone_test_fill_pattern, hone_test_fill_new (2, FALSE, &freed), hone_test_fill_free,
                                                          &error));
     g_assert_no_error (error);
     /* refused: a size its shape does not have; a name used twice */
     g_assert_false (hone_gguf_writer_add_tensor_deferred (w, "c", HONE_DTYPE_I8, 1, (int64_t[]) { 10 }, 9,
-                                                          fill_pattern, fill_new (3, FALSE, &freed), fill_free,
+                                                          hone_test_fill_pattern, hone_test_fill_new (3, FALSE, &freed), hone_test_fill_free,
                                                           &error));
     g_assert_error (error, HONE_ERROR, HONE_ERROR_SHAPE_MISMATCH);
     g_clear_error (&error);
     g_assert_false (hone_gguf_writer_add_tensor_deferred (w, "b", HONE_DTYPE_I8, 1, (int64_t[]) { 10 }, 10,
-                                                          fill_pattern, fill_new (4, FALSE, &freed), fill_free,
+                                                          hone_test_fill_pattern, hone_test_fill_new (4, FALSE, &freed), hone_test_fill_free,
                                                           &error));
     g_assert_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT);
     g_clear_error (&error);
@@ -1369,7 +1331,7 @@ test_writer_deferred (void)
     int n_files = 0;
     g_assert_true (hone_gguf_writer_add_tensor (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 }, b, 100, &error));
     g_assert_true (hone_gguf_writer_add_tensor_deferred (w, "a", HONE_DTYPE_I8, 1, (int64_t[]) { 36 }, 36,
-                                                         fill_pattern, fill_new (1, TRUE, &freed), fill_free, &error));
+                                                         hone_test_fill_pattern, hone_test_fill_new (1, TRUE, &freed), hone_test_fill_free, &error));
     g_assert_null (hone_gguf_writer_to_bytes (w, &error));
     g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
     g_clear_error (&error);
@@ -1388,17 +1350,6 @@ test_writer_deferred (void)
   g_assert_cmpint (freed, ==, 5);
   g_unlink (path);
   g_rmdir (dir);
-}
-
-/* kB of this process's file-backed resident memory (RssFile), or -1. */
-static gint64
-rss_file_kb (void)
-{
-  g_autofree char *status = NULL;
-  const char *p;
-  if (!g_file_get_contents ("/proc/self/status", &status, NULL, NULL) || (p = strstr (status, "RssFile:")) == NULL)
-    return -1;
-  return g_ascii_strtoll (p + strlen ("RssFile:"), NULL, 10);
 }
 
 /* Releasing bytes of a mapped file's tensor (what the CUDA upload does after
@@ -1429,13 +1380,13 @@ test_release_bytes (void)
   t = hone_gguf_find_tensor (g, "big");
   g_assert_nonnull (t);
   g_assert_cmpmem (t->data, N, data, N);   /* every page resident */
-  before = rss_file_kb ();
+  before = hone_test_rss_file_kb ();
   /* in two halves, as the upload's chunks come: each releases its own whole pages */
   hone_gguf_release_bytes (g, t->data, N / 2 + 100);
   hone_gguf_release_bytes (g, (const guint8 *) t->data + N / 2 + 100, N / 2 - 100);
   hone_gguf_release_bytes (g, t->data, 0);
   hone_gguf_release_bytes (g, (const guint8 *) t->data + N, 1 << 30);   /* past the file: ignored */
-  after = rss_file_kb ();
+  after = hone_test_rss_file_kb ();
   if (before >= 0)
     {
       g_test_message ("RssFile %" G_GINT64_FORMAT " kB -> %" G_GINT64_FORMAT " kB", before, after);

@@ -2,6 +2,7 @@
  * `safetensors` PyPI package (tests/reference/gen_model_fixtures.py), a
  * round trip through our writer, and hostile headers. */
 #include "hone-safetensors.h"
+#include "hone-test-data.h"
 #include "hone-error.h"
 #include "hone-dtype.h"
 
@@ -504,17 +505,6 @@ test_take (void)
   g_assert_cmpmem (t->data, t->nbytes, want, sizeof want);
 }
 
-/* kB of this process's file-backed resident memory (RssFile), or -1. */
-static gint64
-rss_file_kb (void)
-{
-  g_autofree char *status = NULL;
-  const char *p;
-  if (!g_file_get_contents ("/proc/self/status", &status, NULL, NULL) || (p = strstr (status, "RssFile:")) == NULL)
-    return -1;
-  return g_ascii_strtoll (p + strlen ("RssFile:"), NULL, 10);
-}
-
 /* Releasing a file tensor's pages: they leave the resident memory and read
  * back unchanged; a tensor of in-memory bytes, or of another reader, is left
  * alone (MADV_DONTNEED on anonymous memory would zero it). */
@@ -545,10 +535,10 @@ test_release (void)
   g_assert_nonnull (t);
   for (gsize i = 0; i < N; i++)
     sum += ((const guint8 *) t->data)[i];
-  before = rss_file_kb ();
+  before = hone_test_rss_file_kb ();
   hone_safetensors_release_tensor (st, t);
   hone_safetensors_release_tensor (st, hone_safetensors_find_tensor (st, "small"));   /* less than a page */
-  after = rss_file_kb ();
+  after = hone_test_rss_file_kb ();
   if (before >= 0)
     {
       g_test_message ("RssFile %" G_GINT64_FORMAT " kB -> %" G_GINT64_FORMAT " kB", before, after);
@@ -577,44 +567,6 @@ test_release (void)
  * tensors given up front; a fill that fails fails the write with its own
  * error and leaves no file; the writer frees every fill's data (refused,
  * written or failed). */
-typedef struct {
-  int seed;
-  gboolean fail;
-  int *freed;
-} Fill;
-
-static gboolean
-fill_pattern (gpointer data, void *buf, gsize nbytes, GError **error)
-{
-  const Fill *f = data;
-  if (f->fail)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED, "cancelled in the fill");
-      return FALSE;
-    }
-  for (gsize i = 0; i < nbytes; i++)
-    ((guint8 *) buf)[i] = (guint8) (i * 7 + (gsize) f->seed);
-  return TRUE;
-}
-
-static void
-fill_free (gpointer data)
-{
-  Fill *f = data;
-  (*f->freed)++;
-  g_free (f);
-}
-
-static Fill *
-fill_new (int seed, gboolean fail, int *freed)
-{
-  Fill *f = g_new (Fill, 1);
-  f->seed = seed;
-  f->fail = fail;
-  f->freed = freed;
-  return f;
-}
-
 static void
 test_deferred (void)
 {
@@ -642,20 +594,20 @@ test_deferred (void)
   {
     g_autoptr(HoneSafetensorsWriter) w = hone_safetensors_writer_new ();
     g_assert_true (hone_safetensors_writer_add_tensor_deferred (w, "a", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, 24,
-                                                                fill_pattern, fill_new (1, FALSE, &freed), fill_free,
+                                                                hone_test_fill_pattern, hone_test_fill_new (1, FALSE, &freed), hone_test_fill_free,
                                                                 &error));
     g_assert_true (hone_safetensors_writer_add_tensor (w, "b", HONE_DTYPE_F16, 1, (int64_t[]) { 3 }, b, 6, &error));
     g_assert_true (hone_safetensors_writer_add_tensor_deferred (w, "e", HONE_DTYPE_I8, 1, (int64_t[]) { 0 }, 0,
-                                                                fill_pattern, fill_new (3, FALSE, &freed), fill_free,
+                                                                hone_test_fill_pattern, hone_test_fill_new (3, FALSE, &freed), hone_test_fill_free,
                                                                 &error));
     /* refused: the shape needs 24 bytes; a name given twice */
     g_assert_false (hone_safetensors_writer_add_tensor_deferred (w, "c", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, 20,
-                                                                 fill_pattern, fill_new (4, FALSE, &freed), fill_free,
+                                                                 hone_test_fill_pattern, hone_test_fill_new (4, FALSE, &freed), hone_test_fill_free,
                                                                  &error));
     g_assert_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT);
     g_clear_error (&error);
     g_assert_false (hone_safetensors_writer_add_tensor_deferred (w, "a", HONE_DTYPE_I8, 1, (int64_t[]) { 2 }, 2,
-                                                                 fill_pattern, fill_new (5, FALSE, &freed), fill_free,
+                                                                 hone_test_fill_pattern, hone_test_fill_new (5, FALSE, &freed), hone_test_fill_free,
                                                                  &error));
     g_assert_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT);
     g_clear_error (&error);
@@ -676,7 +628,7 @@ test_deferred (void)
     int n_files = 0;
     g_assert_true (hone_safetensors_writer_add_tensor (w, "b", HONE_DTYPE_F16, 1, (int64_t[]) { 3 }, b, 6, &error));
     g_assert_true (hone_safetensors_writer_add_tensor_deferred (w, "a", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, 24,
-                                                                fill_pattern, fill_new (1, TRUE, &freed), fill_free,
+                                                                hone_test_fill_pattern, hone_test_fill_new (1, TRUE, &freed), hone_test_fill_free,
                                                                 &error));
     g_assert_null (hone_safetensors_writer_to_bytes (w, &error));
     g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
