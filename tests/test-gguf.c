@@ -1266,6 +1266,16 @@ out:
   g_free (path);
 }
 
+/* A deferred tensor whose fill writes hone_test_fill_pattern's bytes (or fails). */
+static gboolean
+add_deferred (HoneGgufWriter *w, const char *name, HoneDType type, int n_dims, const int64_t *ne, gsize nbytes,
+              int seed, gboolean fail, int *freed, GError **error)
+{
+  HoneTestFill *f = hone_test_fill_new (seed, fail, freed);
+  return hone_gguf_writer_add_tensor_deferred (w, name, type, n_dims, ne, nbytes, hone_test_fill_pattern, f,
+                                               hone_test_fill_free, error);
+}
+
 /* Deferred tensors: the same file as tensors given up front; a fill that
  * fails fails the write with its error, leaves the earlier file and no
  * temporary one; the fill data is freed on every path. */
@@ -1297,21 +1307,14 @@ test_writer_deferred (void)
   {
     g_autoptr(HoneGgufWriter) w = hone_gguf_writer_new ();
     hone_gguf_writer_add_u32 (w, "x.n", 3);
-    g_assert_true (hone_gguf_writer_add_tensor_deferred (w, "a", HONE_DTYPE_I8, 1, (int64_t[]) { 36 }, 36,
-                                                         hone_test_fill_pattern, hone_test_fill_new (1, FALSE, &freed), hone_test_fill_free, &error));
-    g_assert_true (hone_gguf_writer_add_tensor_deferred (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 }, 100,
-                                                         hone_test_fill_pattern, hone_test_fill_new (2, FALSE, &freed), hone_test_fill_free,
-                                                         &error));
+    g_assert_true (add_deferred (w, "a", HONE_DTYPE_I8, 1, (int64_t[]) { 36 }, 36, 1, FALSE, &freed, &error));
+    g_assert_true (add_deferred (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 }, 100, 2, FALSE, &freed, &error));
     g_assert_no_error (error);
     /* refused: a size its shape does not have; a name used twice */
-    g_assert_false (hone_gguf_writer_add_tensor_deferred (w, "c", HONE_DTYPE_I8, 1, (int64_t[]) { 10 }, 9,
-                                                          hone_test_fill_pattern, hone_test_fill_new (3, FALSE, &freed), hone_test_fill_free,
-                                                          &error));
+    g_assert_false (add_deferred (w, "c", HONE_DTYPE_I8, 1, (int64_t[]) { 10 }, 9, 3, FALSE, &freed, &error));
     g_assert_error (error, HONE_ERROR, HONE_ERROR_SHAPE_MISMATCH);
     g_clear_error (&error);
-    g_assert_false (hone_gguf_writer_add_tensor_deferred (w, "b", HONE_DTYPE_I8, 1, (int64_t[]) { 10 }, 10,
-                                                          hone_test_fill_pattern, hone_test_fill_new (4, FALSE, &freed), hone_test_fill_free,
-                                                          &error));
+    g_assert_false (add_deferred (w, "b", HONE_DTYPE_I8, 1, (int64_t[]) { 10 }, 10, 4, FALSE, &freed, &error));
     g_assert_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT);
     g_clear_error (&error);
     g_assert_cmpint (freed, ==, 2);
@@ -1330,8 +1333,7 @@ test_writer_deferred (void)
     GDir *d;
     int n_files = 0;
     g_assert_true (hone_gguf_writer_add_tensor (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 }, b, 100, &error));
-    g_assert_true (hone_gguf_writer_add_tensor_deferred (w, "a", HONE_DTYPE_I8, 1, (int64_t[]) { 36 }, 36,
-                                                         hone_test_fill_pattern, hone_test_fill_new (1, TRUE, &freed), hone_test_fill_free, &error));
+    g_assert_true (add_deferred (w, "a", HONE_DTYPE_I8, 1, (int64_t[]) { 36 }, 36, 1, TRUE, &freed, &error));
     g_assert_null (hone_gguf_writer_to_bytes (w, &error));
     g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
     g_clear_error (&error);

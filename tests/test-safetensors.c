@@ -563,6 +563,16 @@ test_release (void)
   g_rmdir (dir);
 }
 
+/* A deferred tensor whose fill writes hone_test_fill_pattern's bytes (or fails). */
+static gboolean
+add_deferred (HoneSafetensorsWriter *w, const char *name, HoneDType type, int n_dims, const int64_t *ne, gsize nbytes,
+              int seed, gboolean fail, int *freed, GError **error)
+{
+  HoneTestFill *f = hone_test_fill_new (seed, fail, freed);
+  return hone_safetensors_writer_add_tensor_deferred (w, name, type, n_dims, ne, nbytes, hone_test_fill_pattern, f,
+                                                      hone_test_fill_free, error);
+}
+
 /* Deferred tensors: made only when the file is written, the same bytes as
  * tensors given up front; a fill that fails fails the write with its own
  * error and leaves no file; the writer frees every fill's data (refused,
@@ -593,22 +603,14 @@ test_deferred (void)
   }
   {
     g_autoptr(HoneSafetensorsWriter) w = hone_safetensors_writer_new ();
-    g_assert_true (hone_safetensors_writer_add_tensor_deferred (w, "a", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, 24,
-                                                                hone_test_fill_pattern, hone_test_fill_new (1, FALSE, &freed), hone_test_fill_free,
-                                                                &error));
+    g_assert_true (add_deferred (w, "a", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, 24, 1, FALSE, &freed, &error));
     g_assert_true (hone_safetensors_writer_add_tensor (w, "b", HONE_DTYPE_F16, 1, (int64_t[]) { 3 }, b, 6, &error));
-    g_assert_true (hone_safetensors_writer_add_tensor_deferred (w, "e", HONE_DTYPE_I8, 1, (int64_t[]) { 0 }, 0,
-                                                                hone_test_fill_pattern, hone_test_fill_new (3, FALSE, &freed), hone_test_fill_free,
-                                                                &error));
+    g_assert_true (add_deferred (w, "e", HONE_DTYPE_I8, 1, (int64_t[]) { 0 }, 0, 3, FALSE, &freed, &error));
     /* refused: the shape needs 24 bytes; a name given twice */
-    g_assert_false (hone_safetensors_writer_add_tensor_deferred (w, "c", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, 20,
-                                                                 hone_test_fill_pattern, hone_test_fill_new (4, FALSE, &freed), hone_test_fill_free,
-                                                                 &error));
+    g_assert_false (add_deferred (w, "c", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, 20, 4, FALSE, &freed, &error));
     g_assert_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT);
     g_clear_error (&error);
-    g_assert_false (hone_safetensors_writer_add_tensor_deferred (w, "a", HONE_DTYPE_I8, 1, (int64_t[]) { 2 }, 2,
-                                                                 hone_test_fill_pattern, hone_test_fill_new (5, FALSE, &freed), hone_test_fill_free,
-                                                                 &error));
+    g_assert_false (add_deferred (w, "a", HONE_DTYPE_I8, 1, (int64_t[]) { 2 }, 2, 5, FALSE, &freed, &error));
     g_assert_error (error, HONE_ERROR, HONE_ERROR_INVALID_ARGUMENT);
     g_clear_error (&error);
     g_assert_cmpint (freed, ==, 2);
@@ -627,9 +629,7 @@ test_deferred (void)
     GDir *d;
     int n_files = 0;
     g_assert_true (hone_safetensors_writer_add_tensor (w, "b", HONE_DTYPE_F16, 1, (int64_t[]) { 3 }, b, 6, &error));
-    g_assert_true (hone_safetensors_writer_add_tensor_deferred (w, "a", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, 24,
-                                                                hone_test_fill_pattern, hone_test_fill_new (1, TRUE, &freed), hone_test_fill_free,
-                                                                &error));
+    g_assert_true (add_deferred (w, "a", HONE_DTYPE_F32, 2, (int64_t[]) { 3, 2 }, 24, 1, TRUE, &freed, &error));
     g_assert_null (hone_safetensors_writer_to_bytes (w, &error));
     g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
     g_clear_error (&error);
