@@ -414,6 +414,44 @@ test_quantize (void)
     assert_one_line_failure (a, NULL, NULL, "48");
     g_assert_false (g_file_test (bad_out, G_FILE_TEST_EXISTS));
   }
+  {
+    /* --rtn reads no documents: a hone away from the source tree (where the built-in calibration
+     * set is not found unless installed) exports all the same, the same bytes as with documents */
+    g_autofree char *bin_dir = g_build_filename (tmp_dir, "away", "bin", NULL);
+    g_autofree char *bin = g_build_filename (bin_dir, "hone", NULL);
+    g_autofree char *out3 = g_build_filename (tmp_dir, "tiny-rtn", NULL);
+    g_autofree char *out4 = g_build_filename (tmp_dir, "tiny-rtn-docs", NULL);
+    g_autofree char *st3 = g_build_filename (out3, "model.safetensors", NULL);
+    g_autofree char *st4 = g_build_filename (out4, "model.safetensors", NULL);
+    g_autofree char *b3 = NULL, *b4 = NULL;
+    gsize n3, n4;
+    g_autoptr(GFile) from = g_file_new_for_path (hone_bin);
+    g_autoptr(GFile) to = g_file_new_for_path (bin);
+    const char *saved = hone_bin;
+    GError *error = NULL;
+    const char *a[] = { "quantize", "-m", tiny, "--rtn", "-g", "32", "-q", "-o", out3, NULL };
+    const char *b[] = { "quantize", "-m", tiny, "-d", doc, "--rtn", "-g", "32", "-q", "-o", out4, NULL };
+    Run r;
+
+    g_assert_cmpint (g_mkdir_with_parents (bin_dir, 0755), ==, 0);
+    g_file_copy (from, to, G_FILE_COPY_OVERWRITE, NULL, NULL, NULL, &error);
+    g_assert_no_error (error);
+    g_assert_cmpint (g_chmod (bin, 0755), ==, 0);
+    hone_bin = bin;
+    r = run_hone (a, NULL, "HONE_SOURCE_ROOT=");
+    hone_bin = saved;
+    if (r.status != 0)
+      g_printerr ("stderr «%s»\n", r.err);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "");
+    run_clear (&r);
+    r = run_hone (b, NULL, NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    run_clear (&r);
+    g_assert_true (g_file_get_contents (st3, &b3, &n3, NULL));
+    g_assert_true (g_file_get_contents (st4, &b4, &n4, NULL));
+    g_assert_cmpmem (b3, n3, b4, n4);
+  }
 }
 
 /* --device auto, the default: the device hone_engine_pick_device picks. When

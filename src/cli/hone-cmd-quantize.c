@@ -160,6 +160,21 @@ worker (gpointer data)
     o.search_scales = o.search_clip = FALSE;
   if (!hone_awq_check (model, &o, error))
     goto done;
+  if (j->rtn && !j->eval && (j->docs == NULL || j->docs[0] == NULL))
+    {
+      /* rounding to nearest reads no documents: it runs where the built-in set is not installed */
+      if (!j->quiet)
+        {
+          fprintf (stderr, _("%s: rounding to nearest needs no documents; group size %d\n"), model->name,
+                   j->group_size);
+          fputs (hone_awq_gpu_available () ? _("Rounding to nearest (no calibration) on the GPU\n")
+                                           : _("Rounding to nearest (no calibration) on the CPU\n"), stderr);
+        }
+      res = hone_awq_quantize (model, NULL, 0, 0, &o, progress_cb, j, j->cancellable, error);
+      if (res == NULL)
+        goto done;
+      goto export;
+    }
   if (j->docs == NULL || j->docs[0] == NULL)
     {
       builtin = hone_awq_builtin_dir ();
@@ -203,6 +218,7 @@ worker (gpointer data)
                            j->cancellable, error);
   if (res == NULL)
     goto done;
+export:
   if (!j->quiet)
     fprintf (stderr, _("Calibrated in %.1f s; writing %s…\n"), res->seconds, j->out);
   if (g_strcmp0 (j->format, "gguf") == 0)
