@@ -197,10 +197,11 @@ load_u16 (const guint8 *p)
   return GUINT16_FROM_LE (v);
 }
 
-/* Block columns [kb0, kb1) of the repack. */
+/* Block columns [kb0, kb1) of output rows [n0, n1) of the repack, into
+ * out (row n at out + (n − n0)·K/32). */
 static void
 repack_range (const guint8 *qw, const guint8 *qz, const guint8 *sc, int64_t K, int64_t N, int group_size,
-              HoneBlockQ4Z *out, int64_t kb0, int64_t kb1)
+              HoneBlockQ4Z *out, int64_t n0, int64_t n1, int64_t kb0, int64_t kb1)
 {
   const int64_t nw = N / 8, nb = K / 32;
 
@@ -209,7 +210,7 @@ repack_range (const guint8 *qw, const guint8 *qz, const guint8 *sc, int64_t K, i
   for (int64_t kb = kb0; kb < kb1; kb++)
     {
       const int64_t g = kb * 32 / group_size;
-      for (int64_t c = 0; c < nw; c++)
+      for (int64_t c = n0 / 8; c < (n1 + 7) / 8; c++)
         {
           guint32 w[32];
           const guint32 zw = load_u32 (qz + 4 * (g * nw + c));
@@ -219,7 +220,9 @@ repack_range (const guint8 *qw, const guint8 *qz, const guint8 *sc, int64_t K, i
             {
               const int sh = 4 * nibble_of_col[o];
               const int64_t n = 8 * c + o;
-              HoneBlockQ4Z *b = out + n * nb + kb;
+              HoneBlockQ4Z *b = out + (n >= n0 && n < n1 ? (n - n0) * nb + kb : 0);
+              if (n < n0 || n >= n1)
+                continue;
               b->s = GUINT16_TO_LE (load_u16 (sc + 2 * (g * N + n)));
               b->z = (guint8) ((zw >> sh) & 0x0f);
               b->pad = 0;
@@ -232,7 +235,7 @@ repack_range (const guint8 *qw, const guint8 *qz, const guint8 *sc, int64_t K, i
 
 typedef struct {
   const guint8 *qw, *qz, *sc;
-  int64_t K, N, kb0, kb1;
+  int64_t K, N, n0, n1, kb0, kb1;
   int group_size;
   HoneBlockQ4Z *out;
 } RepackJob;
@@ -241,27 +244,27 @@ static gpointer
 repack_thread (gpointer data)
 {
   RepackJob *j = data;
-  repack_range (j->qw, j->qz, j->sc, j->K, j->N, j->group_size, j->out, j->kb0, j->kb1);
+  repack_range (j->qw, j->qz, j->sc, j->K, j->N, j->group_size, j->out, j->n0, j->n1, j->kb0, j->kb1);
   return NULL;
 }
 
-void
-hone_awq_repack_q4z (const void *qweight, const void *qzeros, const void *scales, int64_t K, int64_t N,
-                     int group_size, HoneBlockQ4Z *out)
+/* Rows [n0, n1) of the repack, the block columns split over the cores (each
+ * thread writes its own blocks): a large model's linears hold billions of weights. */
+static void
+repack_rows (const void *qweight, const void *qzeros, const void *scales, int64_t K, int64_t N, int group_size,
+             int64_t n0, int64_t n1, HoneBlockQ4Z *out)
 {
   const int64_t nb = K / 32;
-  /* A large model's linears hold billions of weights: split the block
-   * columns over the cores (each thread writes its own blocks). */
-  int n = (int) CLAMP ((K * N) >> 18, 1, MIN (16, (int64_t) hone_cpu_backend_default_threads ()));
+  int n = (int) CLAMP ((K * (n1 - n0)) >> 18, 1, MIN (16, (int64_t) hone_cpu_backend_default_threads ()));
   RepackJob jobs[16];
   GThread *threads[16] = { NULL };
 
-  if (nb <= 0 || N <= 0)
+  if (nb <= 0 || n1 <= n0)
     return;
   n = (int) MIN ((int64_t) n, nb);
   for (int i = 0; i < n; i++)
     {
-      jobs[i] = (RepackJob) { qweight, qzeros, scales, K, N, nb * i / n, nb * (i + 1) / n, group_size, out };
+      jobs[i] = (RepackJob) { qweight, qzeros, scales, K, N, n0, n1, nb * i / n, nb * (i + 1) / n, group_size, out };
       if (i > 0)
         threads[i] = g_thread_try_new ("hone-awq-repack", repack_thread, &jobs[i], NULL);
       if (i > 0 && threads[i] == NULL)
@@ -271,6 +274,13 @@ hone_awq_repack_q4z (const void *qweight, const void *qzeros, const void *scales
   for (int i = 1; i < n; i++)
     if (threads[i] != NULL)
       g_thread_join (threads[i]);
+}
+
+void
+hone_awq_repack_q4z (const void *qweight, const void *qzeros, const void *scales, int64_t K, int64_t N,
+                     int group_size, HoneBlockQ4Z *out)
+{
+  repack_rows (qweight, qzeros, scales, K, N, group_size, 0, N, out);
 }
 
 static const HoneTensor *
@@ -304,29 +314,27 @@ awq_part (const HoneSafetensors *st, const char *prefix, const char *part, HoneD
   return t;
 }
 
-void *
-hone_awq_load_linear (const HoneSafetensors *st, const char *prefix, const char *name, int64_t K, int64_t N,
-                      int group_size, HoneTensor *dst, GError **error)
+gboolean
+hone_awq_source_find (const HoneSafetensors *st, const char *prefix, int64_t K, int64_t N, int group_size,
+                      HoneAwqSource *src, GError **error)
 {
   const HoneTensor *qw, *qz, *sc;
-  HoneBlockQ4Z *out;
-  gsize nbytes;
   int64_t ng;
 
-  g_return_val_if_fail (group_size == 32 || group_size == 64 || group_size == 128, NULL);
+  g_return_val_if_fail (group_size == 32 || group_size == 64 || group_size == 128, FALSE);
   if (K <= 0 || N <= 0 || K % group_size != 0 || N % 8 != 0)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_SHAPE_MISMATCH,
                    _("%s: a linear of %" PRId64 " inputs and %" PRId64 " outputs cannot hold AWQ group size %d "
                      "(inputs must be a multiple of the group size, outputs of 8)"),
                    prefix, K, N, group_size);
-      return NULL;
+      return FALSE;
     }
   ng = K / group_size;
   if ((qw = awq_part (st, prefix, "qweight", HONE_DTYPE_I32, N / 8, K, error)) == NULL
       || (qz = awq_part (st, prefix, "qzeros", HONE_DTYPE_I32, N / 8, ng, error)) == NULL
       || (sc = awq_part (st, prefix, "scales", HONE_DTYPE_F16, N, ng, error)) == NULL)
-    return NULL;
+    return FALSE;
   /* A scale that is inf or nan would poison every output it touches. */
   for (int64_t i = 0; i < ng * N; i++)
     {
@@ -337,10 +345,60 @@ hone_awq_load_linear (const HoneSafetensors *st, const char *prefix, const char 
                        _("AWQ tensor “%s.scales” holds a scale that is not finite (group %" PRId64 ", column %"
                          PRId64 ")"),
                        prefix, i / N, i % N);
-          return NULL;
+          return FALSE;
         }
     }
-  nbytes = (gsize) N * (gsize) (K / 32) * sizeof (HoneBlockQ4Z);
+  *src = (HoneAwqSource) { st, qw, qz, sc, K, N, group_size };
+  return TRUE;
+}
+
+gsize
+hone_awq_source_q4z_bytes (const HoneAwqSource *src)
+{
+  return (gsize) src->N * (gsize) (src->K / 32) * sizeof (HoneBlockQ4Z);
+}
+
+void
+hone_awq_source_rows (const HoneAwqSource *src, int64_t row0, int64_t n, HoneBlockQ4Z *out)
+{
+  g_return_if_fail (row0 >= 0 && n >= 0 && row0 + n <= src->N);
+  repack_rows (src->qweight->data, src->qzeros->data, src->scales->data, src->K, src->N, src->group_size, row0,
+               row0 + n, out);
+}
+
+void
+hone_awq_source_release (const HoneAwqSource *src)
+{
+  hone_safetensors_release_tensor (src->st, src->qweight);
+  hone_safetensors_release_tensor (src->st, src->qzeros);
+  hone_safetensors_release_tensor (src->st, src->scales);
+}
+
+void
+hone_awq_source_view (const HoneAwqSource *src, const char *name, const void *data, HoneTensor *dst)
+{
+  memset (dst, 0, sizeof *dst);
+  dst->name = name;
+  dst->type = HONE_DTYPE_Q4Z;
+  dst->n_dims = 2;
+  dst->ne[0] = src->K;
+  dst->ne[1] = src->N;
+  dst->ne[2] = dst->ne[3] = 1;
+  dst->data = data;
+  dst->nbytes = hone_awq_source_q4z_bytes (src);
+}
+
+void *
+hone_awq_load_linear (const HoneSafetensors *st, const char *prefix, const char *name, int64_t K, int64_t N,
+                      int group_size, HoneTensor *dst, GError **error)
+{
+  HoneAwqSource src;
+  HoneBlockQ4Z *out;
+  gsize nbytes;
+
+  if (!hone_awq_source_find (st, prefix, K, N, group_size, &src, error))
+    return NULL;
+  nbytes = hone_awq_source_q4z_bytes (&src);
   out = g_try_malloc (nbytes);
   if (out == NULL)
     {
@@ -348,19 +406,9 @@ hone_awq_load_linear (const HoneSafetensors *st, const char *prefix, const char 
                    _("%s: cannot allocate %zu bytes for the int4 weights"), prefix, (size_t) nbytes);
       return NULL;
     }
-  hone_awq_repack_q4z (qw->data, qz->data, sc->data, K, N, group_size, out);
+  hone_awq_source_rows (&src, 0, N, out);
   /* read once: the file's pages need not stay resident beside the repacked copy */
-  hone_safetensors_release_tensor (st, qw);
-  hone_safetensors_release_tensor (st, qz);
-  hone_safetensors_release_tensor (st, sc);
-  memset (dst, 0, sizeof *dst);
-  dst->name = name;
-  dst->type = HONE_DTYPE_Q4Z;
-  dst->n_dims = 2;
-  dst->ne[0] = K;
-  dst->ne[1] = N;
-  dst->ne[2] = dst->ne[3] = 1;
-  dst->data = out;
-  dst->nbytes = nbytes;
+  hone_awq_source_release (&src);
+  hone_awq_source_view (&src, name, out, dst);
   return out;
 }

@@ -33,6 +33,31 @@ typedef struct _HoneSafetensors HoneSafetensors;
 gboolean hone_awq_load_config (const char *dir, const char *config_json, gssize length, int *group_size,
                                GError **error);
 
+/* One AWQ linear of a checkpoint, checked but not repacked: the three
+ * tensors' views (in @st's mapping), K inputs, N outputs, the group size. */
+typedef struct {
+  const HoneSafetensors *st;
+  const HoneTensor *qweight, *qzeros, *scales;
+  int64_t K, N;
+  int group_size;
+} HoneAwqSource;
+
+/* Find and check <prefix>.qweight/.qzeros/.scales of @st for a linear of @K
+ * inputs and @N outputs (shapes, types, finite scales) — the errors
+ * hone_awq_load_linear gives — and describe it in @src. Nothing is copied. */
+gboolean hone_awq_source_find (const HoneSafetensors *st, const char *prefix, int64_t K, int64_t N, int group_size,
+                               HoneAwqSource *src, GError **error);
+/* Bytes of its whole Q4Z form (N rows of K/32 blocks). */
+gsize    hone_awq_source_q4z_bytes (const HoneAwqSource *src);
+/* Q4Z rows [@row0, @row0 + @n) into @out (@n rows of K/32 blocks): the
+ * same bytes as those rows of hone_awq_load_linear's buffer. Any range. */
+void     hone_awq_source_rows (const HoneAwqSource *src, int64_t row0, int64_t n, HoneBlockQ4Z *out);
+/* Let the checkpoint's pages of the three tensors leave resident memory
+ * (hone_safetensors_release_tensor); read again, they come back. */
+void     hone_awq_source_release (const HoneAwqSource *src);
+/* @dst = a Q4Z tensor of @src's shape named @name at @data (NULL: not made). */
+void     hone_awq_source_view (const HoneAwqSource *src, const char *name, const void *data, HoneTensor *dst);
+
 /* Repack <prefix>.qweight/.qzeros/.scales of @st (a linear of @K inputs and
  * @N outputs) into Q4Z. On success returns the new buffer (N rows of K/32
  * blocks, free with g_free) and fills @dst as a view of it (type Q4Z,
