@@ -403,6 +403,155 @@ test_engine (void)
   hone_generate_result_free (r);
 }
 
+/* ---- deferred repack ------------------------------------------------------------ */
+
+/* Any range of rows repacked on its own is those rows of the whole repack. */
+static void
+test_source_rows (void)
+{
+  g_autofree char *path = data_path ("linears.safetensors");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(HoneSafetensors) st = hone_safetensors_open (path, &error);
+  static const int ranges[][2] = { { 0, 16 }, { 0, 1 }, { 3, 5 }, { 7, 2 }, { 8, 8 }, { 15, 1 }, { 5, 11 } };
+  HoneAwqSource src;
+  HoneTensor t;
+  g_autofree void *all = NULL;
+
+  g_assert_no_error (error);
+  all = hone_awq_load_linear (st, "g32", "w", 128, 16, 32, &t, &error);
+  g_assert_no_error (error);
+  g_assert_true (hone_awq_source_find (st, "g32", 128, 16, 32, &src, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (hone_awq_source_q4z_bytes (&src), ==, t.nbytes);
+  for (guint i = 0; i < G_N_ELEMENTS (ranges); i++)
+    {
+      const int r0 = ranges[i][0], n = ranges[i][1];
+      const gsize rb = hone_tensor_row_bytes (&t);
+      g_autofree guint8 *rows = g_malloc ((gsize) (n + 1) * rb);
+      memset (rows, 0xa5, (gsize) (n + 1) * rb);
+      hone_awq_source_rows (&src, r0, n, (HoneBlockQ4Z *) rows);
+      g_assert_cmpmem (rows, (gsize) n * rb, hone_tensor_row (&t, r0), (gsize) n * rb);
+      for (gsize b = (gsize) n * rb; b < (gsize) (n + 1) * rb; b++)   /* nothing written past the range */
+        g_assert_cmpuint (rows[b], ==, 0xa5);
+    }
+  /* the same checks as the whole load: a wrong group size is a shape error */
+  g_assert_false (hone_awq_source_find (st, "g32", 128, 16, 64, &src, &error));
+  g_assert_error (error, HONE_ERROR, HONE_ERROR_SHAPE_MISMATCH);
+}
+
+typedef struct {
+  double last;
+  int calls;
+} Progress;
+
+static void
+on_progress (double fraction, gpointer data)
+{
+  Progress *p = data;
+  g_assert_cmpfloat (fraction, >=, p->last);
+  g_assert_cmpfloat (fraction, <=, 1.0);
+  p->last = fraction;
+  p->calls++;
+}
+
+/* A model opened with HONE_MODEL_OPEN_DEFER_REPACK: the AWQ linears are there
+ * (type, shape, bytes) but not made; their rows read as the eager model's;
+ * a cancelled materialize changes nothing; a finished one gives the eager
+ * model's bytes, and the CPU backend (which materializes at load) the same
+ * logits, bit for bit. */
+static void
+test_deferred (void)
+{
+  g_autofree char *awq_dir = data_path ("tiny-awq");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(HoneModel) eager = hone_model_open (awq_dir, &error);
+  g_autoptr(HoneModel) lazy = NULL, lazy2 = NULL;
+  g_autoptr(GCancellable) cancel = g_cancellable_new ();
+  g_autofree float *le = NULL, *ll = NULL;
+  gint32 tokens[7] = { 5, 17, 101, 3, 250, 42, 9 };
+  const int n = G_N_ELEMENTS (tokens);
+  Progress prog = { 0 };
+
+  g_assert_no_error (error);
+  lazy = hone_model_open_full (awq_dir, HONE_MODEL_OPEN_DEFER_REPACK, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (hone_model_n_params (lazy), ==, hone_model_n_params (eager));
+  g_assert_cmpuint (hone_model_deferred_bytes (eager), ==, 0);
+  {
+    guint64 want = 0;
+    for (int l = 0; l < eager->config.n_layers; l++)
+      for (int i = 0; i < HONE_AWQ_N_LINEARS; i++)
+        want += layer_linear (eager, l, i)->nbytes;
+    g_assert_cmpuint (hone_model_deferred_bytes (lazy), ==, want);
+  }
+  /* unquantized tensors are read as usual */
+  g_assert_true (hone_tensor_present (&lazy->tok_embd));
+  g_assert_false (hone_model_tensor_deferred (lazy, &lazy->tok_embd));
+  for (int l = 0; l < lazy->config.n_layers; l++)
+    for (int i = 0; i < HONE_AWQ_N_LINEARS; i++)
+      {
+        const HoneTensor *a = layer_linear (eager, l, i), *b = layer_linear (lazy, l, i);
+        const gsize rb = hone_tensor_row_bytes (a);
+        const int rows = (int) a->ne[1];
+        g_autofree guint8 *buf = g_malloc ((gsize) rows * rb);
+        HoneTensor copy = *b;
+
+        g_assert_cmpint (b->type, ==, HONE_DTYPE_Q4Z);
+        g_assert_null (b->data);
+        g_assert_false (hone_tensor_present (b));
+        g_assert_true (hone_model_tensor_deferred (lazy, b));
+        g_assert_true (hone_model_tensor_deferred (lazy, &copy));   /* a copy of the view too */
+        g_assert_true (hone_model_tensor_available (lazy, b));
+        g_assert_false (hone_model_tensor_deferred (eager, a));
+        g_assert_cmpstr (b->name, ==, a->name);
+        g_assert_cmpint (b->ne[0], ==, a->ne[0]);
+        g_assert_cmpint (b->ne[1], ==, a->ne[1]);
+        g_assert_cmpuint (b->nbytes, ==, a->nbytes);
+        /* in chunks of 3 rows (not a multiple of the 8 a packed word holds), then whole */
+        for (int r = 0; r < rows; r += 3)
+          g_assert_true (hone_model_read_rows (lazy, b, r, MIN (3, rows - r), buf + (gsize) r * rb));
+        g_assert_cmpmem (buf, (gsize) rows * rb, a->data, a->nbytes);
+        memset (buf, 0, (gsize) rows * rb);
+        g_assert_true (hone_model_read_rows (lazy, &copy, 0, rows, buf));
+        g_assert_cmpmem (buf, (gsize) rows * rb, a->data, a->nbytes);
+        /* the eager model's rows read the same way */
+        memset (buf, 0, (gsize) rows * rb);
+        g_assert_true (hone_model_read_rows (eager, a, 0, rows, buf));
+        g_assert_cmpmem (buf, (gsize) rows * rb, a->data, a->nbytes);
+      }
+  /* cancelled before the first linear: nothing made, nothing lost */
+  g_cancellable_cancel (cancel);
+  g_assert_false (hone_model_materialize (lazy, cancel, NULL, NULL, &error));
+  g_assert_error (error, HONE_ERROR, HONE_ERROR_CANCELLED);
+  g_clear_error (&error);
+  g_assert_null (lazy->layers[0].wq.data);
+  g_assert_true (hone_model_tensor_deferred (lazy, &lazy->layers[0].wq));
+  /* materialized: the eager bytes, progress up to 1 */
+  g_assert_true (hone_model_materialize (lazy, NULL, on_progress, &prog, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (prog.calls, ==, HONE_AWQ_N_LINEARS * lazy->config.n_layers);
+  g_assert_cmpfloat (prog.last, ==, 1.0);
+  g_assert_cmpuint (hone_model_deferred_bytes (lazy), ==, 0);
+  for (int l = 0; l < lazy->config.n_layers; l++)
+    for (int i = 0; i < HONE_AWQ_N_LINEARS; i++)
+      {
+        const HoneTensor *a = layer_linear (eager, l, i), *b = layer_linear (lazy, l, i);
+        g_assert_nonnull (b->data);
+        g_assert_false (hone_model_tensor_deferred (lazy, b));
+        g_assert_cmpmem (b->data, b->nbytes, a->data, a->nbytes);
+      }
+  g_assert_true (hone_model_materialize (lazy, NULL, NULL, NULL, &error));   /* again: a no-op */
+  g_assert_no_error (error);
+  /* the CPU backend materializes a deferred model at load: the same logits as the eager model's */
+  lazy2 = hone_model_open_full (awq_dir, HONE_MODEL_OPEN_DEFER_REPACK, &error);
+  g_assert_no_error (error);
+  le = forward (eager, tokens, n);
+  ll = forward (lazy2, tokens, n);
+  g_assert_cmpmem (ll, (gsize) n * lazy2->config.vocab * sizeof (float), le,
+                   (gsize) n * eager->config.vocab * sizeof (float));
+  g_assert_cmpuint (hone_model_deferred_bytes (lazy2), ==, 0);
+}
+
 /* ---- bad input --------------------------------------------------------------- */
 
 typedef struct {
@@ -539,6 +688,14 @@ test_bad_input (void)
       g_test_message ("case %u: %s", i, error->message);
       g_assert_error (error, HONE_ERROR, c->code);
       g_assert_nonnull (strstr (error->message, c->says));
+      /* a deferred repack checks the same at open: the same error, not a later failure */
+      {
+        g_autoptr(GError) e2 = NULL;
+        g_autoptr(HoneModel) m2 = hone_model_open_full (dir, HONE_MODEL_OPEN_DEFER_REPACK, &e2);
+        g_assert_null (m2);
+        g_assert_nonnull (e2);
+        g_assert_cmpstr (e2->message, ==, error->message);
+      }
     }
   /* The untouched variant loads (so the cases above fail for their reason). */
   {
@@ -722,6 +879,8 @@ main (int argc, char **argv)
   g_test_add_func ("/awq-load/values", test_values);
   g_test_add_func ("/awq-load/linears", test_linears);
   g_test_add_func ("/awq-load/repack-threads", test_repack_threads);
+  g_test_add_func ("/awq-load/source-rows", test_source_rows);
+  g_test_add_func ("/awq-load/deferred", test_deferred);
   g_test_add_func ("/awq-load/kernels", test_kernels);
   g_test_add_func ("/awq-load/forward", test_forward);
   g_test_add_func ("/awq-load/info", test_info);

@@ -560,6 +560,38 @@ test_tiny (gconstpointer data)
   opt.max_context = 128;
   snprintf (what, sizeof what, "tiny %s", c->name);
   compare_on_model (m, what, 7 + (guint32) c->type, &opt);
+  if (c->awq)
+    {
+      /* opened as the engine opens it (HONE_MODEL_OPEN_DEFER_REPACK), the upload makes the Q4Z rows chunk by
+       * chunk (the q/k matrices whole, for their row permutation) and never a whole copy: the same logits,
+       * bit for bit, and the model still deferred afterwards */
+      g_autofree char *folder = g_build_filename (dir, "awq", NULL);
+      HoneModel *lazy = hone_model_open_full (folder, HONE_MODEL_OPEN_DEFER_REPACK, &error);
+      const int V = m->config.vocab;
+      g_autofree float *want = g_new (float, (gsize) TINY_N * V), *got = g_new (float, (gsize) TINY_N * V);
+      gint32 toks[TINY_N];
+      HoneBackend *be;
+      guint64 deferred;
+
+      g_assert_no_error (error);
+      deferred = hone_model_deferred_bytes (lazy);
+      g_assert_cmpuint (deferred, >, 0);
+      for (int i = 0; i < TINY_N; i++)
+        toks[i] = 3 + (gint32) ((i * 37) % (V - 3));
+      be = new_cuda ();
+      g_assert_true (be->klass->load (be, m, &opt, NULL, NULL, NULL, &error));
+      g_assert_no_error (error);
+      run_tokens (be, toks, TINY_N, V, want, FALSE);
+      hone_backend_free (be);
+      be = new_cuda ();
+      g_assert_true (be->klass->load (be, lazy, &opt, NULL, NULL, NULL, &error));
+      g_assert_no_error (error);
+      g_assert_cmpuint (hone_model_deferred_bytes (lazy), ==, deferred);   /* nothing made on the host */
+      run_tokens (be, toks, TINY_N, V, got, FALSE);
+      hone_backend_free (be);
+      g_assert_cmpmem (got, sizeof (float) * TINY_N * V, want, sizeof (float) * TINY_N * V);
+      hone_model_unref (lazy);
+    }
   hone_model_unref (m);
   hone_test_rm_rf (dir);
 }

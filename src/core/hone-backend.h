@@ -89,8 +89,6 @@ typedef struct {
   gboolean ahead;           /* out: TRUE when the step had been started ahead by the previous call */
 } HoneBatch;
 
-typedef void (*HoneProgressFunc) (double fraction, gpointer user_data);
-
 typedef struct {
   const char *name;
   /* Make @model runnable (CPU: build views/thread pool; CUDA: upload). The

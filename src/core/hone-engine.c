@@ -898,7 +898,7 @@ restore_model (HoneEngine *self, const char *path, const Options *options)
   HoneModelInfo *info = hone_model_info_new_for_path (path, &error);
 
   if (info != NULL)
-    self->model = hone_model_open (path, &error);
+    self->model = hone_model_open_full (path, HONE_MODEL_OPEN_DEFER_REPACK, &error);
   if (info != NULL && self->model != NULL && activate_model (self, &info, path, options, NULL, &error))
     return TRUE;
   g_warning ("Could not restore the previous model %s: %s", path, error != NULL ? error->message : "?");
@@ -933,7 +933,9 @@ run_load (HoneEngine *self, Job *job)
   info = hone_model_info_new_for_path (job->path, &error);
   if (info == NULL)
     goto fail_keep;
-  new_model = hone_model_open (job->path, &error);
+  /* AWQ linears are repacked by the backend's load (with progress and cancel; the CUDA
+   * upload makes them chunk by chunk and never holds a whole host copy) */
+  new_model = hone_model_open_full (job->path, HONE_MODEL_OPEN_DEFER_REPACK, &error);
   if (new_model == NULL)
     goto fail_keep;
   if (check_cancelled (job, &error))

@@ -20,10 +20,21 @@
 #include <stdio.h>
 #include <string.h>
 
+/* An AWQ linear whose Q4Z rows are made only when asked (hone_model_read_rows,
+ * hone_model_materialize): its tensor in HoneModel (data NULL until then)
+ * and its checkpoint tensors. */
+typedef struct {
+  HoneTensor *dst;
+  HoneAwqSource src;
+} Deferred;
+
 typedef struct {
   HoneGguf *gguf;
   HoneSafetensors *st;
   GPtrArray *owned;           /* buffers made at load (AWQ → Q4Z repacks) and their names */
+  GArray *deferred;           /* Deferred: AWQ linears not repacked yet (HONE_MODEL_OPEN_DEFER_REPACK) */
+  GMutex lock;                /* guards the deferred tensors' data and the owned list after opening */
+  gboolean defer;             /* opening: record AWQ linears instead of repacking them */
 } ModelPriv;
 
 /* ---- tensor names ------------------------------------------------------ */
@@ -265,9 +276,11 @@ shape_string (const int64_t *ne, int n_dims)
   return g_string_free (s, FALSE);
 }
 
-/* An AWQ linear (@what of @layer): <prefix>.qweight/qzeros/scales repacked
- * into Q4Z rows owned by the model. *handled FALSE when the linear is stored
- * unquantized (AutoAWQ's modules_to_not_convert): the caller binds it as usual. */
+/* An AWQ linear (@what of @layer): <prefix>.qweight/qzeros/scales checked and
+ * repacked into Q4Z rows owned by the model — or, when opening deferred,
+ * only checked and recorded (data NULL). *handled FALSE when the linear is
+ * stored unquantized (AutoAWQ's modules_to_not_convert): the caller binds it
+ * as usual. */
 static gboolean
 bind_awq (HoneModel *m, HoneTensor *dst, const char *what, int layer, int64_t ne0, int64_t ne1,
           gboolean *handled, GError **error)
@@ -276,7 +289,7 @@ bind_awq (HoneModel *m, HoneTensor *dst, const char *what, int layer, int64_t ne
   char *name = hone_model_tensor_name (m->source, what, layer);
   g_autofree char *prefix = g_strndup (name, strlen (name) - strlen (".weight"));
   g_autofree char *qweight = g_strconcat (prefix, ".qweight", NULL);
-  void *buf;
+  Deferred d = { dst, { 0 } };
 
   *handled = FALSE;
   if (hone_safetensors_find_tensor (p->st, qweight) == NULL && hone_safetensors_find_tensor (p->st, name) != NULL)
@@ -286,13 +299,26 @@ bind_awq (HoneModel *m, HoneTensor *dst, const char *what, int layer, int64_t ne
     }
   *handled = TRUE;
   g_ptr_array_add (p->owned, name);
-  buf = hone_awq_load_linear (p->st, prefix, name, ne0, ne1, m->awq_group_size, dst, error);
-  if (buf == NULL)
+  if (!p->defer)
+    {
+      void *buf = hone_awq_load_linear (p->st, prefix, name, ne0, ne1, m->awq_group_size, dst, error);
+      if (buf == NULL)
+        {
+          g_prefix_error (error, "%s: ", m->path);
+          return FALSE;
+        }
+      g_ptr_array_add (p->owned, buf);
+      return TRUE;
+    }
+  if (!hone_awq_source_find (p->st, prefix, ne0, ne1, m->awq_group_size, &d.src, error))
     {
       g_prefix_error (error, "%s: ", m->path);
       return FALSE;
     }
-  g_ptr_array_add (p->owned, buf);
+  hone_awq_source_view (&d.src, name, NULL, dst);
+  if (p->deferred == NULL)
+    p->deferred = g_array_new (FALSE, FALSE, sizeof (Deferred));
+  g_array_append_val (p->deferred, d);
   return TRUE;
 }
 
@@ -418,6 +444,7 @@ model_new (const char *path, HoneModelSource source)
   m->source = source;
   m->priv = g_new0 (ModelPriv, 1);
   ((ModelPriv *) m->priv)->owned = g_ptr_array_new_with_free_func (g_free);
+  g_mutex_init (&((ModelPriv *) m->priv)->lock);
   return m;
 }
 
@@ -503,7 +530,7 @@ load_hf_chat_template (HoneModel *m, const char *dir, GError **error)
 }
 
 static HoneModel *
-open_hf (const char *dir, GError **error)
+open_hf (const char *dir, HoneModelOpenFlags flags, GError **error)
 {
   g_autoptr(HoneModel) m = model_new (dir, HONE_MODEL_SOURCE_SAFETENSORS);
   ModelPriv *p = m->priv;
@@ -542,8 +569,10 @@ open_hf (const char *dir, GError **error)
                      "quantization_config saying how"), dir);
       return NULL;
     }
+  p->defer = (flags & HONE_MODEL_OPEN_DEFER_REPACK) != 0;
   if (!bind_weights (m, error))
     return NULL;
+  p->defer = FALSE;
   m->tokenizer = hone_tokenizer_new_from_hf_dir (dir, error);
   if (m->tokenizer == NULL || !load_hf_chat_template (m, dir, error))
     return NULL;
@@ -555,6 +584,12 @@ open_hf (const char *dir, GError **error)
 HoneModel *
 hone_model_open (const char *path, GError **error)
 {
+  return hone_model_open_full (path, HONE_MODEL_OPEN_DEFAULT, error);
+}
+
+HoneModel *
+hone_model_open_full (const char *path, HoneModelOpenFlags flags, GError **error)
+{
   g_autofree char *dir = NULL;
   g_autofree char *config = NULL;
   char magic[4] = { 0 };
@@ -564,7 +599,7 @@ hone_model_open (const char *path, GError **error)
   if (g_file_test (path, G_FILE_TEST_IS_DIR))
     {
       g_autofree char *canon = g_canonicalize_filename (path, NULL);
-      return open_hf (canon, error);
+      return open_hf (canon, flags, error);
     }
   if (g_file_test (path, G_FILE_TEST_EXISTS) && !g_file_test (path, G_FILE_TEST_IS_REGULAR))
     {
@@ -592,7 +627,7 @@ hone_model_open (const char *path, GError **error)
   }
   config = g_build_filename (dir, "config.json", NULL);
   if (g_file_test (config, G_FILE_TEST_IS_REGULAR))
-    return open_hf (dir, error);
+    return open_hf (dir, flags, error);
   g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_UNSUPPORTED,
                _("%s is neither a GGUF file nor part of a Hugging Face model folder (no config.json beside it)"),
                path);
@@ -629,6 +664,9 @@ hone_model_unref (HoneModel *model)
         hone_safetensors_unref (p->st);
       if (p->owned)
         g_ptr_array_free (p->owned, TRUE);
+      if (p->deferred)
+        g_array_free (p->deferred, TRUE);
+      g_mutex_clear (&p->lock);
       g_free (p);
     }
   g_free (model);
@@ -646,12 +684,153 @@ hone_model_release_bytes (const HoneModel *model, const void *data, gsize nbytes
     hone_safetensors_release_bytes (p->st, data, nbytes);
 }
 
+/* ---- deferred AWQ linears --------------------------------------------- */
+
+/* The deferred entry of @t (the model's tensor, or a copy of it), or NULL. */
+static Deferred *
+deferred_of (const ModelPriv *p, const HoneTensor *t)
+{
+  if (p == NULL || p->deferred == NULL || t == NULL)
+    return NULL;
+  for (guint i = 0; i < p->deferred->len; i++)
+    {
+      Deferred *d = &g_array_index (p->deferred, Deferred, i);
+      if (t == d->dst || (t->name != NULL && t->name == d->dst->name))
+        return d;
+    }
+  return NULL;
+}
+
+gboolean
+hone_model_tensor_deferred (const HoneModel *model, const HoneTensor *t)
+{
+  ModelPriv *p = model != NULL ? model->priv : NULL;
+  gboolean deferred;
+
+  if (p == NULL || p->deferred == NULL)
+    return FALSE;
+  g_mutex_lock (&p->lock);
+  {
+    const Deferred *d = deferred_of (p, t);
+    deferred = d != NULL && d->dst->data == NULL;
+  }
+  g_mutex_unlock (&p->lock);
+  return deferred;
+}
+
+gboolean
+hone_model_tensor_available (const HoneModel *model, const HoneTensor *t)
+{
+  return hone_tensor_present (t) || hone_model_tensor_deferred (model, t);
+}
+
+gboolean
+hone_model_read_rows (const HoneModel *model, const HoneTensor *t, int64_t row0, int64_t n, void *dst)
+{
+  ModelPriv *p = model != NULL ? model->priv : NULL;
+  const size_t rb = hone_tensor_row_bytes (t);
+  const Deferred *d;
+
+  g_return_val_if_fail (t != NULL && row0 >= 0 && n >= 0 && row0 + n <= (t->n_dims > 1 ? t->ne[1] : 1), FALSE);
+  if (t->data != NULL)
+    {
+      memcpy (dst, (const char *) t->data + (size_t) row0 * rb, (size_t) n * rb);
+      return TRUE;
+    }
+  if (p == NULL)
+    return FALSE;
+  g_mutex_lock (&p->lock);
+  d = deferred_of (p, t);
+  if (d != NULL && d->dst->data != NULL)
+    memcpy (dst, (const char *) d->dst->data + (size_t) row0 * rb, (size_t) n * rb);
+  else if (d != NULL)
+    {
+      hone_awq_source_rows (&d->src, row0, n, dst);
+      /* the last rows read: the checkpoint's pages may go (they come back if read again) */
+      if (row0 + n == d->src.N)
+        hone_awq_source_release (&d->src);
+    }
+  g_mutex_unlock (&p->lock);
+  return d != NULL;
+}
+
+guint64
+hone_model_deferred_bytes (const HoneModel *model)
+{
+  ModelPriv *p = model != NULL ? model->priv : NULL;
+  guint64 total = 0;
+
+  if (p == NULL || p->deferred == NULL)
+    return 0;
+  g_mutex_lock (&p->lock);
+  for (guint i = 0; i < p->deferred->len; i++)
+    {
+      const Deferred *d = &g_array_index (p->deferred, Deferred, i);
+      if (d->dst->data == NULL)
+        total += hone_awq_source_q4z_bytes (&d->src);
+    }
+  g_mutex_unlock (&p->lock);
+  return total;
+}
+
+gboolean
+hone_model_materialize (HoneModel *model, GCancellable *cancellable, HoneProgressFunc progress,
+                        gpointer progress_data, GError **error)
+{
+  ModelPriv *p = model->priv;
+  gboolean ok = TRUE;
+  guint64 total = 0, done = 0;
+
+  if (p->deferred == NULL)
+    return TRUE;
+  g_mutex_lock (&p->lock);
+  for (guint i = 0; i < p->deferred->len; i++)
+    {
+      const Deferred *d = &g_array_index (p->deferred, Deferred, i);
+      if (d->dst->data == NULL)
+        total += hone_awq_source_q4z_bytes (&d->src);
+    }
+  for (guint i = 0; ok && i < p->deferred->len; i++)
+    {
+      Deferred *d = &g_array_index (p->deferred, Deferred, i);
+      const gsize nbytes = hone_awq_source_q4z_bytes (&d->src);
+      void *buf;
+
+      if (d->dst->data != NULL)
+        continue;
+      if (cancellable != NULL && g_cancellable_is_cancelled (cancellable))
+        {
+          g_set_error (error, HONE_ERROR, HONE_ERROR_CANCELLED, _("Loading the model was cancelled"));
+          ok = FALSE;
+          break;
+        }
+      buf = g_try_malloc (nbytes);
+      if (buf == NULL)
+        {
+          g_set_error (error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY,
+                       _("%s: cannot allocate %zu bytes for the int4 weights"), d->dst->name, (size_t) nbytes);
+          ok = FALSE;
+          break;
+        }
+      hone_awq_source_rows (&d->src, 0, d->src.N, buf);
+      hone_awq_source_release (&d->src);
+      g_ptr_array_add (p->owned, buf);
+      d->dst->data = buf;
+      done += nbytes;
+      if (progress != NULL)
+        progress (total > 0 ? (double) done / (double) total : 1.0, progress_data);
+    }
+  g_mutex_unlock (&p->lock);
+  return ok;
+}
+
 /* ---- figures ----------------------------------------------------------- */
 
 static gint64
 n_el (const HoneTensor *t)
 {
-  return hone_tensor_present (t) ? hone_tensor_n_elements (t) : 0;
+  /* a deferred AWQ linear (data NULL until repacked) counts as well */
+  return hone_tensor_present (t) || t->nbytes > 0 ? hone_tensor_n_elements (t) : 0;
 }
 
 gint64

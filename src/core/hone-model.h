@@ -15,6 +15,7 @@
 #pragma once
 
 #include <glib.h>
+#include <gio/gio.h>
 #include "hone-tensor.h"
 
 G_BEGIN_DECLS
@@ -107,9 +108,41 @@ struct _HoneModel {
   int awq_group_size;
 };
 
+typedef void (*HoneProgressFunc) (double fraction, gpointer user_data);
+
+typedef enum {
+  HONE_MODEL_OPEN_DEFAULT = 0,
+  /* AWQ linears are checked at open but repacked into Q4Z only when asked:
+   * their tensors have type Q4Z, their shape and nbytes, and data NULL
+   * until hone_model_materialize; hone_model_read_rows makes any rows of
+   * them on the way (the CUDA upload, which never needs the whole copy). */
+  HONE_MODEL_OPEN_DEFER_REPACK = 1 << 0,
+} HoneModelOpenFlags;
+
 /* Open a GGUF file, a HF folder (config.json + *.safetensors + tokenizer.json),
- * or a path to a config.json/model.safetensors inside such a folder. */
+ * or a path to a config.json/model.safetensors inside such a folder. Every
+ * weight is readable at its HoneTensor's data. */
 HoneModel *hone_model_open (const char *path, GError **error);
+HoneModel *hone_model_open_full (const char *path, HoneModelOpenFlags flags, GError **error);
+/* TRUE for an AWQ linear of a model opened with HONE_MODEL_OPEN_DEFER_REPACK
+ * that is not repacked yet (@t: the model's tensor or a copy of it). */
+gboolean   hone_model_tensor_deferred (const HoneModel *model, const HoneTensor *t);
+/* hone_tensor_present, or deferred. */
+gboolean   hone_model_tensor_available (const HoneModel *model, const HoneTensor *t);
+/* Rows [@row0, @row0 + @n) of the matrix @t of @model, in t->type, into
+ * @dst (n · row bytes): a copy of its data, or for a deferred AWQ linear the
+ * Q4Z rows repacked from the checkpoint (whose pages are let go once its
+ * last row was read). FALSE when @t has no data and is not deferred. */
+gboolean   hone_model_read_rows (const HoneModel *model, const HoneTensor *t, int64_t row0, int64_t n, void *dst);
+/* Bytes the deferred AWQ linears not repacked yet would take (0: none). */
+guint64    hone_model_deferred_bytes (const HoneModel *model);
+/* Repack every deferred AWQ linear into memory owned by the model, so that
+ * each HoneTensor's data is set (a no-op when none is deferred). Progress
+ * 0..1 over the bytes made; between linears a cancel stops it with
+ * HONE_ERROR_CANCELLED, and no memory stops it with HONE_ERROR_OUT_OF_MEMORY
+ * — the linears already made stay, the rest stay deferred. */
+gboolean   hone_model_materialize (HoneModel *model, GCancellable *cancellable, HoneProgressFunc progress,
+                                   gpointer progress_data, GError **error);
 HoneModel *hone_model_ref (HoneModel *model);
 void       hone_model_unref (HoneModel *model);
 /* A backend that copied these bytes of a weight elsewhere (the CUDA upload)

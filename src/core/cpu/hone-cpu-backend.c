@@ -130,9 +130,8 @@ weight_bytes (HoneModel *model)
       const HoneLayerWeights *L = &model->layers[l];
       const HoneTensor *ts[] = { &L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->bq, &L->bk, &L->bv,
                                  &L->q_norm, &L->k_norm, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down };
-      for (size_t i = 0; i < G_N_ELEMENTS (ts); i++)
-        if (hone_tensor_present (ts[i]))
-          n += ts[i]->nbytes;
+      for (size_t i = 0; i < G_N_ELEMENTS (ts); i++)   /* absent: 0 bytes; AWQ linears not repacked yet count */
+        n += ts[i]->nbytes;
     }
   return n;
 }
@@ -229,6 +228,20 @@ cpu_unload (HoneBackend *self)
   release (cpu (self));
 }
 
+/* Progress of a first part of the load, scaled to [0, span]. */
+typedef struct {
+  HoneProgressFunc func;
+  gpointer data;
+  double span;
+} ScaledProgress;
+
+static void
+scaled_progress (double fraction, gpointer data)
+{
+  const ScaledProgress *s = data;
+  s->func (fraction * s->span, s->data);
+}
+
 static gboolean
 cpu_load (HoneBackend *self, HoneModel *model, const HoneBackendOptions *options,
           HoneProgressFunc progress, gpointer progress_data,
@@ -239,6 +252,7 @@ cpu_load (HoneBackend *self, HoneModel *model, const HoneBackendOptions *options
   int qdim = c->n_heads * c->head_dim, kvdim = c->n_kv_heads * c->head_dim;
   int n_threads = options != NULL ? options->n_threads : 0;
   gint64 wide;
+  double repack_share;
 
   release (b);
   if (options != NULL && options->memory_budget > 0 &&
@@ -260,6 +274,13 @@ cpu_load (HoneBackend *self, HoneModel *model, const HoneBackendOptions *options
   if (!check_matrix (&model->tok_embd, c->hidden, c->vocab, "token_embd", error) ||
       !check_matrix (&model->output, c->hidden, c->vocab, "output", error))
     return FALSE;
+  /* AWQ linears opened deferred are repacked now (most of an AWQ load's time) */
+  repack_share = hone_model_deferred_bytes (model) > 0 ? 0.8 : 0.0;
+  {
+    ScaledProgress sp = { progress, progress_data, repack_share };
+    if (!hone_model_materialize (model, cancellable, progress != NULL ? scaled_progress : NULL, &sp, error))
+      return FALSE;
+  }
   for (int l = 0; l < c->n_layers; l++)
     {
       const HoneLayerWeights *L = &model->layers[l];
@@ -326,7 +347,7 @@ cpu_load (HoneBackend *self, HoneModel *model, const HoneBackendOptions *options
           return FALSE;
         }
       if (progress != NULL)
-        progress (0.9 * (l + 1) / c->n_layers, progress_data);
+        progress (repack_share + (0.9 - repack_share) * (l + 1) / c->n_layers, progress_data);
     }
   {
     GError *local = NULL;

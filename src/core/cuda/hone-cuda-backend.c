@@ -222,9 +222,9 @@ plan_qkv (HoneKMatrix *m, const HoneTensor *const *t, const int *rows, int cols,
 }
 
 static gboolean
-check_matrix (const HoneTensor *t, const char *what, GError **error)
+check_matrix (const HoneModel *model, const HoneTensor *t, const char *what, GError **error)
 {
-  if (!hone_tensor_present (t))
+  if (!hone_model_tensor_available (model, t))   /* AWQ linears may not be repacked yet: upload_part makes their rows */
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_MISSING_TENSOR, _("Tensor %s is missing"), what);
       return FALSE;
@@ -274,7 +274,7 @@ plan (HoneModel *model, HoneKModel *km, HoneKLayer *layers, HoneKMatrix *parts, 
       const HoneTensor *qkv[3] = { &L->wq, &L->wk, &L->wv }, *gu[2] = { &L->w_gate, &L->w_up };
       const HoneTensor *all[7] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down };
       for (int i = 0; i < 7; i++)
-        if (!check_matrix (all[i], "layer matrix", error))
+        if (!check_matrix (model, all[i], "layer matrix", error))
           return FALSE;
       memset (y, 0, sizeof *y);
       {
@@ -294,7 +294,7 @@ plan (HoneModel *model, HoneKModel *km, HoneKLayer *layers, HoneKMatrix *parts, 
       /* Q4Z (AWQ): one scale and zero a group on the GPU (the host repeats them per 32) */
       y->wqkv.group = y->wo.group = y->wgu.group = y->wdown.group = model->awq_group_size > 0 ? model->awq_group_size : 32;
     }
-  if (!check_matrix (&model->tok_embd, "token_embd", error))
+  if (!check_matrix (model, &model->tok_embd, "token_embd", error))
     return FALSE;
   km->embd.type = hone_k_upload_type (model->tok_embd.type);
   if (km->embd.type == HONE_K_Q4Z)   /* the embedding lookup reads F16 (the lm_head GEMV then too) */
@@ -304,7 +304,7 @@ plan (HoneModel *model, HoneKModel *km, HoneKLayer *layers, HoneKMatrix *parts, 
   km->lm_head = km->embd;
   if (hone_tensor_present (&model->output) && model->output.data != model->tok_embd.data)
     {
-      if (!check_matrix (&model->output, "output", error))
+      if (!check_matrix (model, &model->output, "output", error))
         return FALSE;
       km->lm_head.type = hone_k_upload_type (model->output.type);
     }
@@ -398,6 +398,10 @@ upload_part (Upload *u, const HoneTensor *t, HoneKMatrix *dst, int row0, int ste
   const gboolean same = hone_k_upload_type (t->type) == dst->type;
   const int chunk_rows = (int) MAX (1, MIN ((size_t) rows, STAGING_BYTES / MAX (rb, 1)));
   HoneKMatrix tmp = { 0 };
+  /* an AWQ linear opened deferred: each chunk's Q4Z rows are made on the host
+   * here (hone_model_read_rows), so no whole repacked copy is ever held */
+  gboolean deferred = src == NULL && hone_model_tensor_deferred (u->b->model, t);
+  g_autofree guint8 *rows_buf = NULL;
 
   if (t->ne[0] != dst->cols || (t->n_dims > 2 && t->ne[2] != 1))
     {
@@ -405,11 +409,33 @@ upload_part (Upload *u, const HoneTensor *t, HoneKMatrix *dst, int row0, int ste
                    t->name ? t->name : "?", t->ne[0], dst->cols);
       return FALSE;
     }
+  if (src == NULL && !deferred)
+    {
+      g_set_error (error, HONE_ERROR, HONE_ERROR_MISSING_TENSOR, _("Tensor %s is missing"), t->name ? t->name : "?");
+      return FALSE;
+    }
+  /* a chunk of rows for a deferred tensor; all of them when q/k rows are permuted (a q or k matrix) */
+  if (deferred && (rows_buf = g_try_malloc ((size_t) (permute_heads > 0 ? rows : chunk_rows) * rb)) == NULL)
+    {
+      g_set_error (error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY, _("%s: cannot allocate %zu bytes for the int4 weights"),
+                   t->name ? t->name : "?", (size_t) (permute_heads > 0 ? rows : chunk_rows) * rb);
+      return FALSE;
+    }
   if (permute_heads > 0)
     {
       perm = g_malloc ((size_t) rows * rb);
-      hone_model_permute_qk_rows (perm, src, permute_heads, head_dim, rb, TRUE);
-      hone_model_release_bytes (u->b->model, t->data, (size_t) rows * rb);
+      if (deferred)
+        {
+          hone_model_read_rows (u->b->model, t, 0, rows, rows_buf);
+          hone_model_permute_qk_rows (perm, rows_buf, permute_heads, head_dim, rb, TRUE);
+          g_clear_pointer (&rows_buf, g_free);
+          deferred = FALSE;
+        }
+      else
+        {
+          hone_model_permute_qk_rows (perm, src, permute_heads, head_dim, rb, TRUE);
+          hone_model_release_bytes (u->b->model, t->data, (size_t) rows * rb);
+        }
       src = perm;
     }
   if (!same)
@@ -439,8 +465,10 @@ upload_part (Upload *u, const HoneTensor *t, HoneKMatrix *dst, int row0, int ste
       const int n = MIN (chunk_rows, rows - r);
       if (g_cancellable_set_error_if_cancelled (u->cancellable, error))
         return FALSE;
-      if (cuda_failed (cudaMemcpyAsync (u->staging, src + (size_t) r * rb, (size_t) n * rb, cudaMemcpyHostToDevice,
-                                        u->b->stream), "upload", error))
+      if (deferred)
+        hone_model_read_rows (u->b->model, t, r, n, rows_buf);
+      if (cuda_failed (cudaMemcpyAsync (u->staging, deferred ? rows_buf : src + (size_t) r * rb, (size_t) n * rb,
+                                        cudaMemcpyHostToDevice, u->b->stream), "upload", error))
         return FALSE;
       if (same)
         {
@@ -462,7 +490,7 @@ upload_part (Upload *u, const HoneTensor *t, HoneKMatrix *dst, int row0, int ste
         return FALSE;
       /* the file's pages of these rows are on the device now: out of the
        * process's resident memory with them (no-op for bytes in memory) */
-      if (!perm)
+      if (!perm && !deferred)
         hone_model_release_bytes (u->b->model, src + (size_t) r * rb, (size_t) n * rb);
       u->done += (gint64) n * rb;
       if (u->progress)
