@@ -378,6 +378,7 @@ typedef struct {
   HoneCudaBackend *b;
   void *staging;              /* device, STAGING_BYTES */
   void *tmp16;                /* device scratch for mixed-type parts (lazily) */
+  void *host_rows;            /* pinned host, STAGING_BYTES: deferred AWQ rows made here (lazily) */
   size_t tmp16_bytes;
   GCancellable *cancellable;
   HoneProgressFunc progress;
@@ -414,11 +415,15 @@ upload_part (Upload *u, const HoneTensor *t, HoneKMatrix *dst, int row0, int ste
       g_set_error (error, HONE_ERROR, HONE_ERROR_MISSING_TENSOR, _("Tensor %s is missing"), t->name ? t->name : "?");
       return FALSE;
     }
-  /* a chunk of rows for a deferred tensor; all of them when q/k rows are permuted (a q or k matrix) */
-  if (deferred && (rows_buf = g_try_malloc ((size_t) (permute_heads > 0 ? rows : chunk_rows) * rb)) == NULL)
+  /* a deferred tensor's chunk of rows is made in the pinned u->host_rows; a q or k matrix's
+   * rows all at once, for their permutation */
+  if (deferred && permute_heads == 0 && !u->host_rows
+      && cuda_failed (cudaMallocHost (&u->host_rows, STAGING_BYTES), "cudaMallocHost (upload)", error))
+    return FALSE;
+  if (deferred && permute_heads > 0 && (rows_buf = g_try_malloc ((size_t) rows * rb)) == NULL)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY, _("%s: cannot allocate %zu bytes for the int4 weights"),
-                   t->name ? t->name : "?", (size_t) (permute_heads > 0 ? rows : chunk_rows) * rb);
+                   t->name ? t->name : "?", (size_t) rows * rb);
       return FALSE;
     }
   if (permute_heads > 0)
@@ -466,8 +471,8 @@ upload_part (Upload *u, const HoneTensor *t, HoneKMatrix *dst, int row0, int ste
       if (g_cancellable_set_error_if_cancelled (u->cancellable, error))
         return FALSE;
       if (deferred)
-        hone_model_read_rows (u->b->model, t, r, n, rows_buf);
-      if (cuda_failed (cudaMemcpyAsync (u->staging, deferred ? rows_buf : src + (size_t) r * rb, (size_t) n * rb,
+        hone_model_read_rows (u->b->model, t, r, n, u->host_rows);
+      if (cuda_failed (cudaMemcpyAsync (u->staging, deferred ? u->host_rows : src + (size_t) r * rb, (size_t) n * rb,
                                         cudaMemcpyHostToDevice, u->b->stream), "upload", error))
         return FALSE;
       if (same)
@@ -749,6 +754,9 @@ load_impl (HoneBackend *self, HoneModel *model, const HoneBackendOptions *option
   if (u.tmp16)
     cudaFree (u.tmp16);
   u.tmp16 = NULL;
+  if (u.host_rows)
+    cudaFreeHost (u.host_rows);
+  u.host_rows = NULL;
   mem_trace ("staging freed");
 
   /* KV pool: one allocation, split per layer into K and V */
@@ -821,6 +829,8 @@ fail:
     cudaFree (u.staging);
   if (u.tmp16)
     cudaFree (u.tmp16);
+  if (u.host_rows)
+    cudaFreeHost (u.host_rows);
   unload_impl (self);
   return FALSE;
 }
