@@ -35,7 +35,7 @@ rm -rf $M/8b-awq
 case "$GPU" in *H200*)
   timeout 120 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/8b-q4_0.gguf -q; el "gen-model q4_0 rc $?"
   bench q4_0 $M/8b-q4_0.gguf; rm -f $M/8b-q4_0.gguf
-  OUT=$W/ab ROUNDS=1 timeout 150 tests/cuda/run-step-ab.sh "BF16" "X=1" "HONE_STEP_PROBE=attn" > /dev/null 2>&1
+  OUT=$W/ab ROUNDS=1 timeout 200 tests/cuda/run-step-ab.sh "BF16 Q4_0" "X=1" "HONE_STEP_PROBE=attn" > /dev/null 2>&1
   el "step ab rc $?"; cat $W/ab/ab.txt ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
