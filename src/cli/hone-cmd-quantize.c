@@ -220,7 +220,8 @@ worker (gpointer data)
     goto done;
 export:
   if (!j->quiet)
-    fprintf (stderr, _("Calibrated in %.1f s; writing %s…\n"), res->seconds, j->out);
+    fprintf (stderr, j->rtn ? _("Rounded in %.1f s; writing %s…\n") : _("Calibrated in %.1f s; writing %s…\n"),
+             res->seconds, j->out);
   if (g_strcmp0 (j->format, "gguf") == 0)
     ok = hone_awq_export_gguf (res, j->out, j->cancellable, error);
   else
