@@ -38,4 +38,8 @@ case "$GPU" in *H200*)
   OUT=$W/ab ROUNDS=1 timeout 200 tests/cuda/run-step-ab.sh "BF16 Q4_0" "X=1" "HONE_STEP_PROBE=attn" > /dev/null 2>&1
   el "step ab rc $?"; cat $W/ab/ab.txt ;;
 esac
+xz -dc $C/hone-chain-bench.xz > /tmp/hcb && chmod +x /tmp/hcb
+for t in bf16 q4_0; do
+  timeout 60 /tmp/hcb --type $t > $W/chain-$t.txt 2>&1; el "chain $t rc $?"; grep -v persistent $W/chain-$t.txt
+done
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
