@@ -102,9 +102,10 @@ struct _HoneModel {
    * angle_i = pos · theta^(−2i/head_dim) / rope_freqs[i]. Absent otherwise. */
   HoneTensor rope_freqs;
   /* AWQ group size (32/64/128) of a HF AutoAWQ "GEMM" checkpoint, whose seven
-   * linears per layer were repacked at load into HONE_DTYPE_Q4Z rows owned by
-   * the model (hone-awq-load.h); 0 when the model is not AWQ. A backend may
-   * repack per group from it. */
+   * linears per layer are HONE_DTYPE_Q4Z rows owned by the model
+   * (hone-awq-load.h): repacked at open, or with HONE_MODEL_OPEN_DEFER_REPACK
+   * when asked (hone_model_read_rows, hone_model_materialize); 0 when the
+   * model is not AWQ. A backend may repack per group from it. */
   int awq_group_size;
 };
 
