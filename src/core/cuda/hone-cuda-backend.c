@@ -317,6 +317,21 @@ lm_head_tied (HoneModel *model)
   return !hone_tensor_present (&model->output) || model->output.data == model->tok_embd.data;
 }
 
+/* Host bytes upload_part reads for every matrix of @model (its progress counts them):
+ * the file's bytes for stored matrices, the Q4Z rows made for AWQ linears. */
+static gint64
+upload_bytes (HoneModel *model)
+{
+  gint64 n = (gint64) model->tok_embd.nbytes + (lm_head_tied (model) ? 0 : (gint64) model->output.nbytes);
+  for (int l = 0; l < model->config.n_layers; l++)
+    {
+      const HoneLayerWeights *L = &model->layers[l];
+      n += (gint64) (L->wq.nbytes + L->wk.nbytes + L->wv.nbytes + L->wo.nbytes + L->w_gate.nbytes + L->w_up.nbytes
+                     + L->w_down.nbytes);
+    }
+  return n;
+}
+
 typedef struct {
   gint64 weights, kv, workspace, other;
   int pages;
@@ -672,7 +687,7 @@ load_impl (HoneBackend *self, HoneModel *model, const HoneBackendOptions *option
   u.cancellable = cancellable;
   u.progress = progress;
   u.progress_data = progress_data;
-  u.total = (gint64) model->file_bytes;
+  u.total = upload_bytes (model);
   if (cuda_failed (cudaMalloc (&u.staging, STAGING_BYTES), "cudaMalloc (staging)", error))
     goto fail;
 
