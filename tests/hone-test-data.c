@@ -103,3 +103,13 @@ hone_test_fill_free (gpointer fill)
   (*f->freed)++;
   g_free (f);
 }
+
+void
+hone_test_progress (double fraction, gpointer progress)
+{
+  HoneTestProgress *p = progress;
+  g_assert_cmpfloat (fraction, >=, p->last);
+  g_assert_cmpfloat (fraction, <=, 1.0 + 1e-12);
+  p->last = fraction;
+  p->calls++;
+}

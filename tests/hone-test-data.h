@@ -31,3 +31,11 @@ typedef struct {
 HoneTestFill *hone_test_fill_new (int seed, gboolean fail, int *freed);
 gboolean    hone_test_fill_pattern (gpointer fill, void *buf, gsize nbytes, GError **error);
 void        hone_test_fill_free (gpointer fill);
+
+/* A progress callback's record (HoneProgressFunc's data): hone_test_progress
+ * asserts every fraction is ≥ the last and ≤ 1, and counts the calls. */
+typedef struct {
+  double last;
+  int calls;
+} HoneTestProgress;
+void        hone_test_progress (double fraction, gpointer progress);

@@ -439,21 +439,6 @@ test_source_rows (void)
   g_assert_error (error, HONE_ERROR, HONE_ERROR_SHAPE_MISMATCH);
 }
 
-typedef struct {
-  double last;
-  int calls;
-} Progress;
-
-static void
-on_progress (double fraction, gpointer data)
-{
-  Progress *p = data;
-  g_assert_cmpfloat (fraction, >=, p->last);
-  g_assert_cmpfloat (fraction, <=, 1.0);
-  p->last = fraction;
-  p->calls++;
-}
-
 /* A model opened with HONE_MODEL_OPEN_DEFER_REPACK: the AWQ linears are there
  * (type, shape, bytes) but not made; their rows read as the eager model's;
  * a cancelled materialize changes nothing; a finished one gives the eager
@@ -470,7 +455,7 @@ test_deferred (void)
   g_autofree float *le = NULL, *ll = NULL;
   gint32 tokens[7] = { 5, 17, 101, 3, 250, 42, 9 };
   const int n = G_N_ELEMENTS (tokens);
-  Progress prog = { 0 };
+  HoneTestProgress prog = { 0 };
 
   g_assert_no_error (error);
   lazy = hone_model_open_full (awq_dir, HONE_MODEL_OPEN_DEFER_REPACK, &error);
@@ -527,7 +512,7 @@ test_deferred (void)
   g_assert_null (lazy->layers[0].wq.data);
   g_assert_true (hone_model_tensor_deferred (lazy, &lazy->layers[0].wq));
   /* materialized: the eager bytes, progress up to 1 */
-  g_assert_true (hone_model_materialize (lazy, NULL, on_progress, &prog, &error));
+  g_assert_true (hone_model_materialize (lazy, NULL, hone_test_progress, &prog, &error));
   g_assert_no_error (error);
   g_assert_cmpint (prog.calls, ==, HONE_AWQ_N_LINEARS * lazy->config.n_layers);
   g_assert_cmpfloat (prog.last, ==, 1.0);

@@ -455,22 +455,6 @@ compare_tiny (const float *got, const float *ref, int n, int V, const char *what
   g_assert_cmpint (agree * 100, >=, 85 * n);
 }
 
-/* A load's progress: never back, never past 1, and 1 at the end (the CUDA upload counts the bytes it reads). */
-typedef struct {
-  double last;
-  int calls;
-} LoadProgress;
-
-static void
-upload_progress (double fraction, gpointer data)
-{
-  LoadProgress *p = data;
-  g_assert_cmpfloat (fraction, >=, p->last);
-  g_assert_cmpfloat (fraction, <=, 1.0 + 1e-12);
-  p->last = fraction;
-  p->calls++;
-}
-
 /* The F16 tiny model quantized round-to-nearest (group 64), exported as an
  * AutoAWQ GEMM folder under @dir and loaded from there (Q4Z weights). */
 static HoneModel *
@@ -588,7 +572,7 @@ test_tiny (gconstpointer data)
       gint32 toks[TINY_N];
       HoneBackend *be;
       guint64 deferred;
-      LoadProgress prog = { 0 };
+      HoneTestProgress prog = { 0 };
 
       g_assert_no_error (error);
       deferred = hone_model_deferred_bytes (lazy);
@@ -601,7 +585,7 @@ test_tiny (gconstpointer data)
       run_tokens (be, toks, TINY_N, V, want, FALSE);
       hone_backend_free (be);
       be = new_cuda ();
-      g_assert_true (be->klass->load (be, lazy, &opt, upload_progress, &prog, NULL, &error));
+      g_assert_true (be->klass->load (be, lazy, &opt, hone_test_progress, &prog, NULL, &error));
       g_assert_no_error (error);
       g_assert_cmpint (prog.calls, >, 0);
       g_assert_cmpfloat (fabs (prog.last - 1.0), <, 1e-9);
