@@ -75,24 +75,35 @@ hone_test_rss_file_kb (void)
 HoneTestFill *
 hone_test_fill_new (int seed, gboolean fail, int *freed)
 {
-  HoneTestFill *f = g_new (HoneTestFill, 1);
+  HoneTestFill *f = g_new0 (HoneTestFill, 1);
   f->seed = seed;
   f->fail = fail;
   f->freed = freed;
+  f->fail_at_piece = -1;
   return f;
 }
 
 gboolean
-hone_test_fill_pattern (gpointer fill, void *buf, gsize nbytes, GError **error)
+hone_test_fill_pattern (gpointer fill, void *buf, gsize offset, gsize nbytes, GError **error)
 {
-  const HoneTestFill *f = fill;
-  if (f->fail)
+  HoneTestFill *f = fill;
+  if (offset == 0)            /* a new pass (a writer may be written more than once) */
+    {
+      f->next = 0;
+      f->pieces = 0;
+    }
+  if (f->fail || f->pieces == f->fail_at_piece)
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED, "cancelled in the fill");
       return FALSE;
     }
+  g_assert_cmpuint (offset, ==, f->next);
+  g_assert_cmpuint (nbytes, >, 0);
+  f->next = offset + nbytes;
+  f->pieces++;
+  f->largest = MAX (f->largest, nbytes);
   for (gsize i = 0; i < nbytes; i++)
-    ((guint8 *) buf)[i] = (guint8) (i * 7 + (gsize) f->seed);
+    ((guint8 *) buf)[i] = (guint8) ((offset + i) * 7 + (gsize) f->seed);
   return TRUE;
 }
 

@@ -21,15 +21,21 @@ uint32_t    hone_test_fbits (float f);
 gint64      hone_test_rss_file_kb (void);
 
 /* Deferred tensors of the writer tests (HoneTensorFillFunc): a fill that
- * writes byte i = i·7 + seed, or fails with G_IO_ERROR_CANCELLED; its free
- * function counts itself in *freed. */
+ * writes the tensor's byte i = i·7 + seed, or fails with
+ * G_IO_ERROR_CANCELLED (always, or at piece fail_at_piece of a pass); it
+ * asserts that a pass's pieces come first to last with no gap and counts
+ * them; its free function counts itself in *freed. */
 typedef struct {
   int seed;
   gboolean fail;
+  int fail_at_piece;          /* -1 (hone_test_fill_new): never */
   int *freed;
+  gsize next;                 /* the offset the next piece must start at */
+  int pieces;                 /* of the last pass */
+  gsize largest;              /* the largest piece asked for */
 } HoneTestFill;
 HoneTestFill *hone_test_fill_new (int seed, gboolean fail, int *freed);
-gboolean    hone_test_fill_pattern (gpointer fill, void *buf, gsize nbytes, GError **error);
+gboolean    hone_test_fill_pattern (gpointer fill, void *buf, gsize offset, gsize nbytes, GError **error);
 void        hone_test_fill_free (gpointer fill);
 
 /* A progress callback's record (HoneProgressFunc's data): hone_test_progress

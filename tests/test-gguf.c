@@ -1354,6 +1354,85 @@ test_writer_deferred (void)
   g_rmdir (dir);
 }
 
+/* Deferred tensors made in pieces of whole rows (hone_gguf_writer_set_fill_piece):
+ * pieces of 2 rows, of 1 row (a limit under a row's bytes), and the whole
+ * tensor by default all give the bytes of the tensor given up front; a fill
+ * that fails at its third piece fails the write and leaves no file. */
+static void
+test_writer_pieces (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("hone-gguf-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "pieces.gguf", NULL);
+  g_autoptr(GBytes) want = NULL;
+  guint8 b[100], v[7];
+  int freed = 0;
+  static const struct {
+    gsize limit;
+    int pieces;   /* of "b" (10 rows of 10 bytes) */
+    gsize largest;
+  } cases[] = { { 25, 5, 20 }, { 7, 10, 10 }, { 0, 1, 100 }, { 100, 1, 100 }, { 1000, 1, 100 } };
+
+  for (gsize i = 0; i < sizeof b; i++)
+    b[i] = (guint8) (i * 7 + 2);
+  for (gsize i = 0; i < sizeof v; i++)
+    v[i] = (guint8) (i * 7 + 3);
+  {
+    g_autoptr(HoneGgufWriter) w = hone_gguf_writer_new ();
+    g_assert_true (hone_gguf_writer_add_tensor (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 }, b, 100, &error));
+    g_assert_true (hone_gguf_writer_add_tensor (w, "v", HONE_DTYPE_I8, 1, (int64_t[]) { 7 }, v, 7, &error));
+    want = hone_gguf_writer_to_bytes (w, &error);
+    g_assert_no_error (error);
+  }
+  for (gsize c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      g_autoptr(HoneGgufWriter) w = hone_gguf_writer_new ();
+      g_autoptr(GBytes) got = NULL;
+      HoneTestFill *fb = hone_test_fill_new (2, FALSE, &freed), *fv = hone_test_fill_new (3, FALSE, &freed);
+      g_autofree char *contents = NULL;
+      gsize len;
+      g_assert_true (hone_gguf_writer_add_tensor_deferred (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 }, 100,
+                                                         hone_test_fill_pattern, fb, hone_test_fill_free, &error));
+      g_assert_true (hone_gguf_writer_add_tensor_deferred (w, "v", HONE_DTYPE_I8, 1, (int64_t[]) { 7 }, 7,
+                                                         hone_test_fill_pattern, fv, hone_test_fill_free, &error));
+      if (cases[c].limit)
+        hone_gguf_writer_set_fill_piece (w, cases[c].limit);
+      got = hone_gguf_writer_to_bytes (w, &error);
+      g_assert_no_error (error);
+      g_assert_cmpmem (g_bytes_get_data (got, NULL), g_bytes_get_size (got), g_bytes_get_data (want, NULL),
+                       g_bytes_get_size (want));
+      g_assert_cmpint (fb->pieces, ==, cases[c].pieces);
+      g_assert_cmpuint (fb->largest, ==, cases[c].largest);
+      g_assert_cmpint (fv->pieces, ==, 1);   /* one row */
+      fb->largest = 0;
+      g_assert_true (hone_gguf_writer_write (w, path, &error));
+      g_assert_no_error (error);
+      g_assert_cmpint (fb->pieces, ==, cases[c].pieces);
+      g_assert_cmpuint (fb->largest, ==, cases[c].largest);
+      g_assert_true (g_file_get_contents (path, &contents, &len, NULL));
+      g_assert_cmpmem (contents, len, g_bytes_get_data (want, NULL), g_bytes_get_size (want));
+      g_unlink (path);
+    }
+  {
+    g_autoptr(HoneGgufWriter) w = hone_gguf_writer_new ();
+    HoneTestFill *fb = hone_test_fill_new (2, FALSE, &freed);
+    GDir *d;
+    fb->fail_at_piece = 2;
+    g_assert_true (hone_gguf_writer_add_tensor_deferred (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 }, 100,
+                                                       hone_test_fill_pattern, fb, hone_test_fill_free, &error));
+    hone_gguf_writer_set_fill_piece (w, 20);
+    g_assert_false (hone_gguf_writer_write (w, path, &error));
+    g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+    g_clear_error (&error);
+    g_assert_cmpint (fb->pieces, ==, 2);
+    d = g_dir_open (dir, 0, NULL);
+    g_assert_null (g_dir_read_name (d));   /* nothing left behind */
+    g_dir_close (d);
+  }
+  g_assert_cmpint (freed, ==, 2 * (int) G_N_ELEMENTS (cases) + 1);
+  g_rmdir (dir);
+}
+
 /* Releasing bytes of a mapped file's tensor (what the CUDA upload does after
  * each chunk): the pages leave the resident memory and read back unchanged;
  * ranges of a reader over memory, or outside the file, are left alone
@@ -1427,6 +1506,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf/writer/roundtrip", test_writer_roundtrip);
   g_test_add_func ("/gguf/writer/errors", test_writer_errors);
   g_test_add_func ("/gguf/writer/deferred", test_writer_deferred);
+  g_test_add_func ("/gguf/writer/pieces", test_writer_pieces);
   g_test_add_func ("/gguf/release-bytes", test_release_bytes);
   g_test_add_func ("/gguf/bad/header", test_bad_header);
   g_test_add_func ("/gguf/bad/metadata", test_bad_metadata);

@@ -651,6 +651,88 @@ test_deferred (void)
   g_rmdir (dir);
 }
 
+/* Deferred tensors made in pieces of whole rows (hone_safetensors_writer_set_fill_piece):
+ * pieces of 2 rows, of 1 row (a limit under a row's bytes), and the whole
+ * tensor by default all give the bytes of the tensor given up front; a fill
+ * that fails at its third piece fails the write and leaves no file. */
+static void
+test_pieces (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("hone-st-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "pieces.safetensors", NULL);
+  g_autoptr(GBytes) want = NULL;
+  guint8 b[100], v[7];
+  int freed = 0;
+  static const struct {
+    gsize limit;
+    int pieces;   /* of "b" (10 rows of 10 bytes) */
+    gsize largest;
+  } cases[] = { { 25, 5, 20 }, { 7, 10, 10 }, { 0, 1, 100 }, { 100, 1, 100 }, { 1000, 1, 100 } };
+
+  for (gsize i = 0; i < sizeof b; i++)
+    b[i] = (guint8) (i * 7 + 2);
+  for (gsize i = 0; i < sizeof v; i++)
+    v[i] = (guint8) (i * 7 + 3);
+  {
+    g_autoptr(HoneSafetensorsWriter) w = hone_safetensors_writer_new ();
+    g_assert_true (hone_safetensors_writer_add_tensor (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 }, b, 100, &error));
+    g_assert_true (hone_safetensors_writer_add_tensor (w, "v", HONE_DTYPE_I8, 1, (int64_t[]) { 7 }, v, 7, &error));
+    want = hone_safetensors_writer_to_bytes (w, &error);
+    g_assert_no_error (error);
+  }
+  for (gsize c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      g_autoptr(HoneSafetensorsWriter) w = hone_safetensors_writer_new ();
+      g_autoptr(GBytes) got = NULL;
+      HoneTestFill *fb = hone_test_fill_new (2, FALSE, &freed), *fv = hone_test_fill_new (3, FALSE, &freed);
+      g_autofree char *contents = NULL;
+      gsize len;
+      g_assert_true (hone_safetensors_writer_add_tensor_deferred (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 },
+                                                                  100, hone_test_fill_pattern, fb,
+                                                                  hone_test_fill_free, &error));
+      g_assert_true (hone_safetensors_writer_add_tensor_deferred (w, "v", HONE_DTYPE_I8, 1, (int64_t[]) { 7 }, 7,
+                                                                  hone_test_fill_pattern, fv, hone_test_fill_free,
+                                                                  &error));
+      if (cases[c].limit)
+        hone_safetensors_writer_set_fill_piece (w, cases[c].limit);
+      got = hone_safetensors_writer_to_bytes (w, &error);
+      g_assert_no_error (error);
+      g_assert_cmpmem (g_bytes_get_data (got, NULL), g_bytes_get_size (got), g_bytes_get_data (want, NULL),
+                       g_bytes_get_size (want));
+      g_assert_cmpint (fb->pieces, ==, cases[c].pieces);
+      g_assert_cmpuint (fb->largest, ==, cases[c].largest);
+      g_assert_cmpint (fv->pieces, ==, 1);   /* one row */
+      fb->largest = 0;
+      g_assert_true (hone_safetensors_writer_write (w, path, &error));
+      g_assert_no_error (error);
+      g_assert_cmpint (fb->pieces, ==, cases[c].pieces);
+      g_assert_cmpuint (fb->largest, ==, cases[c].largest);
+      g_assert_true (g_file_get_contents (path, &contents, &len, NULL));
+      g_assert_cmpmem (contents, len, g_bytes_get_data (want, NULL), g_bytes_get_size (want));
+      g_unlink (path);
+    }
+  {
+    g_autoptr(HoneSafetensorsWriter) w = hone_safetensors_writer_new ();
+    HoneTestFill *fb = hone_test_fill_new (2, FALSE, &freed);
+    GDir *d;
+    fb->fail_at_piece = 2;
+    g_assert_true (hone_safetensors_writer_add_tensor_deferred (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 }, 100,
+                                                                hone_test_fill_pattern, fb, hone_test_fill_free,
+                                                                &error));
+    hone_safetensors_writer_set_fill_piece (w, 20);
+    g_assert_false (hone_safetensors_writer_write (w, path, &error));
+    g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+    g_clear_error (&error);
+    g_assert_cmpint (fb->pieces, ==, 2);
+    d = g_dir_open (dir, 0, NULL);
+    g_assert_null (g_dir_read_name (d));   /* nothing left behind */
+    g_dir_close (d);
+  }
+  g_assert_cmpint (freed, ==, 2 * (int) G_N_ELEMENTS (cases) + 1);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -664,6 +746,7 @@ main (int argc, char **argv)
   g_test_add_func ("/safetensors/bad-shards", test_bad_shards);
   g_test_add_func ("/safetensors/release", test_release);
   g_test_add_func ("/safetensors/deferred", test_deferred);
+  g_test_add_func ("/safetensors/pieces", test_pieces);
   g_test_add_func ("/safetensors/take", test_take);
   return g_test_run ();
 }

@@ -95,7 +95,7 @@ gguf_fill_free (gpointer data)
 }
 
 static gboolean
-fill_gguf (gpointer data, void *buf, gsize nbytes, GError **error)
+fill_gguf (gpointer data, void *buf, gsize offset, gsize nbytes, GError **error)
 {
   const GgufFill *f = data;
   if (!check_cancel (f->cancellable, error))
@@ -103,15 +103,17 @@ fill_gguf (gpointer data, void *buf, gsize nbytes, GError **error)
   if (f->lin)
     {
       const size_t row_bytes = (size_t) f->lin->K / 32 * sizeof (HoneBlockQ4_1);
-      g_assert (nbytes == (size_t) f->lin->N * row_bytes);
-      for (int row = 0; row < f->lin->N; row++)
-        hone_awq_linear_to_q4_1 (f->lin, row, (guint8 *) buf + row * row_bytes);
+      const int r0 = (int) (offset / row_bytes), nr = (int) (nbytes / row_bytes);
+      g_assert (offset % row_bytes == 0 && nbytes % row_bytes == 0 && r0 + nr <= f->lin->N);
+      for (int r = 0; r < nr; r++)
+        hone_awq_linear_to_q4_1 (f->lin, r0 + r, (guint8 *) buf + r * row_bytes);
     }
   else
     {
-      g_assert (nbytes == f->t->nbytes);
-      memcpy (buf, f->t->data, nbytes);
-      hone_gguf_release_bytes (f->src, f->t->data, nbytes);
+      const guint8 *src = (const guint8 *) f->t->data + offset;
+      g_assert (offset + nbytes <= f->t->nbytes);
+      memcpy (buf, src, nbytes);
+      hone_gguf_release_bytes (f->src, src, nbytes);
     }
   return TRUE;
 }
@@ -136,6 +138,7 @@ build_gguf (const HoneAwqResult *r, GCancellable *cancellable, GError **error)
   if (src == NULL)
     return NULL;
   w = hone_gguf_writer_new ();
+  hone_gguf_writer_set_fill_piece (w, r->export_piece);
   hone_gguf_writer_set_alignment (w, hone_gguf_alignment (src));
   for (guint i = 0; i < hone_gguf_n_kv (src); i++)
     {
@@ -576,24 +579,26 @@ typedef struct {
 } TensorFill;
 
 static gboolean
-fill_tensor_f16 (gpointer data, void *buf, gsize nbytes, GError **error)
+fill_tensor_f16 (gpointer data, void *buf, gsize offset, gsize nbytes, GError **error)
 {
   const TensorFill *f = data;
   const HoneTensor *t = f->t;
   const int64_t K = t->ne[0], N = t->n_dims > 1 ? t->ne[1] : 1;
+  const int64_t r0 = (int64_t) (offset / ((gsize) K * 2)), nr = (int64_t) (nbytes / ((gsize) K * 2));
   g_autofree float *row = g_new (float, (gsize) K);
   guint16 *h = buf;
 
-  g_assert (nbytes == (gsize) (K * N) * 2);
+  g_assert (offset % ((gsize) K * 2) == 0 && nbytes % ((gsize) K * 2) == 0 && r0 + nr <= N);
   if (!check_cancel (f->cancellable, error))
     return FALSE;
-  for (int64_t r = 0; r < N; r++)
+  for (int64_t r = 0; r < nr; r++)
     {
-      hone_dequantize_row (t->type, hone_tensor_row (t, r), row, K);
+      hone_dequantize_row (t->type, hone_tensor_row (t, r0 + r), row, K);
       for (int64_t k = 0; k < K; k++)
         h[r * K + k] = hone_f32_to_f16 (row[k]);
     }
-  hone_model_release_bytes (f->model, t->data, t->nbytes);
+  /* the source rows just read leave the resident memory */
+  hone_model_release_bytes (f->model, hone_tensor_row (t, r0), (gsize) nr * hone_tensor_row_bytes (t));
   return TRUE;
 }
 
@@ -630,54 +635,59 @@ linear_fill_free (gpointer data)
   g_free (f);
 }
 
+/* Rows of the three parts (one a row of their stored [rows, cols] form):
+ * qweight's row k holds column k of the N output rows, eight 4-bit values a
+ * word; qzeros' and scales' row g the group g of every output row. */
 static gboolean
-fill_linear (gpointer data, void *buf, gsize nbytes, GError **error)
+fill_linear (gpointer data, void *buf, gsize offset, gsize nbytes, GError **error)
 {
   const LinearFill *f = data;
   const HoneAwqLinear *lin = f->lin;
   const int K = lin->K, N = lin->N, ng = K / lin->group_size;
   const int *map = f->map;
-  g_autofree guint8 *col = g_new (guint8, N);
+  const gsize row_bytes = f->part == PART_SCALES ? (gsize) N * 2 : (gsize) N / 2;
+  const int r0 = (int) (offset / row_bytes), nr = (int) (nbytes / row_bytes);
 
+  g_assert (offset % row_bytes == 0 && nbytes % row_bytes == 0);
+  g_assert (r0 + nr <= (f->part == PART_QWEIGHT ? K : ng));
   if (!check_cancel (f->cancellable, error))
     return FALSE;
   if (f->part == PART_QWEIGHT)
     {
       /* eight output rows at a time: word (k, c) holds rows 8c..8c+7 of column k */
       guint32 *qw = buf;
-      g_autofree guint8 *rows = g_new (guint8, (gsize) 8 * K);
-      g_assert (nbytes == (gsize) K * N / 2);
       for (int c = 0; c < N / 8; c++)
         {
+          const guint8 *src[8];
           for (int j = 0; j < 8; j++)
-            hone_awq_linear_q_row (lin, map[8 * c + j], rows + (gsize) j * K);
-          for (int k = 0; k < K; k++)
+            src[j] = lin->q + (size_t) map[8 * c + j] * K / 2;
+          for (int i = 0; i < nr; i++)
             {
+              const int k = r0 + i;
               guint8 v[8];
               for (int j = 0; j < 8; j++)
-                v[j] = rows[(gsize) j * K + k];
-              hone_awq_pack_row (v, 8, qw + (size_t) k * (N / 8) + c);
+                v[j] = (src[j][k / 2] >> (4 * (k & 1))) & 15;
+              hone_awq_pack_row (v, 8, qw + (size_t) i * (N / 8) + c);
             }
         }
     }
   else if (f->part == PART_QZEROS)
     {
       guint32 *qz = buf;
-      g_assert (nbytes == (gsize) ng * N / 2);
-      for (int gi = 0; gi < ng; gi++)
+      g_autofree guint8 *col = g_new (guint8, N);
+      for (int i = 0; i < nr; i++)
         {
           for (int n = 0; n < N; n++)
-            col[n] = lin->z[(size_t) map[n] * ng + gi];
-          hone_awq_pack_row (col, N, qz + (size_t) gi * (N / 8));
+            col[n] = lin->z[(size_t) map[n] * ng + r0 + i];
+          hone_awq_pack_row (col, N, qz + (size_t) i * (N / 8));
         }
     }
   else
     {
       guint16 *sc = buf;
-      g_assert (nbytes == (gsize) ng * N * 2);
-      for (int gi = 0; gi < ng; gi++)
+      for (int i = 0; i < nr; i++)
         for (int n = 0; n < N; n++)
-          sc[(size_t) gi * N + n] = lin->s[(size_t) map[n] * ng + gi];
+          sc[(size_t) i * N + n] = lin->s[(size_t) map[n] * ng + r0 + i];
     }
   return TRUE;
 }
@@ -832,6 +842,7 @@ fill_folder (const HoneAwqResult *r, const char *tmp, GCancellable *cancellable,
   g_autofree char *st_path = g_build_filename (tmp, "model.safetensors", NULL);
   gboolean permute = c->rope_pairing == HONE_ROPE_PAIRS_ADJACENT && m->source == HONE_MODEL_SOURCE_GGUF;
 
+  hone_safetensors_writer_set_fill_piece (w, r->export_piece);
   hone_safetensors_writer_add_metadata (w, "quantized_by", "hone");
   if (!add_tensor_f16 (w, "model.embed_tokens.weight", m, &m->tok_embd, cancellable, error)
       || !add_tensor_f16 (w, "lm_head.weight", m, &m->output, cancellable, error)

@@ -103,6 +103,8 @@ typedef struct {
   int *search_choice;        /* n_layers × HONE_AWQ_N_GROUPS */
   double *search_loss;       /* n_layers × HONE_AWQ_N_GROUPS × n_grid */
   gboolean cuda;             /* calibrated on the GPU */
+  gsize export_piece;        /* the most bytes an export makes a tensor in at a time (whole rows;
+                                0: HONE_TENSOR_FILL_PIECE) */
 } HoneAwqResult;
 
 #define HONE_AWQ_N_GROUPS 4

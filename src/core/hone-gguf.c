@@ -951,6 +951,7 @@ struct _HoneGgufWriter {
   GHashTable *kv_index;    /* key → WKv* */
   GPtrArray *tensors;      /* WTensor* */
   GHashTable *tensor_names;
+  gsize fill_piece;        /* the most bytes a deferred tensor is made in at a time */
 };
 
 static void
@@ -984,6 +985,7 @@ hone_gguf_writer_new (void)
   w->kv_index = g_hash_table_new (g_str_hash, g_str_equal);
   w->tensors = g_ptr_array_new_with_free_func (wtensor_free);
   w->tensor_names = g_hash_table_new (g_str_hash, g_str_equal);
+  w->fill_piece = HONE_TENSOR_FILL_PIECE;
   return w;
 }
 
@@ -1302,6 +1304,13 @@ hone_gguf_writer_add_tensor_deferred (HoneGgufWriter *writer, const char *name, 
 }
 
 void
+hone_gguf_writer_set_fill_piece (HoneGgufWriter *writer, gsize max_bytes)
+{
+  g_return_if_fail (writer != NULL);
+  writer->fill_piece = max_bytes > 0 ? max_bytes : HONE_TENSOR_FILL_PIECE;
+}
+
+void
 hone_gguf_writer_set_version (HoneGgufWriter *writer, guint32 version)
 {
   g_return_if_fail (writer != NULL);
@@ -1369,22 +1378,25 @@ emit (HoneGgufWriter *w, SinkFunc sink, gpointer user, GError **error)
     {
       WTensor *t = g_ptr_array_index (w->tensors, i);
       const gsize len = t->nbytes;
-      g_autofree gpointer buf = NULL;
-      const void *p = t->data ? g_bytes_get_data (t->data, NULL) : NULL;
-      if (t->data == NULL && len > 0)
+      if (t->data != NULL)
+        ok = len == 0 || sink (user, g_bytes_get_data (t->data, NULL), len, error);
+      else if (len > 0)
         {
-          /* deferred: made now, into a buffer freed once written */
-          if ((buf = g_try_malloc (len)) == NULL)
+          /* deferred: made now, a piece of whole rows at a time, into one buffer freed once written */
+          const gsize piece = hone_tensor_fill_piece (t->n_dims, t->ne, len, w->fill_piece);
+          g_autofree gpointer buf = g_try_malloc (piece);
+          if (buf == NULL)
             {
               g_set_error (error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY,
-                           _("GGUF writer: no memory for tensor '%s' (%zu bytes)"), t->name, len);
+                           _("GGUF writer: no memory for tensor '%s' (%zu bytes)"), t->name, piece);
               return FALSE;
             }
-          if (!t->fill (t->fill_data, buf, len, error))
-            return FALSE;
-          p = buf;
+          for (gsize off = 0; ok && off < len; off += piece)
+            {
+              const gsize n = MIN (piece, len - off);
+              ok = t->fill (t->fill_data, buf, off, n, error) && sink (user, buf, n, error);
+            }
         }
-      ok = len == 0 || sink (user, p, len, error);
       for (gsize pad = pad_to (len, w->alignment); ok && pad > 0;)
         {
           gsize k = MIN (pad, sizeof zeros);

@@ -102,14 +102,18 @@ gboolean    hone_gguf_writer_add_tensor_bytes (HoneGgufWriter *writer, const cha
                                                int n_dims, const int64_t *ne, GBytes *data, GError **error);
 /* Write atomically (temp file in the same folder, fsync, rename). version 3 unless set. */
 /* A tensor made only when the file is written (hone-tensor.h's
- * HoneTensorFillFunc), one at a time into a buffer freed right after; a fill
- * that fails fails the write with its error and leaves no file. The writer
- * owns @fill_data (@fill_destroy may be NULL), also when it refuses the tensor. */
+ * HoneTensorFillFunc), one at a time, in pieces of whole rows into a buffer
+ * freed right after; a fill that fails fails the write with its error and
+ * leaves no file. The writer owns @fill_data (@fill_destroy may be NULL),
+ * also when it refuses the tensor. */
 gboolean    hone_gguf_writer_add_tensor_deferred (HoneGgufWriter *writer, const char *name, HoneDType type,
                                                   int n_dims, const int64_t *ne, gsize nbytes,
                                                   HoneTensorFillFunc fill, gpointer fill_data,
                                                   GDestroyNotify fill_destroy, GError **error);
 void        hone_gguf_writer_set_version (HoneGgufWriter *writer, guint32 version);
+/* The most bytes a deferred tensor is made in at a time (whole rows, at least
+ * one; 0: HONE_TENSOR_FILL_PIECE, the default). */
+void        hone_gguf_writer_set_fill_piece (HoneGgufWriter *writer, gsize max_bytes);
 gboolean    hone_gguf_writer_write (HoneGgufWriter *writer, const char *path, GError **error);
 GBytes     *hone_gguf_writer_to_bytes (HoneGgufWriter *writer, GError **error);
 

@@ -754,6 +754,7 @@ typedef struct {
 struct _HoneSafetensorsWriter {
   GPtrArray *entries;       /* WEntry* */
   GPtrArray *meta;          /* key, value, key, value… (format first) */
+  gsize fill_piece;         /* the most bytes a deferred tensor is made in at a time */
 };
 
 static void
@@ -774,6 +775,7 @@ hone_safetensors_writer_new (void)
   HoneSafetensorsWriter *w = g_new0 (HoneSafetensorsWriter, 1);
   w->entries = g_ptr_array_new_with_free_func (wentry_free);
   w->meta = g_ptr_array_new_with_free_func (g_free);
+  w->fill_piece = HONE_TENSOR_FILL_PIECE;
   g_ptr_array_add (w->meta, g_strdup ("format"));
   g_ptr_array_add (w->meta, g_strdup ("pt"));
   return w;
@@ -787,6 +789,13 @@ hone_safetensors_writer_free (HoneSafetensorsWriter *writer)
   g_ptr_array_unref (writer->entries);
   g_ptr_array_unref (writer->meta);
   g_free (writer);
+}
+
+void
+hone_safetensors_writer_set_fill_piece (HoneSafetensorsWriter *writer, gsize max_bytes)
+{
+  g_return_if_fail (writer != NULL);
+  writer->fill_piece = max_bytes > 0 ? max_bytes : HONE_TENSOR_FILL_PIECE;
 }
 
 void
@@ -905,30 +914,40 @@ hone_safetensors_writer_add_tensor_deferred (HoneSafetensorsWriter *writer, cons
   return writer_add (writer, name, type, n_dims, ne, NULL, nbytes, fill, fill_data, fill_destroy, error);
 }
 
-/* The bytes of @e: its own, or (deferred) a buffer its fill function wrote,
- * handed back in @tmp for the caller to free; NULL with @error set when the
- * fill failed. */
-static const void *
-entry_bytes (const WEntry *e, gpointer *tmp, GError **error)
+/* Where an entry's bytes go: FALSE when they could not be taken (errno set). */
+typedef gboolean (*WSink) (gpointer user, const void *data, gsize n);
+
+/* Hands @e's bytes to @sink: its own, or (deferred) made by its fill function
+ * a piece of whole rows at a time (at most @piece_max bytes) in one buffer
+ * freed right after. FALSE with @fill_error set when the fill failed or no
+ * buffer could be had, FALSE with it unset when @sink failed. */
+static gboolean
+entry_emit (const WEntry *e, gsize piece_max, WSink sink, gpointer user, GError **fill_error)
 {
-  *tmp = NULL;
+  gsize piece;
+  g_autofree gpointer buf = NULL;
+
   if (e->nbytes == 0)
-    return "";   /* an empty tensor: GBytes may hand out NULL for it */
+    return TRUE;
   if (e->data)
-    return g_bytes_get_data (e->data, NULL);
-  *tmp = g_try_malloc (e->nbytes);
-  if (*tmp == NULL)
+    return sink (user, g_bytes_get_data (e->data, NULL), e->nbytes);
+  piece = hone_tensor_fill_piece (e->n_dims, e->ne, e->nbytes, piece_max);
+  buf = g_try_malloc (piece);
+  if (buf == NULL)
     {
-      g_set_error (error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY, _("tensor “%s”: out of memory (%zu bytes)"), e->name,
-                   e->nbytes);
-      return NULL;
+      g_set_error (fill_error, HONE_ERROR, HONE_ERROR_OUT_OF_MEMORY, _("tensor “%s”: out of memory (%zu bytes)"),
+                   e->name, piece);
+      return FALSE;
     }
-  if (!e->fill (e->fill_data, *tmp, e->nbytes, error))
+  for (gsize off = 0; off < e->nbytes; off += piece)
     {
-      g_clear_pointer (tmp, g_free);
-      return NULL;
+      const gsize n = MIN (piece, e->nbytes - off);
+      if (!e->fill (e->fill_data, buf, off, n, fill_error))
+        return FALSE;
+      if (!sink (user, buf, n))
+        return FALSE;
     }
-  return *tmp;
+  return TRUE;
 }
 
 static void
@@ -1001,6 +1020,13 @@ build_header (HoneSafetensorsWriter *writer)
   return h;
 }
 
+static gboolean
+sink_array (gpointer user, const void *data, gsize n)
+{
+  g_byte_array_append (user, data, (guint) n);
+  return TRUE;
+}
+
 GBytes *
 hone_safetensors_writer_to_bytes (HoneSafetensorsWriter *writer, GError **error)
 {
@@ -1010,18 +1036,11 @@ hone_safetensors_writer_to_bytes (HoneSafetensorsWriter *writer, GError **error)
   g_byte_array_append (out, (const guint8 *) h->str, h->len);
   g_string_free (h, TRUE);
   for (guint i = 0; i < writer->entries->len; i++)
-    {
-      const WEntry *e = g_ptr_array_index (writer->entries, i);
-      g_autofree gpointer tmp = NULL;
-      const guint8 *p = entry_bytes (e, &tmp, error);
-      if (p == NULL)
-        {
-          g_byte_array_unref (out);
-          return NULL;
-        }
-      if (e->nbytes)
-        g_byte_array_append (out, p, e->nbytes);
-    }
+    if (!entry_emit (g_ptr_array_index (writer->entries, i), writer->fill_piece, sink_array, out, error))
+      {
+        g_byte_array_unref (out);
+        return NULL;
+      }
   return g_byte_array_free_to_bytes (out);
 }
 
@@ -1031,7 +1050,7 @@ write_all (int fd, const void *buf, gsize n)
   const char *p = buf;
   while (n > 0)
     {
-      gssize w = write (fd, p, n);
+      gssize w = write (fd, p, MIN (n, (gsize) 1 << 30));
       if (w < 0)
         {
           if (errno == EINTR)
@@ -1042,6 +1061,21 @@ write_all (int fd, const void *buf, gsize n)
       n -= (gsize) w;
     }
   return TRUE;
+}
+
+typedef struct {
+  int fd;
+  int err;                  /* errno of a failed write */
+} FdSink;
+
+static gboolean
+sink_fd (gpointer user, const void *data, gsize n)
+{
+  FdSink *s = user;
+  if (write_all (s->fd, data, n))
+    return TRUE;
+  s->err = errno;
+  return FALSE;
 }
 
 gboolean
@@ -1066,11 +1100,9 @@ hone_safetensors_writer_write (HoneSafetensorsWriter *writer, const char *path, 
   saved = errno;
   for (guint i = 0; ok && i < writer->entries->len; i++)
     {
-      const WEntry *e = g_ptr_array_index (writer->entries, i);
-      g_autofree gpointer buf = NULL;
-      const void *p = entry_bytes (e, &buf, &fill_error);
-      ok = p != NULL && write_all (fd, p, e->nbytes);
-      saved = errno;
+      FdSink sink = { fd, 0 };
+      ok = entry_emit (g_ptr_array_index (writer->entries, i), writer->fill_piece, sink_fd, &sink, &fill_error);
+      saved = sink.err;
     }
   if (ok)
     {

@@ -84,11 +84,15 @@ gboolean hone_safetensors_writer_add_tensor_take (HoneSafetensorsWriter *writer,
  * returns FALSE with @error set (cancelled, …), which fails the write and
  * leaves no file behind. The writer owns @fill_data (@fill_destroy, may be
  * NULL), also when it refuses the tensor. Deferred tensors are filled one at
- * a time, each in a buffer of its own size freed right after. */
+ * a time, in pieces of whole rows (hone_tensor_fill_piece) into one buffer
+ * freed right after. */
 gboolean hone_safetensors_writer_add_tensor_deferred (HoneSafetensorsWriter *writer, const char *name, HoneDType type,
                                                       int n_dims, const int64_t *ne, gsize nbytes,
                                                       HoneTensorFillFunc fill, gpointer fill_data,
                                                       GDestroyNotify fill_destroy, GError **error);
+/* The most bytes a deferred tensor is made in at a time (whole rows, at least
+ * one; 0: HONE_TENSOR_FILL_PIECE, the default). */
+void     hone_safetensors_writer_set_fill_piece (HoneSafetensorsWriter *writer, gsize max_bytes);
 /* NULL with @error set when a deferred tensor fails. */
 GBytes  *hone_safetensors_writer_to_bytes (HoneSafetensorsWriter *writer, GError **error);
 /* Atomic: temp file in the same folder, fsync, rename over @path. */

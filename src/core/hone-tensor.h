@@ -21,10 +21,34 @@ typedef struct {
   size_t nbytes;
 } HoneTensor;
 
-/* Writes a tensor's @nbytes into @buf when a writer (GGUF, safetensors)
- * reaches it — a deferred tensor, made only when the file is written — or
- * returns FALSE with @error set (cancelled, …), which fails the write. */
-typedef gboolean (*HoneTensorFillFunc) (gpointer fill_data, void *buf, gsize nbytes, GError **error);
+/* Writes bytes [@offset, @offset + @nbytes) of a tensor into @buf when a
+ * writer (GGUF, safetensors) reaches them — a deferred tensor, made only when
+ * the file is written — or returns FALSE with @error set (cancelled, …),
+ * which fails the write. A writer makes a tensor in pieces of whole rows
+ * (hone_tensor_fill_piece), first to last, so that it never holds more than
+ * one piece of it: an 8B model's f16 lm_head is 1 GB. */
+typedef gboolean (*HoneTensorFillFunc) (gpointer fill_data, void *buf, gsize offset, gsize nbytes, GError **error);
+
+/* The most bytes a writer makes a deferred tensor in at a time, unless set
+ * otherwise on the writer. */
+#define HONE_TENSOR_FILL_PIECE ((gsize) 32 << 20)
+
+/* The bytes of one fill piece of a tensor of @nbytes with @n_dims / @ne
+ * (innermost first): as many whole rows (ne[0] elements; a tensor of fewer
+ * than two dims is one row) as fit in @max, at least one, at most all. */
+static inline gsize
+hone_tensor_fill_piece (int n_dims, const int64_t *ne, gsize nbytes, gsize max)
+{
+  gsize rows = 1, row_bytes;
+  for (int d = 1; d < n_dims; d++)
+    rows *= (gsize) ne[d];
+  if (rows == 0 || nbytes % rows != 0)
+    return nbytes;
+  row_bytes = nbytes / rows;
+  if (row_bytes == 0 || row_bytes >= max)
+    return MIN (row_bytes, nbytes);
+  return MIN (max / row_bytes * row_bytes, nbytes);
+}
 
 static inline gboolean
 hone_tensor_present (const HoneTensor *t)
