@@ -5,24 +5,13 @@
 # BF16, Q4_0 and AWQ g128 engine rows (`hone bench -p 64 -n 128`) against the corrected read probe.
 # Carry .carry-release.
 set -u
-W=$OUT; T0=$(date +%s); el () { echo "[$(( $(date +%s) - T0 ))s] $*"; }
-C=$PWD/.carry-release
-GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv,noheader
-tar xJf $C/bundle.tar.xz -C $C || exit 1
-export LD_LIBRARY_PATH=$C/lib:/usr/local/cuda/lib64 GSETTINGS_BACKEND=memory XDG_CACHE_HOME=/tmp/hc HONE_SOURCE_ROOT=$PWD
-B=$C/bin; M=/dev/shm/m; mkdir -p $M
-TV=""; [ -x /usr/bin/time ] && TV="/usr/bin/time -v"
+. tests/cuda/calls/prelude.sh
 timeout 120 $B/hone gen-model --shape llama3-8b --type bf16 -o $M/8b-bf16.gguf -q; el "gen-model bf16 rc $?"
 timeout 300 $TV $B/hone quantize -m $M/8b-bf16.gguf -o $M/8b-awq-cal > $W/calibrate.txt 2>&1
 el "calibrate rc $?: $(grep -E 'Maximum resident|Elapsed' $W/calibrate.txt | tr -s ' ' | tr '\n' ' ')"
 grep -v "^layer\|ETA" $W/calibrate.txt | grep -v "^	" | tail -6
 rm -rf $M/8b-awq-cal
 case "$GPU" in *H200*)
-  bench () {   # tag model
-    timeout 90 $TV $B/hone bench -m $2 --device cuda:0 -p 64 -n 128 -r 3 -w 1 > $W/bench-$1.txt 2>&1
-    el "bench $1 rc $?"; grep -E "decode \(tok|TTFT|roofline|Maximum resident" $W/bench-$1.txt
-  }
   bench bf16 $M/8b-bf16.gguf
   timeout 100 $B/hone quantize -m $M/8b-bf16.gguf --rtn -g 128 -f awq -o $M/8b-awq -q; el "rtn awq rc $?"
   rm -f $M/8b-bf16.gguf

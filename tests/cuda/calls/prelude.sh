@@ -1,0 +1,16 @@
+# tests/cuda/calls/prelude.sh — what every device-call script from session 37 on starts with (source it from the
+# repository root on the GPU machine): the GPU's name in $GPU, .carry-release's bundle unpacked, the environment the
+# bundle's programs need, el (a line with the seconds since the start), $B (the programs), $M (a scratch folder in
+# memory), $TV (/usr/bin/time -v where the machine has it) and bench (hone bench of a model, its figures kept).
+W=$OUT; T0=$(date +%s); el () { echo "[$(( $(date +%s) - T0 ))s] $*"; }
+C=$PWD/.carry-release
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.mem --format=csv,noheader
+tar xJf $C/bundle.tar.xz -C $C || exit 1
+export LD_LIBRARY_PATH=$C/lib:/usr/local/cuda/lib64 GSETTINGS_BACKEND=memory XDG_CACHE_HOME=/tmp/hc HONE_SOURCE_ROOT=$PWD
+B=$C/bin; M=/dev/shm/m; mkdir -p $M
+TV=""; [ -x /usr/bin/time ] && TV="/usr/bin/time -v"
+bench () {   # tag model: `hone bench -p 64 -n 128 -r 3 -w 1` on cuda:0 into $W/bench-tag.txt
+  timeout 90 $TV $B/hone bench -m $2 --device cuda:0 -p 64 -n 128 -r 3 -w 1 > $W/bench-$1.txt 2>&1
+  el "bench $1 rc $?"; grep -E "decode \(tok|TTFT|roofline|Maximum resident" $W/bench-$1.txt
+}
