@@ -799,7 +799,7 @@ test_default_model (void)
   /* The quality report's AWQ model (as `hone quantize` evaluates it). */
   m_report = hone_awq_result_open_model (awq, NULL, &error);
   g_assert_no_error (error);
-  g_assert_true (hone_awq_export_safetensors (awq, out, NULL, &error));
+  g_assert_true (hone_awq_export_safetensors (awq, out, NULL, NULL, NULL, &error));
   g_assert_no_error (error);
   m_loaded = hone_model_open (out, &error);
   g_assert_no_error (error);

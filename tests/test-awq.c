@@ -208,7 +208,8 @@ static const char *const hf_names[HONE_AWQ_N_LINEARS] = {
 
 /* The export made again with the writers' pieces cut to at most @piece bytes
  * (whole rows: for the default model one or a few rows a piece, so every
- * fill's row ranges are used) is byte for byte the export @path. */
+ * fill's row ranges are used) is byte for byte the export @path; its
+ * progress rises to 1. */
 static void
 assert_same_in_pieces (HoneAwqResult *r, const char *path, gboolean gguf, gsize piece)
 {
@@ -216,14 +217,18 @@ assert_same_in_pieces (HoneAwqResult *r, const char *path, gboolean gguf, gsize 
   g_autofree char *again = g_strconcat (path, "-pieces", NULL);
   g_autofree char *a = NULL, *b = NULL, *fa = NULL, *fb = NULL;
   gsize na, nb;
+  HoneTestProgress pr = { 0 };
 
   r->export_piece = piece;
   if (gguf)
-    g_assert_true (hone_awq_export_gguf (r, again, NULL, &error));
+    g_assert_true (hone_awq_export_gguf (r, again, NULL, hone_test_progress, &pr, &error));
   else
-    g_assert_true (hone_awq_export_safetensors (r, again, NULL, &error));
+    g_assert_true (hone_awq_export_safetensors (r, again, NULL, hone_test_progress, &pr, &error));
   g_assert_no_error (error);
   r->export_piece = 0;
+  /* the progress: after every tensor and piece (more than there are tensors), ending at 1 */
+  g_assert_cmpint (pr.calls, >, 7 * r->model->config.n_layers);
+  g_assert_cmpfloat (pr.last, ==, 1.0);
   fa = gguf ? g_strdup (path) : g_build_filename (path, "model.safetensors", NULL);
   fb = gguf ? g_strdup (again) : g_build_filename (again, "model.safetensors", NULL);
   g_assert_true (g_file_get_contents (fa, &a, &na, NULL));
@@ -257,7 +262,7 @@ test_export_safetensors (Fixture *f, gconstpointer data)
   const HoneModelConfig *c = &f->model->config;
 
   g_assert_no_error (error);
-  g_assert_true (hone_awq_export_safetensors (r, out, NULL, &error));
+  g_assert_true (hone_awq_export_safetensors (r, out, NULL, NULL, NULL, &error));
   g_assert_no_error (error);
   st = hone_safetensors_open (out, &error);
   g_assert_no_error (error);
@@ -383,7 +388,7 @@ test_export_gguf (Fixture *f, gconstpointer data)
   static const char *const what[HONE_AWQ_N_LINEARS] = { "wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down" };
 
   g_assert_no_error (error);
-  g_assert_true (hone_awq_export_gguf (r, out, NULL, &error));
+  g_assert_true (hone_awq_export_gguf (r, out, NULL, NULL, NULL, &error));
   g_assert_no_error (error);
   g = hone_gguf_open (out, &error);
   g_assert_no_error (error);
@@ -492,10 +497,10 @@ test_cancel (Fixture *f, gconstpointer data)
   r = calibrate (f, 64, &error);
   g_assert_no_error (error);
   g_cancellable_cancel (pre);
-  g_assert_false (hone_awq_export_safetensors (r, awq, pre, &error));
+  g_assert_false (hone_awq_export_safetensors (r, awq, pre, NULL, NULL, &error));
   g_assert_error (error, HONE_ERROR, HONE_ERROR_CANCELLED);
   g_clear_error (&error);
-  g_assert_false (hone_awq_export_gguf (r, gguf, pre, &error));
+  g_assert_false (hone_awq_export_gguf (r, gguf, pre, NULL, NULL, &error));
   g_assert_error (error, HONE_ERROR, HONE_ERROR_CANCELLED);
   g_clear_error (&error);
   g_assert_true (dir_is_empty_but (out_dir, NULL));
@@ -505,7 +510,7 @@ test_cancel (Fixture *f, gconstpointer data)
     g_autofree char *file = g_build_filename (out_dir, "file", NULL);
     g_autofree char *bad = g_build_filename (file, "awq", NULL);
     g_assert_true (g_file_set_contents (file, "x", 1, NULL));
-    g_assert_false (hone_awq_export_safetensors (r, bad, NULL, &error));
+    g_assert_false (hone_awq_export_safetensors (r, bad, NULL, NULL, NULL, &error));
     g_assert_nonnull (error);
     g_clear_error (&error);
     g_assert_true (dir_is_empty_but (out_dir, "file"));
@@ -516,15 +521,15 @@ test_cancel (Fixture *f, gconstpointer data)
     g_autofree char *precious = g_build_filename (mine, "notes.txt", NULL);
     g_mkdir (mine, 0700);
     g_assert_true (g_file_set_contents (precious, "keep", -1, NULL));
-    g_assert_false (hone_awq_export_safetensors (r, mine, NULL, &error));
+    g_assert_false (hone_awq_export_safetensors (r, mine, NULL, NULL, NULL, &error));
     g_assert_error (error, HONE_ERROR, HONE_ERROR_IO);
     g_clear_error (&error);
     g_assert_true (g_file_test (precious, G_FILE_TEST_EXISTS));
     hone_test_rm_rf (mine);
   }
   /* Replacing an earlier export works and leaves no sibling behind. */
-  g_assert_true (hone_awq_export_safetensors (r, awq, NULL, &error));
-  g_assert_true (hone_awq_export_safetensors (r, awq, NULL, &error));
+  g_assert_true (hone_awq_export_safetensors (r, awq, NULL, NULL, NULL, &error));
+  g_assert_true (hone_awq_export_safetensors (r, awq, NULL, NULL, NULL, &error));
   g_assert_no_error (error);
   hone_test_rm_rf (awq);
   g_assert_true (dir_is_empty_but (out_dir, "file"));
@@ -633,9 +638,9 @@ test_cancel_mid_export (Fixture *f, gconstpointer data)
   r = hone_awq_quantize (f->model, NULL, 0, 0, &o, NULL, NULL, NULL, &error);
   g_assert_no_error (error);
   result_sum = result_checksum (r);
-  g_assert_true (hone_awq_export_safetensors (r, awq, NULL, &error));
+  g_assert_true (hone_awq_export_safetensors (r, awq, NULL, NULL, NULL, &error));
   g_assert_no_error (error);
-  g_assert_true (hone_awq_export_gguf (r, gguf, NULL, &error));
+  g_assert_true (hone_awq_export_gguf (r, gguf, NULL, NULL, NULL, &error));
   g_assert_no_error (error);
   before_st = file_bytes (st_path);
   before_gguf = file_bytes (gguf);
@@ -647,7 +652,7 @@ test_cancel_mid_export (Fixture *f, gconstpointer data)
           g_autoptr(GCancellable) c = g_cancellable_new ();
           Watcher w = { parent, c, 0, FALSE };
           GThread *t = g_thread_new ("watch", watch_export, &w);
-          gboolean ok = hone_awq_export_safetensors (r, awq, c, &error);
+          gboolean ok = hone_awq_export_safetensors (r, awq, c, NULL, NULL, &error);
           g_atomic_int_set (&w.stop, 1);
           g_thread_join (t);
           if (ok)
@@ -682,7 +687,7 @@ test_cancel_mid_export (Fixture *f, gconstpointer data)
   g_assert_cmpuint (result_checksum (r), ==, result_sum);
   /* And the model and the result still work: a new export loads and runs. */
   hone_test_rm_rf (awq);
-  g_assert_true (hone_awq_export_safetensors (r, awq, NULL, &error));
+  g_assert_true (hone_awq_export_safetensors (r, awq, NULL, NULL, NULL, &error));
   g_assert_no_error (error);
   {
     g_autoptr(HoneModel) m = hone_model_open (awq, &error);
@@ -713,8 +718,8 @@ test_determinism (Fixture *f, gconstpointer data)
       o.n_threads = run == 0 ? 1 : 3;     /* thread count must not matter */
       r = hone_awq_quantize (f->model, f->tokens, f->n_samples, f->seq_len, &o, NULL, NULL, NULL, &error);
       g_assert_no_error (error);
-      g_assert_true (hone_awq_export_gguf (r, run == 0 ? a : b, NULL, &error));
-      g_assert_true (hone_awq_export_safetensors (r, run == 0 ? da : db, NULL, &error));
+      g_assert_true (hone_awq_export_gguf (r, run == 0 ? a : b, NULL, NULL, NULL, &error));
+      g_assert_true (hone_awq_export_safetensors (r, run == 0 ? da : db, NULL, NULL, NULL, &error));
       g_assert_no_error (error);
     }
   {

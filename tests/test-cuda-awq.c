@@ -478,7 +478,7 @@ time_model (const char *path, int n_samples, int seq_len, const char *export_to)
   fflush (stdout);
   if (export_to)
     {
-      if (!hone_awq_export_gguf (r, export_to, NULL, &error))
+      if (!hone_awq_export_gguf (r, export_to, NULL, NULL, NULL, &error))
         {
           g_printerr ("%s\n", error->message);
           return 1;

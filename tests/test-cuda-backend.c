@@ -472,7 +472,7 @@ tiny_awq (HoneModel *src, const char *dir)
   o.search_clip = FALSE;
   r = hone_awq_quantize (src, NULL, 0, 0, &o, NULL, NULL, NULL, &error);
   g_assert_no_error (error);
-  g_assert_true (hone_awq_export_safetensors (r, out, NULL, &error));
+  g_assert_true (hone_awq_export_safetensors (r, out, NULL, NULL, NULL, &error));
   g_assert_no_error (error);
   m = hone_model_open (out, &error);
   g_assert_no_error (error);

@@ -6,7 +6,8 @@
  * the Model page, a calibration text written to a temp folder is added and
  * its token count shown (checked against the engine's own tokenization and
  * the byte length); the one button calibrates, evaluates and exports; the
- * progress reaches the end with every layer reported; the report holds
+ * progress never falls and reaches the end with every layer and the export's
+ * bytes reported; the report holds
  * finite numbers (the original's KL 0 and top-1 1, as the definitions say);
  * the export is a GGUF carrying hone.awq.group_size and nothing else is
  * left in the folder; "Load Quantized Model" loads it through the Model page
@@ -166,6 +167,25 @@ test_not_ready (void)
 
 /* ---- the whole run ----------------------------------------------------------- */
 
+/* The page's progress as the run reports it: never falling, and whether a
+ * value between the start of the export (0.92 of the bar) and its end was
+ * shown (the export reports the bytes it wrote). */
+typedef struct {
+  double last;
+  gboolean mid_export;
+} BarTrace;
+
+static void
+on_progress (GObject *page, GParamSpec *pspec, gpointer data)
+{
+  BarTrace *t = data;
+  const double p = hone_quantize_page_get_progress (HONE_QUANTIZE_PAGE (page));
+  g_assert_cmpfloat (p, >=, t->last);
+  if (p > 0.925 && p < 0.999)
+    t->mid_export = TRUE;
+  t->last = p;
+}
+
 static void
 run_steps (HoneApplication *app, HoneWindow *window, gpointer data)
 {
@@ -179,6 +199,8 @@ run_steps (HoneApplication *app, HoneWindow *window, gpointer data)
   HoneQuantEvalScore sc[3];
   gsize text_len;
   const char *out;
+  BarTrace bar = { 0 };
+  gulong bar_id;
 
   load_model (app, window, model_path);
   hone_window_show_page (window, "quantize");
@@ -202,11 +224,14 @@ run_steps (HoneApplication *app, HoneWindow *window, gpointer data)
   hone_quantize_page_set_output_folder (page, out_dir);
   g_assert_true (gtk_widget_activate_action (GTK_WIDGET (page), "quantize.start", NULL));
   g_assert_true (hone_quantize_page_get_running (page));
+  bar_id = g_signal_connect (page, "notify::progress", G_CALLBACK (on_progress), &bar);
   WAIT_UNTIL (!hone_quantize_page_get_running (page), 240);
+  g_signal_handler_disconnect (page, bar_id);
 
-  /* Progress: every layer reported, and the end reached. */
+  /* Progress: every layer reported, the export's bytes, and the end reached. */
   g_assert_cmpint (hone_quantize_page_get_layers_done (page), ==, N_LAYERS);
   g_assert_cmpfloat (hone_quantize_page_get_progress (page), ==, 1.0);
+  g_assert_true (bar.mid_export);
 
   /* The report: finite numbers; the original against itself is KL 0, top-1 1. */
   for (int set = HONE_QUANTIZE_EVAL_HELDOUT; set <= HONE_QUANTIZE_EVAL_GENERIC; set++)

@@ -653,8 +653,9 @@ test_deferred (void)
 
 /* Deferred tensors made in pieces of whole rows (hone_safetensors_writer_set_fill_piece):
  * pieces of 2 rows, of 1 row (a limit under a row's bytes), and the whole
- * tensor by default all give the bytes of the tensor given up front; a fill
- * that fails at its third piece fails the write and leaves no file. */
+ * tensor by default all give the bytes of the tensor given up front, with
+ * the progress reported after each piece up to 1; a fill that fails at its
+ * third piece fails the write and leaves no file. */
 static void
 test_pieces (void)
 {
@@ -688,6 +689,7 @@ test_pieces (void)
       HoneTestFill *fb = hone_test_fill_new (2, FALSE, &freed), *fv = hone_test_fill_new (3, FALSE, &freed);
       g_autofree char *contents = NULL;
       gsize len;
+      HoneTestProgress pr = { 0 };
       g_assert_true (hone_safetensors_writer_add_tensor_deferred (w, "b", HONE_DTYPE_I8, 2, (int64_t[]) { 10, 10 },
                                                                   100, hone_test_fill_pattern, fb,
                                                                   hone_test_fill_free, &error));
@@ -696,6 +698,7 @@ test_pieces (void)
                                                                   &error));
       if (cases[c].limit)
         hone_safetensors_writer_set_fill_piece (w, cases[c].limit);
+      hone_safetensors_writer_set_progress (w, hone_test_progress, &pr);
       got = hone_safetensors_writer_to_bytes (w, &error);
       g_assert_no_error (error);
       g_assert_cmpmem (g_bytes_get_data (got, NULL), g_bytes_get_size (got), g_bytes_get_data (want, NULL),
@@ -703,11 +706,17 @@ test_pieces (void)
       g_assert_cmpint (fb->pieces, ==, cases[c].pieces);
       g_assert_cmpuint (fb->largest, ==, cases[c].largest);
       g_assert_cmpint (fv->pieces, ==, 1);   /* one row */
+      /* progress after each piece and tensor, ending at 1 */
+      g_assert_cmpint (pr.calls, ==, cases[c].pieces + 1);
+      g_assert_cmpfloat (pr.last, ==, 1.0);
+      pr = (HoneTestProgress) { 0 };
       fb->largest = 0;
       g_assert_true (hone_safetensors_writer_write (w, path, &error));
       g_assert_no_error (error);
       g_assert_cmpint (fb->pieces, ==, cases[c].pieces);
       g_assert_cmpuint (fb->largest, ==, cases[c].largest);
+      g_assert_cmpint (pr.calls, ==, cases[c].pieces + 1);
+      g_assert_cmpfloat (pr.last, ==, 1.0);
       g_assert_true (g_file_get_contents (path, &contents, &len, NULL));
       g_assert_cmpmem (contents, len, g_bytes_get_data (want, NULL), g_bytes_get_size (want));
       g_unlink (path);

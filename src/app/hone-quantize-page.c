@@ -763,6 +763,7 @@ typedef struct {
   gboolean gguf;
   char *out_path;
   GCancellable *cancellable;
+  int export_percent;         /* the last whole percent of the export posted */
   /* results */
   HoneQuantEvalScore scores[2][3];
   gboolean have_generic;
@@ -790,6 +791,7 @@ typedef struct {
   Phase phase;
   int layer, n_layers;
   double elapsed, eta;
+  double part;            /* PHASE_EXPORT: the fraction of the weights written */
 } Progress;
 
 static void
@@ -843,6 +845,7 @@ apply_progress (gpointer data)
       break;
     case PHASE_EXPORT:
       text = g_strdup (_("Writing the quantized model…"));
+      fraction += (phase_end[p->phase] - phase_start[p->phase]) * p->part;
       break;
     }
   gtk_label_set_text (GTK_LABEL (self->status_label), text);
@@ -863,6 +866,25 @@ post_progress (Job *j, Phase phase, int layer, int n_layers, double elapsed, dou
   p->n_layers = n_layers;
   p->elapsed = elapsed;
   p->eta = eta;
+  g_main_context_invoke_full (NULL, G_PRIORITY_DEFAULT, apply_progress, p, progress_free);
+}
+
+/* Worker thread: the export's progress, handed on at each whole percent. */
+static void
+on_export_progress (double fraction, gpointer data)
+{
+  Job *j = data;
+  const int percent = (int) (100 * fraction);
+  Progress *p;
+
+  if (percent == j->export_percent)
+    return;
+  j->export_percent = percent;
+  p = g_new0 (Progress, 1);
+  p->page = g_object_ref (j->page);
+  p->serial = j->serial;
+  p->phase = PHASE_EXPORT;
+  p->part = fraction;
   g_main_context_invoke_full (NULL, G_PRIORITY_DEFAULT, apply_progress, p, progress_free);
 }
 
@@ -954,8 +976,9 @@ run_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *canc
     goto fail;
   /* Both exporters write a temporary sibling and rename it: a cancel or an
    * error leaves nothing behind. */
-  ok = j->gguf ? hone_awq_export_gguf (res, j->out_path, j->cancellable, &error)
-               : hone_awq_export_safetensors (res, j->out_path, j->cancellable, &error);
+  j->export_percent = -1;
+  ok = j->gguf ? hone_awq_export_gguf (res, j->out_path, j->cancellable, on_export_progress, j, &error)
+               : hone_awq_export_safetensors (res, j->out_path, j->cancellable, on_export_progress, j, &error);
   if (!ok)
     goto fail;
   g_task_return_boolean (task, TRUE);

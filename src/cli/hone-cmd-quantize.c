@@ -17,6 +17,7 @@
 #include <glib-unix.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Defaults: AutoAWQ's 128 samples × 512 tokens, the loss over all of them, when
  * calibration runs on the GPU (94.7 s for an 8B model on an H200); on the CPU
@@ -53,6 +54,32 @@ progress_cb (int layer, int n_layers, double elapsed, double eta, gpointer data)
   if (layer + 1 == n_layers)
     fputc ('\n', stderr);
   fflush (stderr);
+}
+
+/* An export's progress on a terminal, rewritten in place. */
+static void
+export_progress_cb (double fraction, gpointer data)
+{
+  fprintf (stderr, "\r%3.0f %%", 100 * fraction);
+  fflush (stderr);
+}
+
+/* Writes @res as asked (--format, --also-gguf), with the progress on a terminal. */
+static gboolean
+write_result (Job *j, const HoneAwqResult *res, GError **error)
+{
+  const HoneProgressFunc progress = !j->quiet && isatty (STDERR_FILENO) ? export_progress_cb : NULL;
+  gboolean ok;
+
+  if (g_strcmp0 (j->format, "gguf") == 0)
+    ok = hone_awq_export_gguf (res, j->out, j->cancellable, progress, NULL, error);
+  else
+    ok = hone_awq_export_safetensors (res, j->out, j->cancellable, progress, NULL, error);
+  if (ok && j->also_gguf)
+    ok = hone_awq_export_gguf (res, j->also_gguf, j->cancellable, progress, NULL, error);
+  if (progress)
+    fputs ("\r      \r", stderr);
+  return ok;
 }
 
 static void
@@ -222,12 +249,7 @@ export:
   if (!j->quiet)
     fprintf (stderr, j->rtn ? _("Rounded in %.1f s; writing %s…\n") : _("Calibrated in %.1f s; writing %s…\n"),
              res->seconds, j->out);
-  if (g_strcmp0 (j->format, "gguf") == 0)
-    ok = hone_awq_export_gguf (res, j->out, j->cancellable, error);
-  else
-    ok = hone_awq_export_safetensors (res, j->out, j->cancellable, error);
-  if (ok && j->also_gguf)
-    ok = hone_awq_export_gguf (res, j->also_gguf, j->cancellable, error);
+  ok = write_result (j, res, error);
   if (ok && j->eval)
     ok = evaluate (j, model, res, cal, error);
 

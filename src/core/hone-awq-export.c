@@ -211,12 +211,14 @@ build_gguf (const HoneAwqResult *r, GCancellable *cancellable, GError **error)
 }
 
 gboolean
-hone_awq_export_gguf (const HoneAwqResult *r, const char *path, GCancellable *cancellable, GError **error)
+hone_awq_export_gguf (const HoneAwqResult *r, const char *path, GCancellable *cancellable,
+                      HoneProgressFunc progress, gpointer progress_data, GError **error)
 {
   g_autoptr(HoneGgufWriter) w = build_gguf (r, cancellable, error);
 
   if (w == NULL || !check_cancel (cancellable, error))
     return FALSE;
+  hone_gguf_writer_set_progress (w, progress, progress_data);
   return hone_gguf_writer_write (w, path, error);
 }
 
@@ -233,7 +235,7 @@ hone_awq_result_open_model (const HoneAwqResult *r, GCancellable *cancellable, G
       return NULL;
     }
   close (fd);
-  if (!hone_awq_export_gguf (r, path, cancellable, error))
+  if (!hone_awq_export_gguf (r, path, cancellable, NULL, NULL, error))
     {
       g_unlink (path);
       return NULL;
@@ -833,7 +835,8 @@ write_text (const char *dir, const char *name, const char *text, GError **error)
 }
 
 static gboolean
-fill_folder (const HoneAwqResult *r, const char *tmp, GCancellable *cancellable, GError **error)
+fill_folder (const HoneAwqResult *r, const char *tmp, GCancellable *cancellable, HoneProgressFunc progress,
+             gpointer progress_data, GError **error)
 {
   HoneModel *m = r->model;
   const HoneModelConfig *c = &m->config;
@@ -888,6 +891,7 @@ fill_folder (const HoneAwqResult *r, const char *tmp, GCancellable *cancellable,
             return FALSE;
         }
     }
+  hone_safetensors_writer_set_progress (w, progress, progress_data);
   if (!check_cancel (cancellable, error) || !hone_safetensors_writer_write (w, st_path, error))
     return FALSE;
   cfg = config_json (r, error);
@@ -948,7 +952,8 @@ dir_replaceable (const char *dir)
 }
 
 gboolean
-hone_awq_export_safetensors (const HoneAwqResult *r, const char *dir, GCancellable *cancellable, GError **error)
+hone_awq_export_safetensors (const HoneAwqResult *r, const char *dir, GCancellable *cancellable,
+                             HoneProgressFunc progress, gpointer progress_data, GError **error)
 {
   g_autofree char *canon = g_canonicalize_filename (dir, NULL);
   g_autofree char *parent = g_path_get_dirname (canon);
@@ -977,7 +982,7 @@ hone_awq_export_safetensors (const HoneAwqResult *r, const char *dir, GCancellab
       return FALSE;
     }
   g_chmod (tmp, 0755);          /* g_mkdtemp makes it private; an export is an ordinary folder */
-  if (!fill_folder (r, tmp, cancellable, error))
+  if (!fill_folder (r, tmp, cancellable, progress, progress_data, error))
     {
       rm_tree (tmp);
       return FALSE;

@@ -24,10 +24,12 @@
 
 G_BEGIN_DECLS
 
-gboolean hone_awq_export_safetensors (const HoneAwqResult *result, const char *dir,
-                                      GCancellable *cancellable, GError **error);
-gboolean hone_awq_export_gguf (const HoneAwqResult *result, const char *path,
-                               GCancellable *cancellable, GError **error);
+/* @progress (may be NULL): the fraction of the weights' bytes written, on the
+ * calling thread, reaching 1 once they all are. */
+gboolean hone_awq_export_safetensors (const HoneAwqResult *result, const char *dir, GCancellable *cancellable,
+                                      HoneProgressFunc progress, gpointer progress_data, GError **error);
+gboolean hone_awq_export_gguf (const HoneAwqResult *result, const char *path, GCancellable *cancellable,
+                               HoneProgressFunc progress, gpointer progress_data, GError **error);
 
 /* Q4_1 blocks of row @row of a linear (K/32 blocks), exact. */
 void     hone_awq_linear_to_q4_1 (const HoneAwqLinear *lin, int row, void *blocks);

@@ -952,6 +952,8 @@ struct _HoneGgufWriter {
   GPtrArray *tensors;      /* WTensor* */
   GHashTable *tensor_names;
   gsize fill_piece;        /* the most bytes a deferred tensor is made in at a time */
+  HoneProgressFunc progress;
+  gpointer progress_data;
 };
 
 static void
@@ -1311,6 +1313,14 @@ hone_gguf_writer_set_fill_piece (HoneGgufWriter *writer, gsize max_bytes)
 }
 
 void
+hone_gguf_writer_set_progress (HoneGgufWriter *writer, HoneProgressFunc progress, gpointer progress_data)
+{
+  g_return_if_fail (writer != NULL);
+  writer->progress = progress;
+  writer->progress_data = progress_data;
+}
+
+void
 hone_gguf_writer_set_version (HoneGgufWriter *writer, guint32 version)
 {
   g_return_if_fail (writer != NULL);
@@ -1372,14 +1382,22 @@ emit (HoneGgufWriter *w, SinkFunc sink, gpointer user, GError **error)
   static const guint8 zeros[64] = { 0 };
   GByteArray *h = build_header (w);
   gboolean ok = sink (user, h->data, h->len, error);
+  gsize total = 0, done = 0;
 
   g_byte_array_unref (h);
+  for (guint i = 0; i < w->tensors->len; i++)
+    total += ((WTensor *) g_ptr_array_index (w->tensors, i))->nbytes;
   for (guint i = 0; ok && i < w->tensors->len; i++)
     {
       WTensor *t = g_ptr_array_index (w->tensors, i);
       const gsize len = t->nbytes;
       if (t->data != NULL)
-        ok = len == 0 || sink (user, g_bytes_get_data (t->data, NULL), len, error);
+        {
+          ok = len == 0 || sink (user, g_bytes_get_data (t->data, NULL), len, error);
+          done += len;
+          if (ok && w->progress && total > 0)
+            w->progress ((double) done / (double) total, w->progress_data);
+        }
       else if (len > 0)
         {
           /* deferred: made now, a piece of whole rows at a time, into one buffer freed once written */
@@ -1395,6 +1413,9 @@ emit (HoneGgufWriter *w, SinkFunc sink, gpointer user, GError **error)
             {
               const gsize n = MIN (piece, len - off);
               ok = t->fill (t->fill_data, buf, off, n, error) && sink (user, buf, n, error);
+              done += n;
+              if (ok && w->progress)
+                w->progress ((double) done / (double) total, w->progress_data);
             }
         }
       for (gsize pad = pad_to (len, w->alignment); ok && pad > 0;)

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <glib.h>
+#include "hone-progress.h"
 #include "hone-tensor.h"
 
 G_BEGIN_DECLS
@@ -114,6 +115,9 @@ void        hone_gguf_writer_set_version (HoneGgufWriter *writer, guint32 versio
 /* The most bytes a deferred tensor is made in at a time (whole rows, at least
  * one; 0: HONE_TENSOR_FILL_PIECE, the default). */
 void        hone_gguf_writer_set_fill_piece (HoneGgufWriter *writer, gsize max_bytes);
+/* Reported while the tensors' bytes are written (to a file or to bytes): the
+ * fraction of them written, after each tensor or piece; 1 when all are. */
+void        hone_gguf_writer_set_progress (HoneGgufWriter *writer, HoneProgressFunc progress, gpointer progress_data);
 gboolean    hone_gguf_writer_write (HoneGgufWriter *writer, const char *path, GError **error);
 GBytes     *hone_gguf_writer_to_bytes (HoneGgufWriter *writer, GError **error);
 

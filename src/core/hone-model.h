@@ -16,6 +16,7 @@
 
 #include <glib.h>
 #include <gio/gio.h>
+#include "hone-progress.h"
 #include "hone-tensor.h"
 
 G_BEGIN_DECLS
@@ -108,8 +109,6 @@ struct _HoneModel {
    * model is not AWQ. A backend may repack per group from it. */
   int awq_group_size;
 };
-
-typedef void (*HoneProgressFunc) (double fraction, gpointer user_data);
 
 typedef enum {
   HONE_MODEL_OPEN_DEFAULT = 0,

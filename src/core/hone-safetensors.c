@@ -755,6 +755,8 @@ struct _HoneSafetensorsWriter {
   GPtrArray *entries;       /* WEntry* */
   GPtrArray *meta;          /* key, value, key, value… (format first) */
   gsize fill_piece;         /* the most bytes a deferred tensor is made in at a time */
+  HoneProgressFunc progress;
+  gpointer progress_data;
 };
 
 static void
@@ -796,6 +798,15 @@ hone_safetensors_writer_set_fill_piece (HoneSafetensorsWriter *writer, gsize max
 {
   g_return_if_fail (writer != NULL);
   writer->fill_piece = max_bytes > 0 ? max_bytes : HONE_TENSOR_FILL_PIECE;
+}
+
+void
+hone_safetensors_writer_set_progress (HoneSafetensorsWriter *writer, HoneProgressFunc progress,
+                                      gpointer progress_data)
+{
+  g_return_if_fail (writer != NULL);
+  writer->progress = progress;
+  writer->progress_data = progress_data;
 }
 
 void
@@ -918,20 +929,28 @@ hone_safetensors_writer_add_tensor_deferred (HoneSafetensorsWriter *writer, cons
 typedef gboolean (*WSink) (gpointer user, const void *data, gsize n);
 
 /* Hands @e's bytes to @sink: its own, or (deferred) made by its fill function
- * a piece of whole rows at a time (at most @piece_max bytes) in one buffer
- * freed right after. FALSE with @fill_error set when the fill failed or no
- * buffer could be had, FALSE with it unset when @sink failed. */
+ * a piece of whole rows at a time (at most the writer's fill piece) in one
+ * buffer freed right after; *@done counts the bytes handed over of @total,
+ * reported to the writer's progress function. FALSE with @fill_error set when
+ * the fill failed or no buffer could be had, FALSE with it unset when @sink
+ * failed. */
 static gboolean
-entry_emit (const WEntry *e, gsize piece_max, WSink sink, gpointer user, GError **fill_error)
+entry_emit (const HoneSafetensorsWriter *w, const WEntry *e, gsize *done, gsize total, WSink sink, gpointer user,
+            GError **fill_error)
 {
   gsize piece;
   g_autofree gpointer buf = NULL;
 
-  if (e->nbytes == 0)
-    return TRUE;
-  if (e->data)
-    return sink (user, g_bytes_get_data (e->data, NULL), e->nbytes);
-  piece = hone_tensor_fill_piece (e->n_dims, e->ne, e->nbytes, piece_max);
+  if (e->data || e->nbytes == 0)
+    {
+      if (e->nbytes > 0 && !sink (user, g_bytes_get_data (e->data, NULL), e->nbytes))
+        return FALSE;
+      *done += e->nbytes;
+      if (w->progress && total > 0)
+        w->progress ((double) *done / (double) total, w->progress_data);
+      return TRUE;
+    }
+  piece = hone_tensor_fill_piece (e->n_dims, e->ne, e->nbytes, w->fill_piece);
   buf = g_try_malloc (piece);
   if (buf == NULL)
     {
@@ -946,7 +965,23 @@ entry_emit (const WEntry *e, gsize piece_max, WSink sink, gpointer user, GError 
         return FALSE;
       if (!sink (user, buf, n))
         return FALSE;
+      *done += n;
+      if (w->progress)
+        w->progress ((double) *done / (double) total, w->progress_data);
     }
+  return TRUE;
+}
+
+/* Every entry's bytes to @sink, in the header's order (entry_emit). */
+static gboolean
+emit_entries (const HoneSafetensorsWriter *w, WSink sink, gpointer user, GError **fill_error)
+{
+  gsize total = 0, done = 0;
+  for (guint i = 0; i < w->entries->len; i++)
+    total += ((const WEntry *) g_ptr_array_index (w->entries, i))->nbytes;
+  for (guint i = 0; i < w->entries->len; i++)
+    if (!entry_emit (w, g_ptr_array_index (w->entries, i), &done, total, sink, user, fill_error))
+      return FALSE;
   return TRUE;
 }
 
@@ -1035,12 +1070,11 @@ hone_safetensors_writer_to_bytes (HoneSafetensorsWriter *writer, GError **error)
 
   g_byte_array_append (out, (const guint8 *) h->str, h->len);
   g_string_free (h, TRUE);
-  for (guint i = 0; i < writer->entries->len; i++)
-    if (!entry_emit (g_ptr_array_index (writer->entries, i), writer->fill_piece, sink_array, out, error))
-      {
-        g_byte_array_unref (out);
-        return NULL;
-      }
+  if (!emit_entries (writer, sink_array, out, error))
+    {
+      g_byte_array_unref (out);
+      return NULL;
+    }
   return g_byte_array_free_to_bytes (out);
 }
 
@@ -1098,10 +1132,10 @@ hone_safetensors_writer_write (HoneSafetensorsWriter *writer, const char *path, 
   ok = write_all (fd, h->str, h->len);
   g_string_free (h, TRUE);
   saved = errno;
-  for (guint i = 0; ok && i < writer->entries->len; i++)
+  if (ok)
     {
       FdSink sink = { fd, 0 };
-      ok = entry_emit (g_ptr_array_index (writer->entries, i), writer->fill_piece, sink_fd, &sink, &fill_error);
+      ok = emit_entries (writer, sink_fd, &sink, &fill_error);
       saved = sink.err;
     }
   if (ok)

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <glib.h>
+#include "hone-progress.h"
 #include "hone-tensor.h"
 
 G_BEGIN_DECLS
@@ -93,6 +94,10 @@ gboolean hone_safetensors_writer_add_tensor_deferred (HoneSafetensorsWriter *wri
 /* The most bytes a deferred tensor is made in at a time (whole rows, at least
  * one; 0: HONE_TENSOR_FILL_PIECE, the default). */
 void     hone_safetensors_writer_set_fill_piece (HoneSafetensorsWriter *writer, gsize max_bytes);
+/* Reported while the tensors' bytes are written (to a file or to bytes): the
+ * fraction of them written, after each tensor or piece; 1 when all are. */
+void     hone_safetensors_writer_set_progress (HoneSafetensorsWriter *writer, HoneProgressFunc progress,
+                                               gpointer progress_data);
 /* NULL with @error set when a deferred tensor fails. */
 GBytes  *hone_safetensors_writer_to_bytes (HoneSafetensorsWriter *writer, GError **error);
 /* Atomic: temp file in the same folder, fsync, rename over @path. */
