@@ -11,11 +11,12 @@ grep -i "dequant" $W/w4-check.txt | head -4
 for v in 1 4 1 4; do
   HONE_DEQUANT_WORDS=$v timeout 150 $B/hone-w4-check --bench > $W/w4-bench-$v.txt 2>&1
   el "w4 bench words=$v rc $?"; grep -iE "^dequant|prefill.*2048|2048.*prefill" $W/w4-bench-$v.txt
-  [ $(( $(date +%s) - T0 )) -gt 330 ] && break
+  [ $(( $(date +%s) - T0 )) -gt 200 ] && break
 done
 timeout 60 $B/hone gen-model --shape llama3-8b --type bf16 -o $M/b.gguf -q
 timeout 100 $B/hone quantize -m $M/b.gguf --rtn -g 128 -f awq -o $M/a -q; el "rtn rc $?"
 for r in 1 2; do
+  [ $(( $(date +%s) - T0 )) -gt 330 ] && break
   for v in 1 4; do
     echo "AWQ words=$v: $(HONE_DEQUANT_WORDS=$v timeout 60 $B/hone bench -m $M/a --device cuda:0 -p 2048 -n 16 -r 3 -w 1 2>&1 | grep TTFT)"
   done
