@@ -1836,77 +1836,42 @@ hone_k_q4z_gemv (const HoneKGemvOp *op, const HoneKPrefetch *pf, cudaStream_t st
 
 /* ---- dequantization to 16-bit (prefill GEMMs) ------------------------------------ */
 
-/* DQ_WORDS 32-bit words (8 weights each) a thread, DQ_WORDS × 256 a block:
- * word j of thread t is word j·256 + t of its block's span, so each of a
- * warp's loads reads 128 contiguous bytes and each of its stores writes 512;
- * the loads of all of a thread's words (and their scale and zero) are issued
- * before the first is used. DQ_WORDS = 1 (HONE_DEQUANT_WORDS=1) is the
- * one-word kernel sessions 6-36 ran, kept for same-binary A/B. */
-template <int DQ_WORDS>
+/* One thread per 32-bit word (8 weights); consecutive threads write consecutive 16 bytes. */
 __global__ void __launch_bounds__ (256)
 q4z_dequant_kernel (const uint32_t *q, const uint16_t *s, const uint8_t *z, size_t words, int cols, int ng,
                     int cshift, void *dst, int to_f16)
 {
-  const size_t base = (size_t) blockIdx.x * 256 * DQ_WORDS + threadIdx.x;
+  const size_t i = (size_t) blockIdx.x * 256 + threadIdx.x;
+  if (i >= words)
+    return;
   const int wpr = cols / 8;
-  uint32_t qv[DQ_WORDS], sbits[DQ_WORDS], zv[DQ_WORDS];
-#pragma unroll
-  for (int j = 0; j < DQ_WORDS; j++)
+  const size_t row = i / wpr;
+  const int c = (int) (i - row * wpr) >> 2;
+  const size_t gi = row * ng + (c >> cshift);
+  const uint32_t sbits = s[gi];
+  __half2 zc0, nzc1, o[4];
+  w4_zero (z[gi], zc0, nzc1);
+  w4_word (q[i], zc0, nzc1, o);
+  uint32_t ov[4];
+  if (to_f16)
     {
-      const size_t i = base + (size_t) j * 256;
-      if (i < words)
+      const __half2 s2 = as_h2 (sbits | (sbits << 16));
+#pragma unroll
+      for (int j = 0; j < 4; j++)
+        ov[j] = h2_bits (__hmul2 (o[j], s2));
+    }
+  else
+    {
+      const float sf = f16_bits_to_f32 ((uint16_t) sbits);
+#pragma unroll
+      for (int j = 0; j < 4; j++)
         {
-          const size_t row = i / wpr;
-          const int c = (int) (i - row * wpr) >> 2;
-          const size_t gi = row * ng + (c >> cshift);
-          qv[j] = q[i];
-          sbits[j] = s[gi];
-          zv[j] = z[gi];
+          const float2 f = __half22float2 (o[j]);
+          const __nv_bfloat162_raw v = __floats2bfloat162_rn (f.x * sf, f.y * sf);
+          ov[j] = (uint32_t) v.x | ((uint32_t) v.y << 16);
         }
     }
-#pragma unroll
-  for (int j = 0; j < DQ_WORDS; j++)
-    {
-      const size_t i = base + (size_t) j * 256;
-      if (i >= words)
-        break;
-      __half2 zc0, nzc1, o[4];
-      w4_zero (zv[j], zc0, nzc1);
-      w4_word (qv[j], zc0, nzc1, o);
-      uint32_t ov[4];
-      if (to_f16)
-        {
-          const __half2 s2 = as_h2 (sbits[j] | (sbits[j] << 16));
-#pragma unroll
-          for (int k = 0; k < 4; k++)
-            ov[k] = h2_bits (__hmul2 (o[k], s2));
-        }
-      else
-        {
-          const float sf = f16_bits_to_f32 ((uint16_t) sbits[j]);
-#pragma unroll
-          for (int k = 0; k < 4; k++)
-            {
-              const float2 f = __half22float2 (o[k]);
-              const __nv_bfloat162_raw v = __floats2bfloat162_rn (f.x * sf, f.y * sf);
-              ov[k] = (uint32_t) v.x | ((uint32_t) v.y << 16);
-            }
-        }
-      ((uint4 *) dst)[i] = make_uint4 (ov[0], ov[1], ov[2], ov[3]);
-    }
-}
-
-/* Words a thread of the dequantization (HONE_DEQUANT_WORDS=1 or 4; 4 unless set). */
-static int
-dequant_words (void)
-{
-  static int words = 0;
-  if (words == 0)
-    {
-      const char *e = getenv ("HONE_DEQUANT_WORDS");
-      words = e && !strcmp (e, "1") ? 1 : 4;
-    }
-  return words;
+  ((uint4 *) dst)[i] = make_uint4 (ov[0], ov[1], ov[2], ov[3]);
 }
 
 extern "C" int
@@ -1917,12 +1882,8 @@ hone_k_q4z_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t st
   const int g = q4z_group (w), ng = w->cols / g;
   const size_t words = (size_t) w->rows * w->cols / 8;
   const uint8_t *z = (const uint8_t *) w->s + (size_t) w->rows * ng * 2;
-  const int cshift = g == 32 ? 0 : g == 64 ? 1 : 2;
-  if (dequant_words () == 1)
-    q4z_dequant_kernel<1><<<(unsigned) ((words + 255) / 256), 256, 0, stream>>> (
-        (const uint32_t *) w->q, (const uint16_t *) w->s, z, words, w->cols, ng, cshift, dst, to_f16);
-  else
-    q4z_dequant_kernel<4><<<(unsigned) ((words + 1023) / 1024), 256, 0, stream>>> (
-        (const uint32_t *) w->q, (const uint16_t *) w->s, z, words, w->cols, ng, cshift, dst, to_f16);
+  q4z_dequant_kernel<<<(unsigned) ((words + 255) / 256), 256, 0, stream>>> (
+      (const uint32_t *) w->q, (const uint16_t *) w->s, z, words, w->cols, ng, g == 32 ? 0 : g == 64 ? 1 : 2, dst,
+      to_f16);
   return (int) cudaGetLastError ();
 }
