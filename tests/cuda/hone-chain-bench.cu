@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <algorithm>
 #include <vector>
 
@@ -46,7 +47,8 @@
  * after the wait, 2 after the main loop. */
 template <int U>
 __global__ void __launch_bounds__ (256)
-read_kernel (const int4 *p, long long n, int per_block, int trig, unsigned *sink)
+read_kernel (const int4 *p, long long n, int per_block, int trig, unsigned *sink, unsigned long long *ctr,
+             int ctr_mode)
 {
   const long long base = (long long) blockIdx.x * per_block;
   int4 w[U];
@@ -58,6 +60,9 @@ read_kernel (const int4 *p, long long n, int per_block, int trig, unsigned *sink
       const long long c = base + i + u * 256;
       w[u] = (i + u * 256 < per_block && c < n) ? ld_stream (p + c) : make_int4 (0, 0, 0, 0);
     }
+  /* the L2 streamer's frontier (l2_stream_kernel): this block's chunks, counted as it starts */
+  if (ctr_mode == 1 && threadIdx.x == 0)
+    atomicAdd (ctr, (unsigned long long) min ((long long) per_block, n - base));
   pdl_wait ();
   if (trig == 1)
     pdl_trigger ();
@@ -78,11 +83,53 @@ read_kernel (const int4 *p, long long n, int per_block, int trig, unsigned *sink
     }
   if (trig == 2)
     pdl_trigger ();
+  /* ... or as it ends (thread 0's own loop done: the block's loads are all but issued) */
+  if (ctr_mode == 2 && threadIdx.x == 0)
+    atomicAdd (ctr, (unsigned long long) min ((long long) per_block, n - base));
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1)
     acc ^= __shfl_xor_sync (0xffffffffu, acc, o);
   if ((threadIdx.x & 31) == 0 && acc == 0x9e3779b9u)   /* practically never: keeps the loads */
     sink[blockIdx.x & 4095] = acc;
+}
+
+/* ---- an L2 streamer beside the chain -------------------------------------
+ * One warp on a parallel branch of the step's graph keeps the memory busy
+ * through the chain's launch boundaries: it reads the read kernels' frontier
+ * (the 16-byte chunks of the blocks that have started, or ended: ctr) and
+ * keeps bulk L2 prefetches (cp.async.bulk.prefetch.L2, `piece` bytes a lane)
+ * issued up to `window` bytes past it, over the weights in step order (one
+ * buffer here; a table of ranges in an engine). The reads then find the head
+ * of each matrix, and whatever the tails and the small kernels leave idle, in
+ * L2. It exits once it has issued everything. */
+__global__ void __launch_bounds__ (32)
+l2_stream_kernel (const char *w, unsigned long long total, const unsigned long long *ctr,
+                  unsigned long long window, unsigned piece)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned long long issued = 0;
+  while (issued < total)
+    {
+      unsigned long long f;
+      asm volatile ("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(f) : "l"(ctr) : "memory");
+      f *= 16;
+      if (issued < f)
+        issued = f;   /* what the reads have passed is theirs */
+      const unsigned long long target = min (total, f + window);
+      if (issued >= target)
+        {
+          __nanosleep (128);
+          continue;
+        }
+      const unsigned long long a = issued + (unsigned long long) threadIdx.x * piece;
+      if (a < target)
+        {
+          const unsigned size = (unsigned) min ((unsigned long long) piece, target - a);
+          asm volatile ("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(w + a), "r"(size) : "memory");
+        }
+      issued = min (target, issued + 32ull * piece);
+    }
+#endif
 }
 
 /* read_kernel with a deeper start: before its wait a block also copies the
@@ -410,6 +457,8 @@ struct Node
 static unsigned long long *fold_ticket;   /* read_attn_kernel's counters (zeroed once) */
 static unsigned *fold_done;
 static int read_pf_kb;                     /* > 0: read nodes run read_pf_kernel with this prefix */
+static unsigned long long *l2_ctr;         /* the L2 streamer's frontier */
+static int l2_mode;                        /* read_kernel's ctr_mode: 0 no streamer, 1 started, 2 ended */
 
 static void
 launch (const Node &n, const int4 *w, const float *l2buf, unsigned *sink, bool pdl, int trig, cudaStream_t s)
@@ -431,7 +480,8 @@ launch (const Node &n, const int4 *w, const float *l2buf, unsigned *sink, bool p
           CK (cudaLaunchKernelEx (&cfg, read_pf_kernel, w + n.offset, n.chunks, n.per_block, read_pf_kb, trig, sink));
         }
       else
-        CK (cudaLaunchKernelEx (&cfg, read_kernel<4>, w + n.offset, n.chunks, n.per_block, trig, sink));
+        CK (cudaLaunchKernelEx (&cfg, read_kernel<4>, w + n.offset, n.chunks, n.per_block, trig, sink, l2_ctr,
+                                l2_mode));
     }
   else if (n.kind == 2)
     {
@@ -560,12 +610,33 @@ main (int argc, char **argv)
     std::sort (ms.begin (), ms.end ());
     return ms[ms.size () / 2];
   };
+  cudaStream_t s2;
+  CK (cudaStreamCreateWithFlags (&s2, cudaStreamNonBlocking));
+  cudaEvent_t ev_fork, ev_join;
+  CK (cudaEventCreateWithFlags (&ev_fork, cudaEventDisableTiming));
+  CK (cudaEventCreateWithFlags (&ev_join, cudaEventDisableTiming));
+  CK (cudaMalloc (&l2_ctr, 8));
+  /* l2_win_kb > 0: the L2 streamer on a branch beside the chain, that many KB
+   * past the frontier, frontier mode l2_mode, l2_piece_kb a lane's prefetch */
+  int l2_win_kb = 0, l2_piece_kb = 64;
   auto time_graph = [&] (const std::vector<Node> &nodes, bool pdl, int trig) {
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CK (cudaStreamBeginCapture (s, cudaStreamCaptureModeGlobal));
+    if (l2_win_kb > 0)
+      {
+        CK (cudaMemsetAsync (l2_ctr, 0, 8, s));
+        CK (cudaEventRecord (ev_fork, s));
+        CK (cudaStreamWaitEvent (s2, ev_fork, 0));
+        l2_stream_kernel<<<1, 32, 0, s2>>> ((const char *) w, (unsigned long long) total * 16, l2_ctr,
+                                            (unsigned long long) l2_win_kb << 10, (unsigned) l2_piece_kb << 10);
+        CK (cudaGetLastError ());
+        CK (cudaEventRecord (ev_join, s2));
+      }
     for (const Node &n : nodes)
       launch (n, w, l2buf, sink, pdl, trig, s);
+    if (l2_win_kb > 0)
+      CK (cudaStreamWaitEvent (s, ev_join, 0));
     CK (cudaStreamEndCapture (s, &g));
     CK (cudaGraphInstantiate (&ge, g, 0));
     const float ms = replay_ms (ge);
@@ -641,6 +712,74 @@ main (int argc, char **argv)
       printf ("%-78s %3zu launches: %.4f ms, %.0f GB/s, %.1f %% of the one kernel, %.1f tok/s\n", v.name,
               nodes.size (), ms, gb / ms * 1e3, 100.0 * ceil_ms / ms, 1e3 / ms);
     }
+
+  /* Does a bulk L2 prefetch land? One 16 MB range read cold (L2 flushed by
+   * reading 256 MB elsewhere), then after l2_stream_kernel prefetched it
+   * whole (frontier pinned at 0: the counter zeroed, no reads counting). */
+  if (total * 16 > (320ll << 20))
+    {
+      const long long rc = (16ll << 20) / 16, fc = (256ll << 20) / 16;
+      const std::vector<Node> flush = { { 0, rc, fc, 4096, 0, 0, 0 } }, rd = { { 0, 0, rc, 512, 0, 0, 0 } };
+      for (int piece_kb : { 0, 4, 16, 64 })
+        {
+          std::vector<float> ms;
+          for (int r = 0; r < 15; r++)
+            {
+              time_graph (flush, false, 0);
+              if (piece_kb)
+                {
+                  CK (cudaMemsetAsync (l2_ctr, 0, 8, s));
+                  l2_stream_kernel<<<1, 32, 0, s>>> ((const char *) w, (unsigned long long) rc * 16, l2_ctr,
+                                                     (unsigned long long) rc * 16, (unsigned) piece_kb << 10);
+                  CK (cudaStreamSynchronize (s));
+                  usleep (200);   /* let the prefetches land */
+                }
+              CK (cudaEventRecord (e0, s));
+              for (const Node &n : rd)
+                launch (n, w, l2buf, sink, false, 0, s);
+              CK (cudaEventRecord (e1, s));
+              CK (cudaEventSynchronize (e1));
+              float x;
+              CK (cudaEventElapsedTime (&x, e0, e1));
+              ms.push_back (x);
+            }
+          std::sort (ms.begin (), ms.end ());
+          printf ("L2 probe: 16 MB read %s: %.2f us (%.0f GB/s)\n",
+                  piece_kb ? (piece_kb == 4 ? "after a 4 KB-piece prefetch" : piece_kb == 16 ? "after a 16 KB-piece prefetch" : "after a 64 KB-piece prefetch") : "cold",
+                  ms[ms.size () / 2] * 1e3, (16 << 20) / (ms[ms.size () / 2] * 1e6));
+        }
+    }
+
+  /* The L2 streamer beside the chain (l2_stream_kernel): the reads-only chain
+   * and the real structure, each without it and then with it by frontier
+   * (blocks started / ended) and window. */
+  if (getenv ("HONE_CHAIN_L2") == NULL || atoi (getenv ("HONE_CHAIN_L2")) != 0)
+    for (int smalls : { 0, 2 })
+      {
+        const std::vector<Node> nodes = build (smalls, false);
+        const char *what = smalls ? "the real structure" : "reads only";
+        struct LV { int mode, win_kb, piece_kb; } lvs[] = {
+          { 0, 0, 64 }, { 1, 2048, 16 }, { 1, 4096, 16 }, { 1, 8192, 16 }, { 1, 16384, 16 }, { 1, 2048, 4 },
+          { 1, 4096, 4 }, { 1, 8192, 4 }, { 1, 4096, 8 }, { 1, 8192, 8 }, { 1, 16384, 8 }, { 0, 0, 64 },
+        };
+        for (const LV &lv : lvs)
+          {
+            l2_mode = lv.mode;
+            l2_win_kb = lv.mode ? lv.win_kb : 0;
+            l2_piece_kb = lv.piece_kb;
+            const float ms = time_graph (nodes, true, 1);
+            char name[160];
+            if (lv.mode)
+              snprintf (name, sizeof name, "%s + L2 streamer, frontier %s, %d MB ahead, %d KB a prefetch", what,
+                        lv.mode == 1 ? "started" : "ended", lv.win_kb >> 10, lv.piece_kb);
+            else
+              snprintf (name, sizeof name, "%s, PDL after wait (no streamer)", what);
+            printf ("%-78s %3zu launches: %.4f ms, %.0f GB/s, %.1f %% of the one kernel, %.1f tok/s\n", name,
+                    nodes.size (), ms, gb / ms * 1e3, 100.0 * ceil_ms / ms, 1e3 / ms);
+          }
+        l2_mode = 0;
+        l2_win_kb = 0;
+      }
 
   /* The persistent form: the whole step in one cooperative launch, grid
    * barriers between the phases (per layer q|k|v, attention, o, gate|up,
