@@ -19,6 +19,10 @@
  * with the norm/quantize work done by every block after it: the floor of that
  * design.
  *
+ * The L2-streamer rows (session 38) add one warp on a parallel branch of the
+ * graph that keeps bulk L2 prefetches issued a window past the read kernels'
+ * frontier (HONE_CHAIN_L2=0 leaves them and the L2 probe out).
+ *
  *   hone-chain-bench [--type q4_0|bf16|awq] [--reps N] [--ceiling]
  * (--ceiling: the read rate by block size against hone bench's old probe
  * pattern instead of the chains). Built by tests/cuda/build-carry.sh into
@@ -716,7 +720,8 @@ main (int argc, char **argv)
   /* Does a bulk L2 prefetch land? One 16 MB range read cold (L2 flushed by
    * reading 256 MB elsewhere), then after l2_stream_kernel prefetched it
    * whole (frontier pinned at 0: the counter zeroed, no reads counting). */
-  if (total * 16 > (320ll << 20))
+  const bool l2_rows = getenv ("HONE_CHAIN_L2") == NULL || atoi (getenv ("HONE_CHAIN_L2")) != 0;
+  if (l2_rows && total * 16 > (320ll << 20))
     {
       const long long rc = (16ll << 20) / 16, fc = (256ll << 20) / 16;
       const std::vector<Node> flush = { { 0, rc, fc, 4096, 0, 0, 0 } }, rd = { { 0, 0, rc, 512, 0, 0, 0 } };
@@ -753,7 +758,7 @@ main (int argc, char **argv)
   /* The L2 streamer beside the chain (l2_stream_kernel): the reads-only chain
    * and the real structure, each without it and then with it by frontier
    * (blocks started / ended) and window. */
-  if (getenv ("HONE_CHAIN_L2") == NULL || atoi (getenv ("HONE_CHAIN_L2")) != 0)
+  if (l2_rows)
     for (int smalls : { 0, 2 })
       {
         const std::vector<Node> nodes = build (smalls, false);

@@ -4,6 +4,8 @@
 # it left on its 2 ms timeout (must be never: every GEMV of the step counts its rows); (2) same-binary A/B of the
 # whole 8B step (run-step-ab.sh) BF16, Q4_0, AWQ: off, 8 MB ahead, 16 MB ahead (8 KB prefetches); (3) the engine's
 # BF16 decode row off/on/off/on. Carry .carry-release.
+# Ran on a build with the streamer in the engine; that change was taken out after this call (RESULTS-cuda.md,
+# "Session 38"), so on main HONE_L2_STREAM is ignored and every variant runs the same code.
 set -u
 . tests/cuda/calls/prelude.sh
 MODEL=/tmp/smollm2-3l.gguf; xz -dc $C/model/*.gguf.xz > $MODEL
