@@ -597,20 +597,22 @@ main (int argc, char **argv)
   CK (cudaEventCreate (&e0));
   CK (cudaEventCreate (&e1));
   /* median ms of @reps replays of @ge, after 3 unmeasured ones */
+  /* ms of what @enqueue puts on s, by events around it */
+  auto event_ms = [&] (auto &&enqueue) {
+    CK (cudaEventRecord (e0, s));
+    enqueue ();
+    CK (cudaEventRecord (e1, s));
+    CK (cudaEventSynchronize (e1));
+    float x;
+    CK (cudaEventElapsedTime (&x, e0, e1));
+    return x;
+  };
   auto replay_ms = [&] (cudaGraphExec_t ge) {
     for (int i = 0; i < 3; i++)
       CK (cudaGraphLaunch (ge, s));
     std::vector<float> ms;
     for (int r = 0; r < reps; r++)
-      {
-        CK (cudaEventRecord (e0, s));
-        CK (cudaGraphLaunch (ge, s));
-        CK (cudaEventRecord (e1, s));
-        CK (cudaEventSynchronize (e1));
-        float x;
-        CK (cudaEventElapsedTime (&x, e0, e1));
-        ms.push_back (x);
-      }
+      ms.push_back (event_ms ([&] { CK (cudaGraphLaunch (ge, s)); }));
     std::sort (ms.begin (), ms.end ());
     return ms[ms.size () / 2];
   };
@@ -671,13 +673,7 @@ main (int argc, char **argv)
             probe_kernel<<<grid, threads, 0, s>>> (w, (size_t) total, sink);
             for (int r = 0; r < reps; r++)
               {
-                CK (cudaEventRecord (e0, s));
-                probe_kernel<<<grid, threads, 0, s>>> (w, (size_t) total, sink);
-                CK (cudaEventRecord (e1, s));
-                CK (cudaEventSynchronize (e1));
-                float x;
-                CK (cudaEventElapsedTime (&x, e0, e1));
-                ms.push_back (x);
+                ms.push_back (event_ms ([&] { probe_kernel<<<grid, threads, 0, s>>> (w, (size_t) total, sink); }));
               }
             std::sort (ms.begin (), ms.end ());
             printf ("  the probe's grid-stride pattern, %d x %d threads: %.4f ms, %.0f GB/s (best %.0f)\n", grid, threads,
@@ -739,19 +735,14 @@ main (int argc, char **argv)
                   CK (cudaStreamSynchronize (s));
                   usleep (200);   /* let the prefetches land */
                 }
-              CK (cudaEventRecord (e0, s));
-              for (const Node &n : rd)
-                launch (n, w, l2buf, sink, false, 0, s);
-              CK (cudaEventRecord (e1, s));
-              CK (cudaEventSynchronize (e1));
-              float x;
-              CK (cudaEventElapsedTime (&x, e0, e1));
-              ms.push_back (x);
+              ms.push_back (event_ms ([&] { launch (rd[0], w, l2buf, sink, false, 0, s); }));
             }
           std::sort (ms.begin (), ms.end ());
-          printf ("L2 probe: 16 MB read %s: %.2f us (%.0f GB/s)\n",
-                  piece_kb ? (piece_kb == 4 ? "after a 4 KB-piece prefetch" : piece_kb == 16 ? "after a 16 KB-piece prefetch" : "after a 64 KB-piece prefetch") : "cold",
-                  ms[ms.size () / 2] * 1e3, (16 << 20) / (ms[ms.size () / 2] * 1e6));
+          char what[64] = "cold";
+          if (piece_kb)
+            snprintf (what, sizeof what, "after a %d KB-piece prefetch", piece_kb);
+          printf ("L2 probe: 16 MB read %s: %.2f us (%.0f GB/s)\n", what, ms[ms.size () / 2] * 1e3,
+                  (16 << 20) / (ms[ms.size () / 2] * 1e6));
         }
     }
 
