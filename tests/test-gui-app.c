@@ -556,6 +556,7 @@ test_store_corrupt (void)
   g_autoptr(GError) error = NULL;
   g_autofree char *bad = g_build_filename (dir, "bad.json", NULL);
   g_autofree char *wrong = g_build_filename (dir, "wrong.json", NULL);
+  g_autofree char *hostile = g_build_filename (dir, "hostile.json", NULL);
   HoneConversation *loaded;
 
   hone_conversation_set_title (c, "Title");
@@ -564,8 +565,43 @@ test_store_corrupt (void)
   g_assert_no_error (error);
   g_assert_true (g_file_set_contents (bad, "not json at all", -1, NULL));
   g_assert_true (g_file_set_contents (wrong, "[1, 2, 3]", -1, NULL));
-  g_assert_cmpuint (hone_conversation_store_load (again, &failures), ==, 1);
+  /* members of the wrong types (objects and arrays where values belong, numbers where strings do): the
+   * conversation loads with their defaults and no warning (json-glib's own getters raised criticals,
+   * which this test makes fatal, and gave NULL titles) */
+  g_assert_true (g_file_set_contents (hostile,
+                                      "{\"id\": \"hostile\", \"title\": {}, \"system_prompt\": 5, \"created\": \"x\", "
+                                      "\"updated\": [], \"sampling\": {\"temperature\": [], \"top_k\": \"9\", "
+                                      "\"seed\": {}, \"top_p\": 0.5}, \"messages\": [{\"role\": \"user\", \"content\": "
+                                      "\"hi\", \"state\": [], \"cut\": {}, \"stats\": {\"ttft_ms\": {}, \"decode_tps\": 1e400, \"tokens\": [1]}}]}",
+                                      -1, NULL));
+  g_assert_cmpuint (hone_conversation_store_load (again, &failures), ==, 2);
   g_assert_cmpuint (failures->len, ==, 2);
+  loaded = hone_conversation_store_find (again, "hostile");
+  g_assert_nonnull (loaded);
+  g_assert_cmpstr (hone_conversation_get_title (loaded), ==, _("Chat"));
+  g_assert_cmpstr (hone_conversation_get_system_prompt (loaded), ==, "");
+  g_assert_cmpuint (hone_conversation_get_n_messages (loaded), ==, 1);
+  g_assert_cmpstr (hone_message_get_content (hone_conversation_get_message (loaded, 0)), ==, "hi");
+  {
+    double temperature = 0, top_p = 0;
+    int top_k = 0;
+    gint64 seed = 0;
+    g_object_get (loaded, "temperature", &temperature, "top-p", &top_p, "top-k", &top_k, "seed", &seed, NULL);
+    g_assert_cmpfloat (temperature, ==, 0.7);
+    g_assert_cmpfloat (top_p, ==, 0.5);
+    g_assert_cmpint (top_k, ==, 40);
+    g_assert_cmpint (seed, ==, -1);
+  }
+  /* saved again, it still reads (1e400 parses to inf, which json-glib writes as "inf") */
+  g_assert_true (hone_conversation_store_save (again, loaded, &error));
+  g_assert_no_error (error);
+  {
+    g_autoptr(HoneConversationStore) third = hone_conversation_store_new (dir);
+    g_autoptr(GPtrArray) third_failures = NULL;
+    g_assert_cmpuint (hone_conversation_store_load (third, &third_failures), ==, 2);
+    g_assert_nonnull (hone_conversation_store_find (third, "hostile"));
+  }
+  g_assert_true (hone_conversation_store_remove (again, loaded, &error));
   for (guint i = 0; i < failures->len; i++)
     {
       GError *e = g_ptr_array_index (failures, i);

@@ -2,7 +2,8 @@
  * before json-glib parses (src/core/hone-json.h). Valid JSON parses to the
  * strings Python's json module gives for it (written out here); text json-glib
  * 1.6 would turn into non-UTF-8 strings, nests too deep or is not UTF-8 is
- * refused with HONE_ERROR_INVALID_JSON. */
+ * refused with HONE_ERROR_INVALID_JSON. The typed member getters give the
+ * member only where it has their type. */
 #include "hone-error.h"
 #include "hone-json.h"
 
@@ -87,6 +88,50 @@ test_depth (void)
   g_assert_cmpint (hone_json_nesting_depth ("[[[[[[", 6, 3), ==, 4);
 }
 
+/* The typed getters give the member where it has their type and the default
+ * everywhere else, without a warning (g_test_init makes criticals fatal:
+ * json-glib's *_with_default getters raise one on "o" and "a" here). */
+static void
+test_members (void)
+{
+  static const char *const members[] = { "s", "i", "d", "di", "big", "neg", "t", "n", "o", "a", "inf", "missing" };
+  g_autoptr(JsonParser) p = json_parser_new ();
+  JsonObject *o;
+  g_assert_true (hone_json_load (p, "{\"s\": \"text\", \"i\": 42, \"d\": 2.5, \"di\": 7.0, \"big\": 1e300, \"inf\": 1e400, "
+                                    "\"neg\": -3, \"t\": true, \"n\": null, \"o\": {\"k\": 1}, \"a\": [1]}",
+                                 -1, 8, NULL));
+  o = json_node_get_object (json_parser_get_root (p));
+
+  g_assert_cmpstr (hone_json_get_string (o, "s", "x"), ==, "text");
+  g_assert_cmpint (hone_json_get_int (o, "i", 0), ==, 42);
+  g_assert_cmpint (hone_json_get_int (o, "neg", 0), ==, -3);
+  g_assert_cmpint (hone_json_get_int (o, "di", 0), ==, 7);
+  g_assert_cmpfloat (hone_json_get_double (o, "d", 0), ==, 2.5);
+  g_assert_cmpfloat (hone_json_get_double (o, "i", 0), ==, 42.0);
+  g_assert_nonnull (hone_json_get_object (o, "o"));
+  g_assert_cmpint (json_array_get_length (hone_json_get_array (o, "a")), ==, 1);
+
+  for (gsize i = 0; i < G_N_ELEMENTS (members); i++)
+    {
+      const char *m = members[i];
+      const gboolean str = !strcmp (m, "s"), num = !strcmp (m, "i") || !strcmp (m, "d") || !strcmp (m, "di")
+                                                    || !strcmp (m, "big") || !strcmp (m, "neg");   /* big: finite */
+      const gboolean integral = !strcmp (m, "i") || !strcmp (m, "di") || !strcmp (m, "neg");
+      if (!str)
+        g_assert_cmpstr (hone_json_get_string (o, m, "dflt"), ==, "dflt");
+      if (!integral)
+        g_assert_cmpint (hone_json_get_int (o, m, -99), ==, -99);
+      if (!num)
+        g_assert_cmpfloat (hone_json_get_double (o, m, -9.5), ==, -9.5);
+      if (strcmp (m, "o"))
+        g_assert_null (hone_json_get_object (o, m));
+      if (strcmp (m, "a"))
+        g_assert_null (hone_json_get_array (o, m));
+    }
+  g_assert_cmpstr (hone_json_get_string (NULL, "s", "dflt"), ==, "dflt");
+  g_assert_null (hone_json_get_object (NULL, "o"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -94,5 +139,6 @@ main (int argc, char **argv)
   g_test_add_func ("/json/valid", test_valid);
   g_test_add_func ("/json/refused", test_refused);
   g_test_add_func ("/json/depth", test_depth);
+  g_test_add_func ("/json/members", test_members);
   return g_test_run ();
 }

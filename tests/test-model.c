@@ -472,6 +472,25 @@ test_open_paths (void)
         g_assert_cmpint (m->layers[0].wq.type, ==, HONE_DTYPE_F16);
       }
   }
+  /* tokenizer_config.json's list form of chat_template: the "default" entry is taken; entries whose
+   * "name" is not a string are passed over without a warning (json-glib's own getter raised a critical,
+   * fatal in this test) */
+  {
+    g_autofree char *tc = g_build_filename (hf, "tokenizer_config.json", NULL);
+    g_autoptr(JsonParser) p = json_parser_new ();
+    g_autoptr(JsonNode) list = json_from_string ("[{\"name\": {}, \"template\": \"A\"}, {\"name\": 7, \"template\": "
+                                                 "\"B\"}, {\"name\": \"default\", \"template\": \"C\"}]", NULL);
+    g_autofree char *text = NULL;
+    g_assert_true (json_parser_load_from_file (p, tc, NULL));
+    json_object_set_member (json_node_get_object (json_parser_get_root (p)), "chat_template", g_steal_pointer (&list));
+    text = json_to_string (json_parser_get_root (p), FALSE);
+    g_assert_true (g_file_set_contents (tc, text, -1, NULL));
+    {
+      g_autoptr(HoneModel) m = hone_model_open (hf, &error);
+      g_assert_no_error (error);
+      g_assert_cmpstr (m->chat_template, ==, "C");
+    }
+  }
   {
     g_autoptr(HoneModel) m = hone_model_open (gguf, &error);
     GStatBuf sb;

@@ -5,6 +5,7 @@
 
 #include "hone-error.h"
 #include "hone-i18n.h"
+#include "hone-json.h"
 
 struct _HoneConversation {
   GObject parent_instance;
@@ -309,7 +310,7 @@ HoneConversation *
 hone_conversation_new_from_json (JsonNode *node, GError **error)
 {
   g_autoptr(HoneConversation) self = NULL;
-  JsonObject *o;
+  JsonObject *o, *s;
   JsonArray *messages;
   const char *id;
 
@@ -319,34 +320,32 @@ hone_conversation_new_from_json (JsonNode *node, GError **error)
       return NULL;
     }
   o = json_node_get_object (node);
-  id = json_object_get_string_member_with_default (o, "id", NULL);
+  id = hone_json_get_string (o, "id", NULL);
   if (!id || !*id || strchr (id, '/') || id[0] == '.')
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_JSON, _("The conversation has no valid “id”"));
       return NULL;
     }
-  if (!json_object_has_member (o, "messages") ||
-      !JSON_NODE_HOLDS_ARRAY (json_object_get_member (o, "messages")))
+  messages = hone_json_get_array (o, "messages");
+  if (!messages)
     {
       g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_JSON, _("The conversation has no “messages” array"));
       return NULL;
     }
   self = g_object_new (HONE_TYPE_CONVERSATION, "id", id, NULL);
-  hone_conversation_set_title (self, json_object_get_string_member_with_default (o, "title", _("Chat")));
-  hone_conversation_set_system_prompt (self, json_object_get_string_member_with_default (o, "system_prompt", ""));
-  self->created = json_object_get_int_member_with_default (o, "created", self->created);
-  self->updated = json_object_get_int_member_with_default (o, "updated", self->created);
-  if (json_object_has_member (o, "sampling") &&
-      JSON_NODE_HOLDS_OBJECT (json_object_get_member (o, "sampling")))
+  hone_conversation_set_title (self, hone_json_get_string (o, "title", _("Chat")));
+  hone_conversation_set_system_prompt (self, hone_json_get_string (o, "system_prompt", ""));
+  self->created = hone_json_get_int (o, "created", self->created);
+  self->updated = hone_json_get_int (o, "updated", self->created);
+  s = hone_json_get_object (o, "sampling");
+  if (s)
     {
-      JsonObject *s = json_object_get_object_member (o, "sampling");
-      self->temperature = CLAMP (json_object_get_double_member_with_default (s, "temperature", 0.7), 0, 2);
-      self->top_p = CLAMP (json_object_get_double_member_with_default (s, "top_p", 0.9), 0.01, 1);
-      self->top_k = CLAMP (json_object_get_int_member_with_default (s, "top_k", 40), 0, 1000);
-      self->max_tokens = CLAMP (json_object_get_int_member_with_default (s, "max_tokens", 512), 0, 1 << 20);
-      self->seed = MAX (-1, json_object_get_int_member_with_default (s, "seed", -1));
+      self->temperature = CLAMP (hone_json_get_double (s, "temperature", 0.7), 0, 2);
+      self->top_p = CLAMP (hone_json_get_double (s, "top_p", 0.9), 0.01, 1);
+      self->top_k = CLAMP (hone_json_get_int (s, "top_k", 40), 0, 1000);
+      self->max_tokens = CLAMP (hone_json_get_int (s, "max_tokens", 512), 0, 1 << 20);
+      self->seed = MAX (-1, hone_json_get_int (s, "seed", -1));
     }
-  messages = json_object_get_array_member (o, "messages");
   for (guint i = 0; i < json_array_get_length (messages); i++)
     {
       g_autoptr(HoneMessage) m = hone_message_new_from_json (json_array_get_element (messages, i), error);

@@ -1,8 +1,11 @@
 /* hone-message.c — see hone-message.h. */
 #include "hone-message.h"
 
+#include <math.h>
+
 #include "hone-error.h"
 #include "hone-i18n.h"
+#include "hone-json.h"
 
 struct _HoneMessage {
   GObject parent_instance;
@@ -200,9 +203,9 @@ hone_message_to_json (HoneMessage *self)
       json_builder_set_member_name (b, "stats");
       json_builder_begin_object (b);
       json_builder_set_member_name (b, "ttft_ms");
-      json_builder_add_double_value (b, self->ttft_ms);
+      json_builder_add_double_value (b, isfinite (self->ttft_ms) ? self->ttft_ms : 0);   /* "inf" is not JSON */
       json_builder_set_member_name (b, "decode_tps");
-      json_builder_add_double_value (b, self->decode_tps);
+      json_builder_add_double_value (b, isfinite (self->decode_tps) ? self->decode_tps : 0);
       json_builder_set_member_name (b, "tokens");
       json_builder_add_int_value (b, self->generated_tokens);
       json_builder_set_member_name (b, "prompt_tokens");
@@ -216,8 +219,8 @@ hone_message_to_json (HoneMessage *self)
 HoneMessage *
 hone_message_new_from_json (JsonNode *node, GError **error)
 {
-  JsonObject *o;
-  const char *role, *content, *state;
+  JsonObject *o, *s;
+  const char *role, *content, *state, *cut;
   HoneMessage *self;
 
   if (!node || !JSON_NODE_HOLDS_OBJECT (node))
@@ -226,8 +229,8 @@ hone_message_new_from_json (JsonNode *node, GError **error)
       return NULL;
     }
   o = json_node_get_object (node);
-  role = json_object_get_string_member_with_default (o, "role", NULL);
-  content = json_object_get_string_member_with_default (o, "content", NULL);
+  role = hone_json_get_string (o, "role", NULL);
+  content = hone_json_get_string (o, "content", NULL);
   if (!role || !content ||
       (g_strcmp0 (role, "user") != 0 && g_strcmp0 (role, "assistant") != 0 &&
        g_strcmp0 (role, "system") != 0))
@@ -237,27 +240,22 @@ hone_message_new_from_json (JsonNode *node, GError **error)
       return NULL;
     }
   self = hone_message_new (role, content);
-  state = json_object_get_string_member_with_default (o, "state", "done");
+  state = hone_json_get_string (o, "state", "done");
   for (guint i = 0; i < G_N_ELEMENTS (state_names); i++)
     if (g_strcmp0 (state, state_names[i]) == 0 && i != HONE_MESSAGE_STREAMING)
       self->state = i;
-  if (json_object_has_member (o, "cut") && JSON_NODE_HOLDS_VALUE (json_object_get_member (o, "cut"))
-      && json_node_get_value_type (json_object_get_member (o, "cut")) == G_TYPE_STRING)
+  cut = hone_json_get_string (o, "cut", NULL);
+  for (guint i = 0; cut && i < G_N_ELEMENTS (cut_names); i++)
+    if (g_strcmp0 (cut, cut_names[i]) == 0)
+      self->cut = i;
+  s = hone_json_get_object (o, "stats");
+  if (s)
     {
-      const char *cut = json_object_get_string_member (o, "cut");
-      for (guint i = 0; i < G_N_ELEMENTS (cut_names); i++)
-        if (g_strcmp0 (cut, cut_names[i]) == 0)
-          self->cut = i;
-    }
-  if (json_object_has_member (o, "stats") &&
-      JSON_NODE_HOLDS_OBJECT (json_object_get_member (o, "stats")))
-    {
-      JsonObject *s = json_object_get_object_member (o, "stats");
       self->has_stats = TRUE;
-      self->ttft_ms = json_object_get_double_member_with_default (s, "ttft_ms", 0);
-      self->decode_tps = json_object_get_double_member_with_default (s, "decode_tps", 0);
-      self->generated_tokens = json_object_get_int_member_with_default (s, "tokens", 0);
-      self->prompt_tokens = json_object_get_int_member_with_default (s, "prompt_tokens", 0);
+      self->ttft_ms = hone_json_get_double (s, "ttft_ms", 0);
+      self->decode_tps = hone_json_get_double (s, "decode_tps", 0);
+      self->generated_tokens = hone_json_get_int (s, "tokens", 0);
+      self->prompt_tokens = hone_json_get_int (s, "prompt_tokens", 0);
     }
   return self;
 }

@@ -283,11 +283,8 @@ hone_awq_path_is_quantized (const char *path, GError **error)
       if (hone_json_load (p, text, -1, 64, NULL) && (root = json_parser_get_root (p))
           && JSON_NODE_HOLDS_OBJECT (root))
         {
-          JsonObject *o = json_node_get_object (root);
-          JsonObject *q = json_object_has_member (o, "quantization_config")
-                            && JSON_NODE_HOLDS_OBJECT (json_object_get_member (o, "quantization_config"))
-                          ? json_object_get_object_member (o, "quantization_config") : NULL;
-          awq = q && g_strcmp0 (json_object_get_string_member_with_default (q, "quant_method", ""), "awq") == 0;
+          JsonObject *q = hone_json_get_object (json_node_get_object (root), "quantization_config");
+          awq = q && g_strcmp0 (hone_json_get_string (q, "quant_method", ""), "awq") == 0;
         }
     }
   else if (g_file_test (path, G_FILE_TEST_IS_REGULAR))

@@ -2,6 +2,7 @@
 #include "hone-json.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 #include "hone-error.h"
 #include "hone-i18n.h"
@@ -133,4 +134,63 @@ hone_json_load (JsonParser *parser, const char *text, gssize length, int max_dep
       return FALSE;
     }
   return json_parser_load_from_data (parser, text, (gssize) len, error);
+}
+
+/* @o's member @name if it is a value of GType @type (G_TYPE_INVALID: any value), else NULL. */
+static JsonNode *
+member_value (JsonObject *o, const char *name, GType type)
+{
+  JsonNode *n = o && name ? json_object_get_member (o, name) : NULL;
+  if (!n || !JSON_NODE_HOLDS_VALUE (n))
+    return NULL;
+  return type == G_TYPE_INVALID || json_node_get_value_type (n) == type ? n : NULL;
+}
+
+const char *
+hone_json_get_string (JsonObject *o, const char *name, const char *dflt)
+{
+  JsonNode *n = member_value (o, name, G_TYPE_STRING);
+  return n ? json_node_get_string (n) : dflt;
+}
+
+gint64
+hone_json_get_int (JsonObject *o, const char *name, gint64 dflt)
+{
+  JsonNode *n = member_value (o, name, G_TYPE_INVALID);
+  if (!n)
+    return dflt;
+  if (json_node_get_value_type (n) == G_TYPE_INT64)
+    return json_node_get_int (n);
+  if (json_node_get_value_type (n) == G_TYPE_DOUBLE)
+    {
+      const double v = json_node_get_double (n);
+      if (v >= -9007199254740992.0 && v <= 9007199254740992.0 && v == (double) (gint64) v)
+        return (gint64) v;
+    }
+  return dflt;
+}
+
+double
+hone_json_get_double (JsonObject *o, const char *name, double dflt)
+{
+  JsonNode *n = member_value (o, name, G_TYPE_INVALID);
+  if (n && json_node_get_value_type (n) == G_TYPE_INT64)
+    return (double) json_node_get_int (n);
+  if (n && json_node_get_value_type (n) == G_TYPE_DOUBLE && isfinite (json_node_get_double (n)))
+    return json_node_get_double (n);   /* 1e400 parses to inf, which json-glib would write back as "inf" */
+  return dflt;
+}
+
+JsonObject *
+hone_json_get_object (JsonObject *o, const char *name)
+{
+  JsonNode *n = o && name ? json_object_get_member (o, name) : NULL;
+  return n && JSON_NODE_HOLDS_OBJECT (n) ? json_node_get_object (n) : NULL;
+}
+
+JsonArray *
+hone_json_get_array (JsonObject *o, const char *name)
+{
+  JsonNode *n = o && name ? json_object_get_member (o, name) : NULL;
+  return n && JSON_NODE_HOLDS_ARRAY (n) ? json_node_get_array (n) : NULL;
 }

@@ -510,7 +510,7 @@ load_hf_chat_template (HoneModel *m, const char *dir, GError **error)
             {
               JsonNode *e = json_array_get_element (a, i);
               JsonObject *o = JSON_NODE_HOLDS_OBJECT (e) ? json_node_get_object (e) : NULL;
-              if (o && g_strcmp0 (json_object_get_string_member_with_default (o, "name", ""), "default") == 0
+              if (o && g_strcmp0 (hone_json_get_string (o, "name", ""), "default") == 0
                   && json_object_has_member (o, "template"))
                 {
                   JsonNode *tn = json_object_get_member (o, "template");
