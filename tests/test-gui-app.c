@@ -572,7 +572,8 @@ test_store_corrupt (void)
                                       "{\"id\": \"hostile\", \"title\": {}, \"system_prompt\": 5, \"created\": \"x\", "
                                       "\"updated\": [], \"sampling\": {\"temperature\": [], \"top_k\": \"9\", "
                                       "\"seed\": {}, \"top_p\": 0.5}, \"messages\": [{\"role\": \"user\", \"content\": "
-                                      "\"hi\", \"state\": [], \"cut\": {}, \"stats\": {\"ttft_ms\": {}, \"decode_tps\": 1e400, \"tokens\": [1]}}]}",
+                                      "\"hi\", \"state\": [], \"cut\": {}, \"stats\": {\"ttft_ms\": 1e40, \"decode_tps\": 1e400, \"tokens\": [1]}}, {\"role\": \"user\", "
+                                      "\"content\": \"x\", \"stats\": {\"ttft_ms\": {}}}]}",
                                       -1, NULL));
   g_assert_cmpuint (hone_conversation_store_load (again, &failures), ==, 2);
   g_assert_cmpuint (failures->len, ==, 2);
@@ -580,7 +581,7 @@ test_store_corrupt (void)
   g_assert_nonnull (loaded);
   g_assert_cmpstr (hone_conversation_get_title (loaded), ==, _("Chat"));
   g_assert_cmpstr (hone_conversation_get_system_prompt (loaded), ==, "");
-  g_assert_cmpuint (hone_conversation_get_n_messages (loaded), ==, 1);
+  g_assert_cmpuint (hone_conversation_get_n_messages (loaded), ==, 2);
   g_assert_cmpstr (hone_message_get_content (hone_conversation_get_message (loaded, 0)), ==, "hi");
   {
     double temperature = 0, top_p = 0;
@@ -592,7 +593,8 @@ test_store_corrupt (void)
     g_assert_cmpint (top_k, ==, 40);
     g_assert_cmpint (seed, ==, -1);
   }
-  /* saved again, it still reads (1e400 parses to inf, which json-glib writes as "inf") */
+  /* saved again, it still reads (1e400 parses to inf, which json-glib writes as "inf", and 1e40 it writes
+   * as "1e+40.0") */
   g_assert_true (hone_conversation_store_save (again, loaded, &error));
   g_assert_no_error (error);
   {

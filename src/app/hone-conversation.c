@@ -1,6 +1,7 @@
 /* hone-conversation.c — see hone-conversation.h. */
 #include "hone-conversation.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "hone-error.h"
@@ -265,6 +266,16 @@ hone_conversation_to_chat_json (HoneConversation *self, int end)
   return json_builder_get_root (b);
 }
 
+/* A sampling value as the file keeps it: to 4 decimals. json-glib 1.6 writes
+ * a double such as 1e-300 as "1e-300.0", which is not JSON, so a file holding
+ * one could not be read again (found by tests/fuzz/fuzz-conversation); the
+ * side panel shows two decimals. */
+static double
+sampling_value (double v)
+{
+  return round (v * 1e4) / 1e4;
+}
+
 JsonNode *
 hone_conversation_to_json (HoneConversation *self)
 {
@@ -287,9 +298,9 @@ hone_conversation_to_json (HoneConversation *self)
   json_builder_set_member_name (b, "sampling");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "temperature");
-  json_builder_add_double_value (b, self->temperature);
+  json_builder_add_double_value (b, sampling_value (self->temperature));
   json_builder_set_member_name (b, "top_p");
-  json_builder_add_double_value (b, self->top_p);
+  json_builder_add_double_value (b, sampling_value (self->top_p));
   json_builder_set_member_name (b, "top_k");
   json_builder_add_int_value (b, self->top_k);
   json_builder_set_member_name (b, "max_tokens");
@@ -340,8 +351,8 @@ hone_conversation_new_from_json (JsonNode *node, GError **error)
   s = hone_json_get_object (o, "sampling");
   if (s)
     {
-      self->temperature = CLAMP (hone_json_get_double (s, "temperature", 0.7), 0, 2);
-      self->top_p = CLAMP (hone_json_get_double (s, "top_p", 0.9), 0.01, 1);
+      self->temperature = sampling_value (CLAMP (hone_json_get_double (s, "temperature", 0.7), 0, 2));
+      self->top_p = sampling_value (CLAMP (hone_json_get_double (s, "top_p", 0.9), 0.01, 1));
       self->top_k = CLAMP (hone_json_get_int (s, "top_k", 40), 0, 1000);
       self->max_tokens = CLAMP (hone_json_get_int (s, "max_tokens", 512), 0, 1 << 20);
       self->seed = MAX (-1, hone_json_get_int (s, "seed", -1));

@@ -176,6 +176,16 @@ hone_message_set_cut (HoneMessage *self, HoneMessageCut cut)
 static const char *state_names[] = { "done", "streaming", "stopped", "failed" };
 static const char *cut_names[] = { "none", "length", "context" };
 
+/* A stat as the file keeps it: finite, 0..1e12. json-glib 1.6 writes inf as
+ * "inf" and a double such as 1e40 as "1e+40.0", neither of which is JSON,
+ * so a file holding one could not be read again (found by
+ * tests/fuzz/fuzz-conversation); no real TTFT or rate comes near 1e12. */
+static double
+stat_value (double v)
+{
+  return isfinite (v) && v > 0 ? MIN (v, 1e12) : 0;
+}
+
 JsonNode *
 hone_message_to_json (HoneMessage *self)
 {
@@ -203,9 +213,9 @@ hone_message_to_json (HoneMessage *self)
       json_builder_set_member_name (b, "stats");
       json_builder_begin_object (b);
       json_builder_set_member_name (b, "ttft_ms");
-      json_builder_add_double_value (b, isfinite (self->ttft_ms) ? self->ttft_ms : 0);   /* "inf" is not JSON */
+      json_builder_add_double_value (b, stat_value (self->ttft_ms));
       json_builder_set_member_name (b, "decode_tps");
-      json_builder_add_double_value (b, isfinite (self->decode_tps) ? self->decode_tps : 0);
+      json_builder_add_double_value (b, stat_value (self->decode_tps));
       json_builder_set_member_name (b, "tokens");
       json_builder_add_int_value (b, self->generated_tokens);
       json_builder_set_member_name (b, "prompt_tokens");
@@ -252,8 +262,8 @@ hone_message_new_from_json (JsonNode *node, GError **error)
   if (s)
     {
       self->has_stats = TRUE;
-      self->ttft_ms = hone_json_get_double (s, "ttft_ms", 0);
-      self->decode_tps = hone_json_get_double (s, "decode_tps", 0);
+      self->ttft_ms = stat_value (hone_json_get_double (s, "ttft_ms", 0));
+      self->decode_tps = stat_value (hone_json_get_double (s, "decode_tps", 0));
       self->generated_tokens = hone_json_get_int (s, "tokens", 0);
       self->prompt_tokens = hone_json_get_int (s, "prompt_tokens", 0);
     }
