@@ -108,6 +108,7 @@ test_members (void)
   g_assert_cmpint (hone_json_get_int (o, "di", 0), ==, 7);
   g_assert_cmpfloat (hone_json_get_double (o, "d", 0), ==, 2.5);
   g_assert_cmpfloat (hone_json_get_double (o, "i", 0), ==, 42.0);
+  g_assert_true (hone_json_get_bool (o, "t", FALSE));
   g_assert_nonnull (hone_json_get_object (o, "o"));
   g_assert_cmpint (json_array_get_length (hone_json_get_array (o, "a")), ==, 1);
 
@@ -123,6 +124,8 @@ test_members (void)
         g_assert_cmpint (hone_json_get_int (o, m, -99), ==, -99);
       if (!num)
         g_assert_cmpfloat (hone_json_get_double (o, m, -9.5), ==, -9.5);
+      if (strcmp (m, "t"))
+        g_assert_cmpint (hone_json_get_bool (o, m, 2), ==, 2);
       if (strcmp (m, "o"))
         g_assert_null (hone_json_get_object (o, m));
       if (strcmp (m, "a"))

@@ -181,6 +181,13 @@ hone_json_get_double (JsonObject *o, const char *name, double dflt)
   return dflt;
 }
 
+gboolean
+hone_json_get_bool (JsonObject *o, const char *name, gboolean dflt)
+{
+  JsonNode *n = member_value (o, name, G_TYPE_BOOLEAN);
+  return n ? json_node_get_boolean (n) : dflt;
+}
+
 JsonObject *
 hone_json_get_object (JsonObject *o, const char *name)
 {

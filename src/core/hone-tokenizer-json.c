@@ -23,37 +23,8 @@
 #define TOKENIZER_ERROR(...) g_set_error (error, HONE_ERROR, HONE_ERROR_TOKENIZER, __VA_ARGS__)
 #define SHAPE_ERROR(...) g_set_error (error, HONE_ERROR, HONE_ERROR_INVALID_JSON, __VA_ARGS__)
 
-/* ---- checked getters (json-glib asserts on wrong types) ---- */
-
-static JsonObject *
-get_obj (JsonObject *o, const char *name)
-{
-  JsonNode *n = o ? json_object_get_member (o, name) : NULL;
-  return n && JSON_NODE_HOLDS_OBJECT (n) ? json_node_get_object (n) : NULL;
-}
-
-static JsonArray *
-get_arr (JsonObject *o, const char *name)
-{
-  JsonNode *n = o ? json_object_get_member (o, name) : NULL;
-  return n && JSON_NODE_HOLDS_ARRAY (n) ? json_node_get_array (n) : NULL;
-}
-
-static const char *
-get_str (JsonObject *o, const char *name)
-{
-  JsonNode *n = o ? json_object_get_member (o, name) : NULL;
-  return n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING
-         ? json_node_get_string (n) : NULL;
-}
-
-static gboolean
-get_bool (JsonObject *o, const char *name, gboolean dflt)
-{
-  JsonNode *n = o ? json_object_get_member (o, name) : NULL;
-  return n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_BOOLEAN
-         ? json_node_get_boolean (n) : dflt;
-}
+/* ---- checked getters (json-glib asserts on wrong types; the object, array,
+ * string and boolean members: hone_json_get_*) ---- */
 
 static gboolean
 node_int (JsonNode *n, gint64 *out)
@@ -76,9 +47,9 @@ has_member (JsonObject *o, const char *name)
 static const char *
 token_string (JsonObject *o, const char *name)
 {
-  const char *s = get_str (o, name);
+  const char *s = hone_json_get_string (o, name, NULL);
   if (s == NULL)
-    s = get_str (get_obj (o, name), "content");
+    s = hone_json_get_string (hone_json_get_object (o, name), "content", NULL);
   return s;
 }
 
@@ -110,7 +81,7 @@ parse_object (const char *data, gssize length, const char *what, JsonParser **pa
 static gboolean
 add_norm (HoneTokenizer *tok, JsonObject *n, GError **error)
 {
-  const char *type = get_str (n, "type");
+  const char *type = hone_json_get_string (n, "type", NULL);
   HoneNormStep st = { 0, NULL, NULL };
 
   if (type == NULL)
@@ -120,7 +91,7 @@ add_norm (HoneTokenizer *tok, JsonObject *n, GError **error)
     }
   if (g_str_equal (type, "Sequence"))
     {
-      JsonArray *a = get_arr (n, "normalizers");
+      JsonArray *a = hone_json_get_array (n, "normalizers");
       guint i;
       for (i = 0; a && i < json_array_get_length (a); i++)
         {
@@ -141,7 +112,7 @@ add_norm (HoneTokenizer *tok, JsonObject *n, GError **error)
   else if (g_str_equal (type, "Lowercase")) st.kind = HONE_NORM_LOWERCASE;
   else if (g_str_equal (type, "Prepend"))
     {
-      const char *p = get_str (n, "prepend");
+      const char *p = hone_json_get_string (n, "prepend", NULL);
       if (p == NULL)
         {
           SHAPE_ERROR (_("tokenizer.json: Prepend normalizer without “prepend”"));
@@ -152,8 +123,8 @@ add_norm (HoneTokenizer *tok, JsonObject *n, GError **error)
     }
   else if (g_str_equal (type, "Replace"))
     {
-      const char *pat = get_str (get_obj (n, "pattern"), "String");
-      const char *content = get_str (n, "content");
+      const char *pat = hone_json_get_string (hone_json_get_object (n, "pattern"), "String", NULL);
+      const char *content = hone_json_get_string (n, "content", NULL);
       if (pat == NULL || content == NULL)
         {
           TOKENIZER_ERROR (_("tokenizer.json: only Replace normalizers with a String pattern are supported"));
@@ -206,7 +177,7 @@ parse_behavior (const char *b, HoneSplitBehavior *out)
 static gboolean
 add_pre (HoneTokenizer *tok, JsonObject *p, gboolean first, GError **error)
 {
-  const char *type = get_str (p, "type");
+  const char *type = hone_json_get_string (p, "type", NULL);
   if (type == NULL)
     {
       SHAPE_ERROR (_("tokenizer.json: a pre-tokenizer has no type"));
@@ -214,7 +185,7 @@ add_pre (HoneTokenizer *tok, JsonObject *p, gboolean first, GError **error)
     }
   if (g_str_equal (type, "Sequence"))
     {
-      JsonArray *a = get_arr (p, "pretokenizers");
+      JsonArray *a = hone_json_get_array (p, "pretokenizers");
       guint i;
       for (i = 0; a && i < json_array_get_length (a); i++)
         {
@@ -232,7 +203,7 @@ add_pre (HoneTokenizer *tok, JsonObject *p, gboolean first, GError **error)
   if (g_str_equal (type, "ByteLevel"))
     {
       tok->byte_level = TRUE;
-      if (get_bool (p, "add_prefix_space", FALSE))
+      if (hone_json_get_bool (p, "add_prefix_space", FALSE))
         {
           if (!first)
             {
@@ -241,36 +212,36 @@ add_pre (HoneTokenizer *tok, JsonObject *p, gboolean first, GError **error)
             }
           tok->byte_level_prefix_space = TRUE;
         }
-      if (get_bool (p, "use_regex", TRUE))
+      if (hone_json_get_bool (p, "use_regex", TRUE))
         return add_stage (tok, HONE_PRE_SPLIT_REGEX, hone_pretokenizer_gpt2_regex, HONE_SPLIT_ISOLATED, FALSE, error);
       return TRUE;
     }
   if (g_str_equal (type, "Split"))
     {
-      JsonObject *pat = get_obj (p, "pattern");
-      const char *re = get_str (pat, "Regex");
-      const char *lit = get_str (pat, "String");
+      JsonObject *pat = hone_json_get_object (p, "pattern");
+      const char *re = hone_json_get_string (pat, "Regex", NULL);
+      const char *lit = hone_json_get_string (pat, "String", NULL);
       HoneSplitBehavior behavior;
       g_autofree char *escaped = NULL;
-      if (!parse_behavior (get_str (p, "behavior"), &behavior) || (re == NULL && lit == NULL))
+      if (!parse_behavior (hone_json_get_string (p, "behavior", NULL), &behavior) || (re == NULL && lit == NULL))
         {
           SHAPE_ERROR (_("tokenizer.json: Split pre-tokenizer needs a pattern and a known behavior"));
           return FALSE;
         }
       if (re == NULL)
         re = escaped = g_regex_escape_string (lit, -1);
-      return add_stage (tok, HONE_PRE_SPLIT_REGEX, re, behavior, get_bool (p, "invert", FALSE), error);
+      return add_stage (tok, HONE_PRE_SPLIT_REGEX, re, behavior, hone_json_get_bool (p, "invert", FALSE), error);
     }
   if (g_str_equal (type, "Digits"))
     {
-      gboolean individual = get_bool (p, "individual_digits", FALSE);
+      gboolean individual = hone_json_get_bool (p, "individual_digits", FALSE);
       return add_stage (tok, HONE_PRE_SPLIT_REGEX, "\\p{N}",
                         individual ? HONE_SPLIT_ISOLATED : HONE_SPLIT_CONTIGUOUS, FALSE, error);
     }
   if (g_str_equal (type, "Metaspace"))
     {
-      const char *repl = get_str (p, "replacement");
-      const char *scheme = get_str (p, "prepend_scheme");
+      const char *repl = hone_json_get_string (p, "replacement", NULL);
+      const char *scheme = hone_json_get_string (p, "prepend_scheme", NULL);
       if (tok->metaspace || !first)
         {
           TOKENIZER_ERROR (_("tokenizer.json: Metaspace must be the first pre-tokenizer"));
@@ -281,8 +252,8 @@ add_pre (HoneTokenizer *tok, JsonObject *p, gboolean first, GError **error)
       if (scheme)
         tok->metaspace_prepend = g_str_equal (scheme, "always") ? 2 : g_str_equal (scheme, "first") ? 1 : 0;
       else
-        tok->metaspace_prepend = get_bool (p, "add_prefix_space", TRUE) ? 2 : 0;
-      if (get_bool (p, "split", TRUE))
+        tok->metaspace_prepend = hone_json_get_bool (p, "add_prefix_space", TRUE) ? 2 : 0;
+      if (hone_json_get_bool (p, "split", TRUE))
         {
           if (!g_str_equal (tok->metaspace_repl, "\xe2\x96\x81"))
             {
@@ -300,12 +271,12 @@ add_pre (HoneTokenizer *tok, JsonObject *p, gboolean first, GError **error)
 static void
 scan_decoder (HoneTokenizer *tok, JsonObject *d)
 {
-  const char *type = get_str (d, "type");
+  const char *type = hone_json_get_string (d, "type", NULL);
   if (type == NULL)
     return;
   if (g_str_equal (type, "Sequence"))
     {
-      JsonArray *a = get_arr (d, "decoders");
+      JsonArray *a = hone_json_get_array (d, "decoders");
       guint i;
       for (i = 0; a && i < json_array_get_length (a); i++)
         {
@@ -316,7 +287,7 @@ scan_decoder (HoneTokenizer *tok, JsonObject *d)
     }
   else if (g_str_equal (type, "Strip"))
     {
-      const char *c = get_str (d, "content");
+      const char *c = hone_json_get_string (d, "content", NULL);
       JsonNode *start = json_object_get_member (d, "start");
       gint64 n = 0;
       if (c && g_str_equal (c, " ") && node_int (start, &n) && n >= 1)
@@ -324,8 +295,8 @@ scan_decoder (HoneTokenizer *tok, JsonObject *d)
     }
   else if (g_str_equal (type, "Metaspace"))
     {
-      const char *scheme = get_str (d, "prepend_scheme");
-      if (scheme ? !g_str_equal (scheme, "never") : get_bool (d, "add_prefix_space", TRUE))
+      const char *scheme = hone_json_get_string (d, "prepend_scheme", NULL);
+      if (scheme ? !g_str_equal (scheme, "never") : hone_json_get_bool (d, "add_prefix_space", TRUE))
         tok->strip_leading_space = TRUE;
     }
 }
@@ -333,24 +304,24 @@ scan_decoder (HoneTokenizer *tok, JsonObject *d)
 static gboolean
 template_ids (JsonObject *pp, GArray *prefix, GArray *suffix, GError **error)
 {
-  JsonArray *single = get_arr (pp, "single");
-  JsonObject *specials = get_obj (pp, "special_tokens");
+  JsonArray *single = hone_json_get_array (pp, "single");
+  JsonObject *specials = hone_json_get_object (pp, "special_tokens");
   gboolean seen_a = FALSE;
   guint i;
   for (i = 0; single && i < json_array_get_length (single); i++)
     {
       JsonNode *e = json_array_get_element (single, i);
       JsonObject *o = JSON_NODE_HOLDS_OBJECT (e) ? json_node_get_object (e) : NULL;
-      JsonObject *sp = get_obj (o, "SpecialToken");
-      if (get_obj (o, "Sequence"))
+      JsonObject *sp = hone_json_get_object (o, "SpecialToken");
+      if (hone_json_get_object (o, "Sequence"))
         {
           seen_a = TRUE;
           continue;
         }
       if (sp)
         {
-          const char *name = get_str (sp, "id");
-          JsonArray *ids = get_arr (get_obj (specials, name ? name : ""), "ids");
+          const char *name = hone_json_get_string (sp, "id", NULL);
+          JsonArray *ids = hone_json_get_array (hone_json_get_object (specials, name ? name : ""), "ids");
           guint j;
           if (ids == NULL)
             {
@@ -378,14 +349,14 @@ template_ids (JsonObject *pp, GArray *prefix, GArray *suffix, GError **error)
 static gboolean
 parse_post (HoneTokenizer *tok, JsonObject *pp, GError **error)
 {
-  const char *type = get_str (pp, "type");
+  const char *type = hone_json_get_string (pp, "type", NULL);
   if (type == NULL || g_str_equal (type, "ByteLevel"))
     return TRUE;
   if (g_str_equal (type, "TemplateProcessing"))
     return template_ids (pp, tok->prefix_ids, tok->suffix_ids, error);
   if (g_str_equal (type, "Sequence"))
     {
-      JsonArray *a = get_arr (pp, "processors");
+      JsonArray *a = hone_json_get_array (pp, "processors");
       guint i;
       for (i = 0; a && i < json_array_get_length (a); i++)
         {
@@ -530,13 +501,13 @@ hone_tokenizer_new_from_json (const char *tokenizer_json, gssize length,
         return NULL;
     }
 
-  model = get_obj (root, "model");
+  model = hone_json_get_object (root, "model");
   if (model == NULL)
     {
       SHAPE_ERROR (_("tokenizer.json has no “model” object"));
       return NULL;
     }
-  type = get_str (model, "type");
+  type = hone_json_get_string (model, "type", NULL);
   if (type == NULL && has_member (model, "merges"))
     type = "BPE";
   if (type == NULL || !g_str_equal (type, "BPE"))
@@ -545,19 +516,20 @@ hone_tokenizer_new_from_json (const char *tokenizer_json, gssize length,
                        type ? type : "(none)");
       return NULL;
     }
-  vocab = get_obj (model, "vocab");
-  merges = get_arr (model, "merges");
+  vocab = hone_json_get_object (model, "vocab");
+  merges = hone_json_get_array (model, "merges");
   if (vocab == NULL || merges == NULL)
     {
       SHAPE_ERROR (_("tokenizer.json: the BPE model needs “vocab” (object) and “merges” (array)"));
       return NULL;
     }
-  if (get_str (model, "continuing_subword_prefix") || get_str (model, "end_of_word_suffix"))
+  if (hone_json_get_string (model, "continuing_subword_prefix", NULL)
+      || hone_json_get_string (model, "end_of_word_suffix", NULL))
     {
       TOKENIZER_ERROR (_("tokenizer.json: BPE with a subword prefix or end-of-word suffix is not supported"));
       return NULL;
     }
-  added = get_arr (root, "added_tokens");
+  added = hone_json_get_array (root, "added_tokens");
   top = max_id (vocab, added, error);
   if (top < 0)
     return NULL;
@@ -565,15 +537,15 @@ hone_tokenizer_new_from_json (const char *tokenizer_json, gssize length,
   tok = _hone_tokenizer_alloc (HONE_TOKENIZER_SPM_BPE, top + 1);
 
   /* The pipeline first: byte_level decides how vocab entries are typed. */
-  norm = get_obj (root, "normalizer");
+  norm = hone_json_get_object (root, "normalizer");
   if (norm && !add_norm (tok, norm, error))
     goto fail;
-  pre = get_obj (root, "pre_tokenizer");
+  pre = hone_json_get_object (root, "pre_tokenizer");
   if (pre && !add_pre (tok, pre, TRUE, error))
     goto fail;
   if (tok->byte_level)
     tok->kind = HONE_TOKENIZER_BYTE_BPE;
-  scan_decoder (tok, get_obj (root, "decoder"));
+  scan_decoder (tok, hone_json_get_object (root, "decoder"));
 
   fill.tok = tok;
   fill.error = error;
@@ -586,9 +558,9 @@ hone_tokenizer_new_from_json (const char *tokenizer_json, gssize length,
     {
       JsonNode *e = json_array_get_element (added, i);
       JsonObject *a = JSON_NODE_HOLDS_OBJECT (e) ? json_node_get_object (e) : NULL;
-      const char *content = get_str (a, "content");
+      const char *content = hone_json_get_string (a, "content", NULL);
       gint64 id;
-      gboolean special = get_bool (a, "special", FALSE);
+      gboolean special = hone_json_get_bool (a, "special", FALSE);
       if (content == NULL || !node_int (json_object_get_member (a, "id"), &id))
         {
           SHAPE_ERROR (_("tokenizer.json: added token %u needs “id” and “content”"), i);
@@ -598,16 +570,16 @@ hone_tokenizer_new_from_json (const char *tokenizer_json, gssize length,
                                       special ? HONE_TOKEN_CONTROL : HONE_TOKEN_USER_DEFINED, error))
         goto fail;
       if (content[0] != '\0')
-        _hone_tokenizer_add_added (tok, (int) id, special, get_bool (a, "lstrip", FALSE),
-                                   get_bool (a, "rstrip", FALSE));
+        _hone_tokenizer_add_added (tok, (int) id, special, hone_json_get_bool (a, "lstrip", FALSE),
+                                   hone_json_get_bool (a, "rstrip", FALSE));
     }
 
-  tok->byte_fallback = get_bool (model, "byte_fallback", FALSE);
-  tok->fuse_unk = get_bool (model, "fuse_unk", FALSE);
-  tok->ignore_merges = get_bool (model, "ignore_merges", FALSE);
+  tok->byte_fallback = hone_json_get_bool (model, "byte_fallback", FALSE);
+  tok->fuse_unk = hone_json_get_bool (model, "fuse_unk", FALSE);
+  tok->ignore_merges = hone_json_get_bool (model, "ignore_merges", FALSE);
   if (!_hone_tokenizer_finish (tok, error))
     goto fail;
-  unk = get_str (model, "unk_token");
+  unk = hone_json_get_string (model, "unk_token", NULL);
   if (unk)
     {
       tok->unk_id = _hone_tokenizer_lookup (tok, unk, strlen (unk));
@@ -634,7 +606,7 @@ hone_tokenizer_new_from_json (const char *tokenizer_json, gssize length,
         goto fail;
     }
 
-  if (!parse_post (tok, get_obj (root, "post_processor"), error))
+  if (!parse_post (tok, hone_json_get_object (root, "post_processor"), error))
     goto fail;
   for (i = 0; i < tok->prefix_ids->len + tok->suffix_ids->len; i++)
     {
@@ -662,7 +634,7 @@ hone_tokenizer_new_from_json (const char *tokenizer_json, gssize length,
    * template from them). */
   if (has_member (config, "add_bos_token") && tok->bos >= 0)
     {
-      gboolean want = get_bool (config, "add_bos_token", FALSE);
+      gboolean want = hone_json_get_bool (config, "add_bos_token", FALSE);
       if (want != hone_tokenizer_adds_bos (tok))
         {
           g_array_set_size (tok->prefix_ids, 0);
@@ -673,7 +645,7 @@ hone_tokenizer_new_from_json (const char *tokenizer_json, gssize length,
   if (has_member (config, "add_eos_token") && tok->eos >= 0)
     {
       g_array_set_size (tok->suffix_ids, 0);
-      if (get_bool (config, "add_eos_token", FALSE))
+      if (hone_json_get_bool (config, "add_eos_token", FALSE))
         g_array_append_vals (tok->suffix_ids, &tok->eos, 1);
     }
   return tok;
