@@ -77,6 +77,16 @@ touch_tensors (const HoneGguf *g)
     }
 }
 
+int LLVMFuzzerInitialize (int *argc, char ***argv);
+/* A GLib critical or warning (a g_return_if_fail tripping, json-glib asserting
+ * on a member of the wrong type) is a finding too: make it a crash libFuzzer sees. */
+int
+LLVMFuzzerInitialize (int *argc, char ***argv)
+{
+  g_log_set_always_fatal (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING);
+  return 0;
+}
+
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
 int
