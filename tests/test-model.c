@@ -674,6 +674,35 @@ test_bad_models (void)
     rewrite_gguf (gguf, "token_embd.weight", NULL, NULL);
     expect_open_error (gguf, HONE_ERROR_MISSING_TENSOR, "token_embd.weight");
   }
+  /* GGUF strings are UTF-8: a chat template that is not is refused (found by tests/fuzz/fuzz-model), a name
+   * that is not is shown with U+FFFD in place of its broken bytes. Both patched in place, same lengths. */
+  {
+    HoneTestModelSpec named = spec;
+    g_autofree char *gguf = NULL;
+    g_autofree char *bytes = NULL;
+    const char *tmpl = hone_test_model_chat_template ();
+    gsize len;
+    char *at;
+    g_strlcpy (named.name, "zzname", sizeof named.name);
+    gguf = hone_test_model_write_gguf (dir, &named, &error);
+    g_assert_no_error (error);
+    g_assert_true (g_file_get_contents (gguf, &bytes, &len, NULL));
+    at = memmem (bytes, len, "zzname", 6);
+    g_assert_nonnull (at);
+    at[0] = (char) 0xFF;
+    g_assert_true (g_file_set_contents (gguf, bytes, (gssize) len, NULL));
+    {
+      g_autoptr(HoneModel) m = hone_model_open (gguf, &error);
+      g_assert_no_error (error);
+      g_assert_true (g_utf8_validate (m->name, -1, NULL));
+      g_assert_cmpstr (m->name, ==, "\xef\xbf\xbdzname");
+    }
+    at = memmem (bytes, len, tmpl, strlen (tmpl));
+    g_assert_nonnull (at);
+    at[1] = (char) 0xC3;   /* a lead byte with no continuation */
+    g_assert_true (g_file_set_contents (gguf, bytes, (gssize) len, NULL));
+    expect_open_error (gguf, HONE_ERROR_FILE_CORRUPT, "chat template");
+  }
   /* Llama-3.1-style rope_freqs: loaded when shaped {head_dim/2}, refused otherwise. */
   {
     g_autofree char *gguf = hone_test_model_write_gguf (dir, &spec, &error);

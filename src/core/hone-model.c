@@ -463,7 +463,20 @@ open_gguf (const char *path, GError **error)
   if (m->tokenizer == NULL)
     return NULL;
   m->chat_template = hone_gguf_dup_string (p->gguf, "tokenizer.chat_template");
+  if (m->chat_template && !g_utf8_validate (m->chat_template, -1, NULL))
+    {
+      /* GGUF strings are UTF-8; a template that is not would render prompts no tokenizer was trained on */
+      g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
+                   _("%s: its chat template (tokenizer.chat_template) is not valid UTF-8"), path);
+      return NULL;
+    }
   m->name = hone_gguf_dup_string (p->gguf, "general.name");
+  if (m->name && !g_utf8_validate (m->name, -1, NULL))
+    {
+      char *valid = g_utf8_make_valid (m->name, -1);   /* only shown: broken bytes become U+FFFD */
+      g_free (m->name);
+      m->name = valid;
+    }
   if (m->name == NULL || m->name[0] == '\0')
     {
       g_autofree char *base = g_path_get_basename (path);
