@@ -32,10 +32,10 @@ gboolean hone_json_load (JsonParser *parser, const char *text, gssize length, in
  * type — a string; an integer (a number with no fraction, within ±2⁵³ when
  * written as a double); a finite number (1e400 parses to inf, and json-glib
  * would write that back as "inf", which no JSON reader takes); a boolean; an
- * object; an array. json-glib's own
- * *_with_default getters raise a critical when the member is an object or an
- * array, and the string one gives NULL for a number, so a hostile file could
- * reach code that assumed a string. @o may be NULL. */
+ * object; an array. json-glib's own *_with_default getters raise a critical
+ * when the member is an object or an array, and the string one gives NULL
+ * for a number, so a hostile file could reach code that assumed a string.
+ * @o may be NULL. */
 const char *hone_json_get_string (JsonObject *o, const char *name, const char *dflt);
 gint64      hone_json_get_int (JsonObject *o, const char *name, gint64 dflt);
 double      hone_json_get_double (JsonObject *o, const char *name, double dflt);
