@@ -348,14 +348,14 @@ test_export_safetensors (Fixture *f, gconstpointer data)
                                             "{\"quantization_config\": {\"quant_method\": 4}}",
                                             "{\"quantization_config\": [\"awq\"]}" };
     g_autofree char *dir = g_dir_make_tmp ("hone-awq-cfg-XXXXXX", NULL);
-    g_autofree char *cfg_path = g_build_filename (dir, "config.json", NULL);
+    g_autofree char *qcfg = g_build_filename (dir, "config.json", NULL);
     for (gsize i = 0; i < G_N_ELEMENTS (configs); i++)
       {
-        g_assert_true (g_file_set_contents (cfg_path, configs[i], -1, NULL));
+        g_assert_true (g_file_set_contents (qcfg, configs[i], -1, NULL));
         g_assert_false (hone_awq_path_is_quantized (dir, &error));
         g_assert_no_error (error);
       }
-    g_unlink (cfg_path);
+    g_unlink (qcfg);
     g_rmdir (dir);
   }
   /* And Hone loads the folder: every linear as Q4Z holding exactly the
