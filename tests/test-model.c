@@ -6,6 +6,7 @@
  * smollm2-expected.json (the default model's metadata as the `gguf` package
  * reads it), and config.json texts whose meaning transformers defines. */
 #include "hone-model.h"
+#include "hone-model-info.h"
 #include "hone-error.h"
 #include "hone-gguf.h"
 #include "hone-safetensors.h"
@@ -693,9 +694,16 @@ test_bad_models (void)
     g_assert_true (g_file_set_contents (gguf, bytes, (gssize) len, NULL));
     {
       g_autoptr(HoneModel) m = hone_model_open (gguf, &error);
+      g_autoptr(HoneModelInfo) info = NULL;
+      g_autofree char *card = NULL;
       g_assert_no_error (error);
-      g_assert_true (g_utf8_validate (m->name, -1, NULL));
       g_assert_cmpstr (m->name, ==, "\xef\xbf\xbdzname");
+      /* the model card too (found by tests/fuzz/fuzz-model: `hone info` printed the raw bytes) */
+      info = hone_model_info_new_for_path (gguf, &error);
+      g_assert_no_error (error);
+      g_assert_cmpstr (hone_model_info_get_name (info), ==, "\xef\xbf\xbdzname");
+      card = hone_model_info_to_text (info, 0);
+      g_assert_true (g_utf8_validate (card, -1, NULL));
     }
     at = memmem (bytes, len, tmpl, strlen (tmpl));
     g_assert_nonnull (at);

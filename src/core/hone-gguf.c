@@ -875,6 +875,19 @@ hone_gguf_dup_string (const HoneGguf *gguf, const char *key)
   return s ? g_strndup (s, len) : NULL;
 }
 
+char *
+hone_gguf_dup_text (const HoneGguf *gguf, const char *key, gssize max_bytes)
+{
+  gsize len;
+  const char *s = hone_gguf_get_string (gguf, key, &len);
+  if (s == NULL)
+    return NULL;
+  if (max_bytes >= 0 && len > (gsize) max_bytes)
+    len = (gsize) max_bytes;
+  len = strnlen (s, len);
+  return g_utf8_make_valid (s, (gssize) len);
+}
+
 const void *
 hone_gguf_get_array (const HoneGguf *gguf, const char *key, HoneGgufType *elem_type, guint64 *n)
 {

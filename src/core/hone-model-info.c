@@ -220,8 +220,13 @@ fill_from_gguf (HoneModelInfo *self, const char *path, GError **error)
     return FALSE;
   self->source = g_strdup ("gguf");
   self->file_size = hone_gguf_file_size (gguf);
-  name = hone_gguf_dup_string (gguf, "general.name");
-  self->name = name != NULL ? name : g_path_get_basename (path);
+  name = hone_gguf_dup_text (gguf, "general.name", -1);
+  if (name == NULL || name[0] == '\0')
+    {
+      g_free (name);
+      name = g_path_get_basename (path);
+    }
+  self->name = name;
   tok_model = hone_gguf_get_string (gguf, "tokenizer.ggml.model", &len);
   if (tok_model == NULL)
     self->tokenizer_kind = g_strdup (_("none"));
@@ -230,7 +235,7 @@ fill_from_gguf (HoneModelInfo *self, const char *path, GError **error)
   else if (len == 5 && memcmp (tok_model, "llama", 5) == 0)
     self->tokenizer_kind = g_strdup ("SentencePiece BPE (llama)");
   else
-    self->tokenizer_kind = g_strdup_printf ("%.*s", (int) MIN (len, 64), tok_model);
+    self->tokenizer_kind = hone_gguf_dup_text (gguf, "tokenizer.ggml.model", 64);
   self->has_chat_template = hone_gguf_find_kv (gguf, "tokenizer.chat_template") >= 0;
 
   for (guint i = 0; i < hone_gguf_n_tensors (gguf); i++)

@@ -470,13 +470,7 @@ open_gguf (const char *path, GError **error)
                    _("%s: its chat template (tokenizer.chat_template) is not valid UTF-8"), path);
       return NULL;
     }
-  m->name = hone_gguf_dup_string (p->gguf, "general.name");
-  if (m->name && !g_utf8_validate (m->name, -1, NULL))
-    {
-      char *valid = g_utf8_make_valid (m->name, -1);   /* only shown: broken bytes become U+FFFD */
-      g_free (m->name);
-      m->name = valid;
-    }
+  m->name = hone_gguf_dup_text (p->gguf, "general.name", -1);
   if (m->name == NULL || m->name[0] == '\0')
     {
       g_autofree char *base = g_path_get_basename (path);
