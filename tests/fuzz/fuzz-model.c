@@ -6,14 +6,18 @@
  * tied embeddings, qwen2 biases, qwen3 q/k norms).
  *
  * The first byte picks the form: even, the rest is a GGUF file; odd, the rest
- * is config.json, a NUL, then model.safetensors, in a folder that also holds a
- * fixed small tokenizer.json. It may not crash, leak, read outside the files
+ * is config.json, a NUL, tokenizer_config.json (none when empty), a NUL, then
+ * model.safetensors, in a folder that also holds a fixed small
+ * tokenizer.json. The model card's reader (hone_model_info_new_for_path) reads
+ * the same files first. It may not crash, leak, read outside the files
  * or warn (GLib criticals and warnings abort); a model it opens must keep the
  * promise of hone-model.h — every weight readable at its tensor's data, in
  * the shape the configuration says — so the first and last byte of each are
  * read (ASan sees a view outside its file). Seeds: tests/fuzz/corpus-model,
  * written by tests/fuzz/make-model-seeds.py. */
 #include "hone-model.h"
+#include "hone-json.h"
+#include "hone-model-info.h"
 
 #include <glib/gstdio.h>
 #include <stdint.h>
@@ -23,7 +27,7 @@
 int LLVMFuzzerInitialize (int *argc, char ***argv);
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
-static char *gguf_path, *hf_dir, *hf_config, *hf_weights;
+static char *gguf_path, *hf_dir, *hf_config, *hf_weights, *hf_tok_config;
 static gboolean verbose;
 
 /* A byte-level BPE tokenizer.json of the 256 byte symbols and no merges. */
@@ -61,6 +65,7 @@ LLVMFuzzerInitialize (int *argc, char ***argv)
   g_assert (g_mkdir (hf_dir, 0700) == 0);
   hf_config = g_build_filename (hf_dir, "config.json", NULL);
   hf_weights = g_build_filename (hf_dir, "model.safetensors", NULL);
+  hf_tok_config = g_build_filename (hf_dir, "tokenizer_config.json", NULL);
   tok = tokenizer_json ();
   tok_path = g_build_filename (hf_dir, "tokenizer.json", NULL);
   g_assert (g_file_set_contents (tok_path, tok, -1, NULL));
@@ -104,14 +109,39 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     }
   else
     {
-      const uint8_t *nul = memchr (data + 1, 0, size - 1);
-      const size_t n_cfg = nul ? (size_t) (nul - data - 1) : size - 1;
-      const size_t n_st = nul ? size - 2 - n_cfg : 0;
-
-      g_assert (g_file_set_contents (hf_config, (const char *) data + 1, (gssize) n_cfg, NULL));
-      g_assert (g_file_set_contents (hf_weights, nul ? (const char *) nul + 1 : "", (gssize) n_st, NULL));
+      /* the three parts: up to the first NUL, up to the second, the rest (missing ones empty) */
+      const uint8_t *p = data + 1, *end = data + size, *part[3];
+      size_t len[3];
+      for (int i = 0; i < 3; i++)
+        {
+          const uint8_t *nul = i < 2 ? memchr (p, 0, (size_t) (end - p)) : NULL;
+          part[i] = p;
+          len[i] = (size_t) ((nul ? nul : end) - p);
+          p = nul ? nul + 1 : end;
+        }
+      g_assert (g_file_set_contents (hf_config, (const char *) part[0], (gssize) len[0], NULL));
+      if (len[1])
+        g_assert (g_file_set_contents (hf_tok_config, (const char *) part[1], (gssize) len[1], NULL));
+      else
+        g_unlink (hf_tok_config);
+      g_assert (g_file_set_contents (hf_weights, (const char *) part[2], (gssize) len[2], NULL));
       path = hf_dir;
     }
+  {
+    g_autoptr(GError) info_error = NULL;
+    g_autoptr(HoneModelInfo) info = hone_model_info_new_for_path (path, &info_error);
+    g_assert ((info != NULL) != (info_error != NULL));
+    if (info)
+      {
+        /* the card as `hone info` prints it, and its JSON (`hone info --json`) must read back as JSON */
+        g_autofree char *text = hone_model_info_to_text (info, 0);
+        g_autoptr(JsonNode) node = hone_model_info_to_json (info, 0);
+        g_autofree char *json = json_to_string (node, FALSE);
+        g_autoptr(JsonParser) parser = json_parser_new ();
+        g_assert (g_utf8_validate (text, -1, NULL));
+        g_assert (hone_json_load (parser, json, -1, 16, NULL));
+      }
+  }
   m = hone_model_open (path, &error);
   if (verbose)   /* for checking the seeds: run the target on them with HONE_FUZZ_VERBOSE=1 */
     fprintf (stderr, "fuzz-model: %s\n", m ? "opened" : error->message);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Write the seed corpus of tests/fuzz/fuzz-model.c: tiny, valid models in the
 target's input form (one byte, then a GGUF file; or one byte, config.json, a
-NUL, model.safetensors). Written with the `gguf` and `safetensors` packages
+NUL, tokenizer_config.json (may be empty: none), a NUL, model.safetensors).
+Written with the `gguf` and `safetensors` packages
 (tests/reference/requirements.txt), independent of Hone's writers.
 
     python3 tests/fuzz/make-model-seeds.py   # rewrites tests/fuzz/corpus-model/
@@ -99,7 +100,12 @@ def gguf_seed(arch, qtype, bias, name):
     return b"\x00" + data
 
 
-def hf_seed(model_type, dtype, qk_norm, tied):
+def hf_input(config, tokenizer_config, tensors):
+    tc = json.dumps(tokenizer_config).encode() if tokenizer_config is not None else b""
+    return b"\x01" + json.dumps(config).encode() + b"\x00" + tc + b"\x00" + save(tensors, metadata={"format": "pt"})
+
+
+def hf_seed(model_type, dtype, qk_norm, tied, tokenizer_config):
     config = {
         "architectures": ["Qwen3ForCausalLM" if model_type == "qwen3" else "LlamaForCausalLM"],
         "model_type": model_type, "hidden_size": HIDDEN, "intermediate_size": FFN,
@@ -125,7 +131,7 @@ def hf_seed(model_type, dtype, qk_norm, tied):
         t[p + "mlp.up_proj.weight"] = w(FFN, HIDDEN)
         t[p + "mlp.down_proj.weight"] = w(HIDDEN, FFN)
     t = {k: v.astype(dtype) for k, v in t.items()}
-    return b"\x01" + json.dumps(config).encode() + b"\x00" + save(t, metadata={"format": "pt"})
+    return hf_input(config, tokenizer_config, t)
 
 
 def awq_linear(t, prefix, n_out, n_in, group):
@@ -165,7 +171,7 @@ def hf_awq_seed(group):
         awq_linear(t, p + "mlp.gate_proj", FFN, HIDDEN, group)
         awq_linear(t, p + "mlp.up_proj", FFN, HIDDEN, group)
         awq_linear(t, p + "mlp.down_proj", HIDDEN, FFN, group)
-    return b"\x01" + json.dumps(config).encode() + b"\x00" + save(t, metadata={"format": "pt"})
+    return hf_input(config, None, t)
 
 
 def main():
@@ -173,8 +179,13 @@ def main():
     seeds = {
         "gguf-llama-f16": gguf_seed("llama", gguf.GGMLQuantizationType.F16, False, "tiny llama"),
         "gguf-qwen2-q8_0": gguf_seed("qwen2", gguf.GGMLQuantizationType.Q8_0, True, "tiny qwen2"),
-        "hf-llama-f16-tied": hf_seed("llama", np.float16, False, True),
-        "hf-qwen3-f32": hf_seed("qwen3", np.float32, True, False),
+        "hf-llama-f16-tied": hf_seed("llama", np.float16, False, True,
+                                     {"chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}",
+                                      "bos_token": "!", "eos_token": {"content": "~"}, "add_bos_token": True}),
+        "hf-qwen3-f32": hf_seed("qwen3", np.float32, True, False,
+                                {"chat_template": [{"name": "tool_use", "template": "T"},
+                                                   {"name": "default", "template": "{{ messages[0].content }}"}],
+                                 "eos_token": "~", "add_eos_token": False}),
         "hf-llama-awq-g32": hf_awq_seed(32),
     }
     for name, data in seeds.items():
