@@ -953,6 +953,26 @@ test_bad_metadata (void)
   raw_u32 (a, HONE_GGUF_UINT8);
   g_byte_array_append (a, (const guint8 *) "\1", 1);
   expect_open (a, CORRUPT, "NUL", NULL);
+  /* strings that are not UTF-8: a key, a value, an element of a string array (GGUF strings are UTF-8; a
+   * NUL inside a value is, and the v3 fixture holds one) */
+  a = raw_header (3, 0, 1);
+  raw_str (a, "k.\xff");
+  raw_u32 (a, HONE_GGUF_UINT8);
+  g_byte_array_append (a, (const guint8 *) "\1", 1);
+  expect_open (a, CORRUPT, "metadata key", "UTF-8", NULL);
+  a = raw_header (3, 0, 1);
+  raw_str (a, "k.str");
+  raw_u32 (a, HONE_GGUF_STRING);
+  raw_str (a, "caf\xc3");
+  expect_open (a, CORRUPT, "'k.str'", "UTF-8", NULL);
+  a = raw_header (3, 0, 1);
+  raw_str (a, "k.strs");
+  raw_u32 (a, HONE_GGUF_ARRAY);
+  raw_u32 (a, HONE_GGUF_STRING);
+  raw_u64 (a, 2);
+  raw_str (a, "ok");
+  raw_str (a, "\xed\xa0\x80");   /* a UTF-16 surrogate written as UTF-8 */
+  expect_open (a, CORRUPT, "'k.strs'", "UTF-8", NULL);
   /* general.alignment: not a power of two, zero, wrong type */
   a = raw_header (3, 0, 1);
   raw_kv_u32 (a, "general.alignment", 48);

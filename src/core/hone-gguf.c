@@ -101,6 +101,24 @@ read_u64 (Cursor *c, guint64 *out, const char *what)
   return TRUE;
 }
 
+/* @n bytes at @p are UTF-8, NULs included (g_utf8_validate stops at one). */
+static gboolean
+utf8_valid (const char *p, gsize n)
+{
+  while (n > 0)
+    {
+      const char *nul = memchr (p, 0, n);
+      const gsize run = nul ? (gsize) (nul - p) : n;
+      if (!g_utf8_validate (p, (gssize) run, NULL))
+        return FALSE;
+      if (!nul)
+        break;
+      p += run + 1;
+      n -= run + 1;
+    }
+  return TRUE;
+}
+
 /* A GGUF string: u64 length + bytes. Returns the offset of the bytes. */
 static gboolean
 read_string (Cursor *c, gsize *off, gsize *len, const char *what)
@@ -115,6 +133,16 @@ read_string (Cursor *c, gsize *off, gsize *len, const char *what)
                    _("GGUF corrupt: %s at offset %" "zu" " has length %" PRIu64
                      " past the end of the file (%" "zu" " bytes left)"),
                    what, at, n, c->size - c->pos);
+      return FALSE;
+    }
+  /* GGUF strings are UTF-8 (keys, values, array elements, tensor names): a
+   * file whose are not is corrupt or hostile, and its strings would reach
+   * messages, labels and exported JSON. (U+0000 is UTF-8 too: keys and tensor
+   * names are refused a NUL by their callers.) */
+  if (!utf8_valid ((const char *) c->p + c->pos, (gsize) n))
+    {
+      g_set_error (c->error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
+                   _("GGUF corrupt: %s at offset %" "zu" " is not valid UTF-8"), what, at);
       return FALSE;
     }
   *off = c->pos;
@@ -884,7 +912,7 @@ hone_gguf_dup_text (const HoneGguf *gguf, const char *key, gssize max_bytes)
     return NULL;
   if (max_bytes >= 0 && len > (gsize) max_bytes)
     len = (gsize) max_bytes;
-  len = strnlen (s, len);
+  len = strnlen (s, len);   /* shown as a C string: up to a NUL the value may hold */
   return g_utf8_make_valid (s, (gssize) len);
 }
 

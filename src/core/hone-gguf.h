@@ -59,9 +59,9 @@ gboolean    hone_gguf_get_bool (const HoneGguf *gguf, const char *key, gboolean 
 const char *hone_gguf_get_string (const HoneGguf *gguf, const char *key, gsize *length);
 char       *hone_gguf_dup_string (const HoneGguf *gguf, const char *key);
 /* A string value as text to show (a model's name, its tokenizer's kind): a
- * copy up to its first NUL, at most @max_bytes of it (-1: all), with bytes
- * that are not UTF-8 replaced by U+FFFD — GGUF strings should be UTF-8, a
- * hostile file's need not be. NULL when there is no such string. */
+ * copy up to a NUL it may hold, of at most @max_bytes (-1: all), a character
+ * the cut splits replaced by U+FFFD. (The reader refuses files whose strings
+ * are not UTF-8.) NULL when there is no such string. */
 char       *hone_gguf_dup_text (const HoneGguf *gguf, const char *key, gssize max_bytes);
 /* Arrays of numbers: pointer to the packed little-endian elements (unaligned
  * access: read with memcpy), count and element type. NULL if absent / not an array.

@@ -462,14 +462,7 @@ open_gguf (const char *path, GError **error)
   m->tokenizer = hone_tokenizer_new_from_gguf (p->gguf, error);
   if (m->tokenizer == NULL)
     return NULL;
-  m->chat_template = hone_gguf_dup_string (p->gguf, "tokenizer.chat_template");
-  if (m->chat_template && !g_utf8_validate (m->chat_template, -1, NULL))
-    {
-      /* GGUF strings are UTF-8; a template that is not would render prompts no tokenizer was trained on */
-      g_set_error (error, HONE_ERROR, HONE_ERROR_FILE_CORRUPT,
-                   _("%s: its chat template (tokenizer.chat_template) is not valid UTF-8"), path);
-      return NULL;
-    }
+  m->chat_template = hone_gguf_dup_string (p->gguf, "tokenizer.chat_template");   /* UTF-8: the reader checks */
   m->name = hone_gguf_dup_text (p->gguf, "general.name", -1);
   if (m->name == NULL || m->name[0] == '\0')
     {
