@@ -131,6 +131,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     g_autoptr(GError) info_error = NULL;
     g_autoptr(HoneModelInfo) info = hone_model_info_new_for_path (path, &info_error);
     g_assert ((info != NULL) != (info_error != NULL));
+    g_assert (info_error == NULL || g_utf8_validate (info_error->message, -1, NULL));
     if (info)
       {
         /* the card as `hone info` prints it, and its JSON (`hone info --json`) must read back as JSON */
@@ -147,7 +148,9 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     fprintf (stderr, "fuzz-model: %s\n", m ? "opened" : error->message);
   if (m == NULL)
     {
+      /* one clear error, which the app shows in a label: UTF-8 even when the file is not */
       g_assert (error != NULL && error->message != NULL && *error->message);
+      g_assert (g_utf8_validate (error->message, -1, NULL));
       return 0;
     }
   g_assert (error == NULL);
