@@ -1,12 +1,19 @@
 /* hone-gui-screenshots.c — PNGs of each page, light and dark, for the README.
  *
- *   xvfb-run -a -s "-screen 0 1280x900x24" build/tests/hone-gui-screenshots data/screenshots
+ *   GSK_RENDERER=cairo HONE_SCREENSHOT_BENCH=1 xvfb-run -a -s "-screen 0 1280x900x24" \
+ *     build/tests/hone-gui-screenshots data/screenshots
+ * (GSETTINGS_SCHEMA_DIR=build/data for an uninstalled build. Under Xvfb GTK's
+ * default renderer is OpenGL in software, whose threads take the CPUs from the
+ * engine: on a 2-core machine the chat then decodes at half its speed; the cairo
+ * renderer does not, so the figures in the shots are the engine's.
+ * HONE_SCREENSHOT_BENCH=1 also runs the Performance page's benchmark and shows
+ * its table.)
  * (HONE_SCREENSHOT_QUICK=1: no chat, only the settings panel and Performance.)
  *
  * Drives the real app with the default model (HONE_DEFAULT_MODEL or
  * ~/.cache/hone/models/SmolLM2-135M-Instruct.Q4_1.gguf) in a temporary HOME:
- * loads it, asks two questions (greedy), runs the benchmark, and renders the
- * window (its own paintable, through its GSK renderer) into
+ * loads it, asks two questions (temperature 0.3, seed 42), runs the benchmark
+ * when asked, and renders the window (its own paintable, through its GSK renderer) into
  * <dir>/{chat,model,performance}-{light,dark}.png.
  */
 #include <adwaita.h>
@@ -94,6 +101,35 @@ shoot_both (GtkWidget *window, const char *page)
   adw_style_manager_set_color_scheme (sm, ADW_COLOR_SCHEME_FORCE_LIGHT);
 }
 
+/* The first scrolled window under `w`, depth first (NULL: none). */
+static GtkScrolledWindow *
+find_scroller (GtkWidget *w)
+{
+  if (GTK_IS_SCROLLED_WINDOW (w))
+    return GTK_SCROLLED_WINDOW (w);
+  for (GtkWidget *c = gtk_widget_get_first_child (w); c; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkScrolledWindow *s = find_scroller (c);
+      if (s)
+        return s;
+    }
+  return NULL;
+}
+
+/* Scrolls `page` to its end, so that a finished benchmark's table shows. */
+static void
+scroll_to_end (GtkWidget *page)
+{
+  GtkScrolledWindow *s = find_scroller (page);
+  GtkAdjustment *adj;
+
+  if (!s)
+    return;
+  spin (300);
+  adj = gtk_scrolled_window_get_vadjustment (s);
+  gtk_adjustment_set_value (adj, gtk_adjustment_get_upper (adj) - gtk_adjustment_get_page_size (adj));
+}
+
 static void
 ask (HoneChatPage *chat, const char *text)
 {
@@ -119,6 +155,7 @@ on_activate (HoneApplication *app, gpointer data)
   WAIT_UNTIL (hone_model_page_get_info (model_page) != NULL, 30);
   hone_model_page_load (model_page);
   WAIT_UNTIL (hone_engine_get_state (engine) == HONE_ENGINE_STATE_READY, 120);
+  spin (5500);  /* the "Model loaded" toast times out (5 s) */
 
   hone_window_show_page (HONE_WINDOW (window), "chat");
   hone_chat_page_new_conversation (chat);
@@ -151,8 +188,10 @@ on_activate (HoneApplication *app, gpointer data)
     }
   hone_window_show_page (HONE_WINDOW (window), "performance");
   if (g_getenv ("HONE_SCREENSHOT_BENCH"))
-    WAIT_UNTIL (hone_engine_get_state (engine) == HONE_ENGINE_STATE_READY &&
-                gtk_widget_get_visible (gtk_widget_get_first_child (GTK_WIDGET (perf))), 600);
+    {
+      WAIT_UNTIL (!hone_performance_page_get_bench_running (perf), 600);
+      scroll_to_end (GTK_WIDGET (perf));
+    }
   spin (1500);
   shoot_both (window, "performance");
   gtk_window_close (GTK_WINDOW (window));
