@@ -9,12 +9,11 @@
  * would have used for this step (its seeded PRNG), so a seed gives the same
  * draws on either side and the same token up to float rounding.
  *
- * With scratch (and a vocabulary ≤ 262,144) the chain runs over many blocks:
- * the many-block argmax below, then, when sampling with top-k, chain_many_kernel
+ * With scratch (and a vocabulary ≤ 262,144) the chain runs over many blocks
  * (one block is bound by its own SM: 17 µs for the argmax of a 128,256-float
- * row, ~120 µs for the sampled chain, RESULTS-cuda.md "Decode, session 24");
- * penalties are applied per slice. Sampling without top-k stays on one block
- * (HONE_SAMPLE_CHAIN_MANY=1 sends it to chain_many_kernel as well). Without scratch, one block of 1024
+ * row, ~120 µs for the sampled chain, RESULTS-cuda.md "Decode, session 24"):
+ * greedy is the many-block argmax below, sampling chain_tree_kernel;
+ * penalties are applied per slice. Without scratch, one block of 1024
  * threads over one logits row (≈ 7 passes over it, from L2): a max/argmax
  * pass, a pass for the softmax sum and the first radix digit, three more
  * radix passes (8 bits each) to find the K-th largest logit, a gather of
@@ -384,13 +383,12 @@ static int sample_rows (const float *logits, int n_tok, int vocab, float tempera
                         const int32_t *step, void *scratch, int32_t *out, int32_t *out2, cudaStream_t stream);
 #define CM_THREADS 256
 #define CM_SLICE 2048   /* vocab ≤ HONE_K_ARGMAX_BLOCKS · CM_SLICE */
-#define CM_REG 32       /* the last block's candidates a thread holds in registers */
 template <bool PEN>
 __global__ void sample_many_kernel (const float *logits, int vocab, float temperature, uint64_t seed,
                                     const int32_t *step, unsigned long long *scratch, int32_t *out, int32_t *out2,
                                     const int32_t *window, HoneKSampleParams pp);
-__global__ void chain_many_kernel (const float *logits, int vocab, HoneKSampleParams p, const int32_t *window,
-                                   unsigned char *scratch, int32_t *out);
+__global__ void chain_tree_kernel (const float *logits, int vocab, HoneKSampleParams p, const int32_t *window,
+                                   unsigned char *scratch, int32_t *out, int probe);
 
 extern "C" int
 hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *params, const int32_t *window,
@@ -403,29 +401,28 @@ hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *pa
   const bool pen = p.n_window > 0
                    && (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f);
   const bool slices = vocab <= HONE_K_ARGMAX_BLOCKS * CM_SLICE;   /* every slice fits a block's bitmap / keys */
-  /* Sampling without top-k stays on one block: there the last block of the many-block
-   * chain merges 128 × 256 candidates, too many for its registers (405 µs against
-   * the one block's 140; with top-k 40, 47 µs against 116: H200, vocab 128,256;
-   * RESULTS-cuda.md "Decode, session 28"). */
-  static int many_always = -1;   /* HONE_SAMPLE_CHAIN_MANY=1: no top-k over many blocks too (checks, measurement) */
-  if (many_always < 0)
-    many_always = getenv ("HONE_SAMPLE_CHAIN_MANY") && atoi (getenv ("HONE_SAMPLE_CHAIN_MANY")) == 1;
-  const bool topk_on = many_always || (p.top_k > 0 && p.top_k < vocab);
-  if (scratch && ((p.temperature <= 0.0f && !pen) || (slices && (p.temperature <= 0.0f || topk_on))))
+  if (scratch && slices && p.temperature > 0.0f)
     {
-      /* the argmax over many blocks (NaN as −inf, lowest id on ties; penalties applied per slice); its best key
-       * stays in the scratch for the chain */
+      /* sampling: chain_tree_kernel, one launch (penalties applied per slice) */
       if (!pen)
         p.n_window = 0;
-      const int r = pen ? hone_k_launch (sample_many_kernel<true>, dim3 (HONE_K_ARGMAX_BLOCKS, 1), dim3 (256), 0,
-                                         stream, logits, vocab, 0.0f, (uint64_t) 0, (const int32_t *) NULL,
-                                         (unsigned long long *) scratch, out, (int32_t *) NULL, window, p)
-                        : sample_rows (logits, 1, vocab, 0.0f, 0, NULL, scratch, out, NULL, stream);
-      if (r || p.temperature <= 0.0f)
-        return r;
-      chain_many_kernel<<<HONE_K_ARGMAX_BLOCKS, CM_THREADS, 0, stream>>> (logits, vocab, p, window,
-                                                                            (unsigned char *) scratch, out);
+      static int probe = -1;   /* HONE_CHAIN_TREE_PROBE, measurement only (the id is then wrong): the kernel stops
+                                  after the slices' load (1), their sort (2), the groups' merges (3), the last merge (4) */
+      if (probe < 0)
+        probe = getenv ("HONE_CHAIN_TREE_PROBE") ? atoi (getenv ("HONE_CHAIN_TREE_PROBE")) : 0;
+      chain_tree_kernel<<<HONE_K_ARGMAX_BLOCKS, CM_THREADS, 0, stream>>> (logits, vocab, p, window,
+                                                                            (unsigned char *) scratch, out, probe);
       return (int) cudaGetLastError ();
+    }
+  if (scratch && p.temperature <= 0.0f && (!pen || slices))
+    {
+      /* greedy: the argmax over many blocks (NaN as −inf, lowest id on ties; penalties applied per slice) */
+      if (!pen)
+        p.n_window = 0;
+      return pen ? hone_k_launch (sample_many_kernel<true>, dim3 (HONE_K_ARGMAX_BLOCKS, 1), dim3 (256), 0, stream,
+                                  logits, vocab, 0.0f, (uint64_t) 0, (const int32_t *) NULL,
+                                  (unsigned long long *) scratch, out, (int32_t *) NULL, window, p)
+                 : sample_rows (logits, 1, vocab, 0.0f, 0, NULL, scratch, out, NULL, stream);
     }
   sample_chain_kernel<<<1, SK_THREADS, 0, stream>>> (logits, vocab, p, window, out);
   return (int) cudaGetLastError ();
@@ -624,303 +621,633 @@ sample_many_kernel (const float *logits, int vocab, float temperature, uint64_t 
   for (int o = 16; o > 0; o >>= 1)
     b = max_u64 (b, __shfl_xor_sync (0xffffffffu, b, o));
   if (threadIdx.x == 0)
-    {
-      put_id (b, t, out, out2);
-      part[HONE_K_ARGMAX_BLOCKS + 1] = b;   /* the row's best key, for chain_many_kernel */
-    }
+    put_id (b, t, out, out2);
 }
 
-/* ---- the chain over many blocks (temperature > 0, no penalties) -----------
- * After sample_many_kernel's argmax of the row (its best key left in the
- * scratch), HONE_K_ARGMAX_BLOCKS blocks each take a slice of ≤ CM_SLICE
- * values (penalised as in sample_chain_kernel when p.n_window > 0): their
- * softmax terms' sum, and their candidates — the slice sorted
- * best first, cut after its K-th value and every tie of it (every value at or
- * above the row's K-th largest is among them). The block taking the last
- * ticket finds the row's K-th largest value over the candidates (radix
- * select), gathers those at or above it and ends as the one-block chain does
- * (chain_draw). The same picks as sample_chain_kernel up to the order of the
- * softmax sum; a slice with more than SK_CAND candidates (a crowd of equal
- * values) sends the draw to the host (−1). */
-struct ChainScratch {   /* after the argmax row's slots in the scratch */
-  double psum[HONE_K_ARGMAX_BLOCKS];
-  int cnt[HONE_K_ARGMAX_BLOCKS];
-  unsigned int ticket, pad[3];
-  unsigned long long cand[HONE_K_ARGMAX_BLOCKS][SK_CAND];
+/* ---- the sampled chain over many blocks, merged by a tree (session 39) -----
+ * One launch, no argmax pass before it. HONE_K_ARGMAX_BLOCKS blocks each take
+ * a slice of ≤ CM_SLICE values (penalised as in sample_chain_kernel): they
+ * sort it best first (keys = value bits over the inverted id, so keys are
+ * unique and their order is the host's: larger value first, the lower id on
+ * ties), keep its Kp best keys (Kp: K rounded up to a power of two; K = top-k,
+ * or the HONE_K_SAMPLE_MAX_K best without it) and its softmax terms relative
+ * to its own largest value, (m, Σ exp((v − m) / T)). The row's K best keys are
+ * among the slices' Kp best, so nothing else is needed: groups of CT_GROUP
+ * slices meet in the block that takes its group's last ticket, which merges
+ * their lists (merge_lists: two sorted lists → their Kp best by one max a slot
+ * and a bitonic merge, a warp a pair) and their sums (ct_ms_sum); the block
+ * that takes the last of the CT_NG groups' tickets merges the groups the same
+ * way and draws (warp 0, chain_cut_draw_warp). It replaced an argmax launch
+ * and a pass whose last block radix-selected the row's K-th value over every
+ * slice's candidates and cut and drew on one thread (47 µs at the CLI's
+ * defaults on a 128,256 vocabulary, 140 without top-k, which it left to one
+ * block; now 16 and 30: RESULTS-cuda.md, "Session 39"). Because
+ * the keys are unique there is no crowd of ties to give up on: out[0] = −1
+ * only when the top-p/min-p set reaches past the 256 best (top-k off). */
+#define CT_LGROUP 3
+#define CT_GROUP (1 << CT_LGROUP)
+#define CT_LNG 4
+#define CT_NG (1 << CT_LNG)
+static_assert (CT_GROUP * CT_NG == HONE_K_ARGMAX_BLOCKS, "the tree's groups");
+#define CT_KEYS (CT_NG * HONE_K_SAMPLE_MAX_K)   /* the final merge's keys; ≥ CM_SLICE */
+static_assert (CT_KEYS >= CM_SLICE && CT_GROUP * HONE_K_SAMPLE_MAX_K <= CT_KEYS, "the tree's shared keys");
+
+struct ChainTreeScratch {   /* after the argmax row's slots in the scratch */
+  float m[HONE_K_ARGMAX_BLOCKS];       /* each slice's largest value (−inf: none) */
+  double s[HONE_K_ARGMAX_BLOCKS];      /* Σ exp((v − m) / T) over the slice */
+  float gm[CT_NG];
+  double gs[CT_NG];
+  unsigned int gticket[CT_NG], ticket, pad[3];
+  unsigned long long cand[HONE_K_ARGMAX_BLOCKS][HONE_K_SAMPLE_MAX_K];   /* each slice's Kp best, best first */
+  unsigned long long gcand[CT_NG][HONE_K_SAMPLE_MAX_K];                 /* each group's */
 };
+#define CT_OFFSET HONE_K_SAMPLE_SCRATCH_ROW
+static_assert (CT_OFFSET + sizeof (ChainTreeScratch) <= HONE_K_SAMPLE_CHAIN_SCRATCH_BYTES && CT_OFFSET % 8 == 0,
+               "the tree's scratch");
 
-static_assert (HONE_K_SAMPLE_SCRATCH_ROW + sizeof (ChainScratch) <= HONE_K_SAMPLE_CHAIN_SCRATCH_BYTES
-               && HONE_K_SAMPLE_SCRATCH_ROW % 8 == 0, "the chain's scratch");
-
-struct ChainManyShared {
-  unsigned long long keys[CM_SLICE];   /* the slice; in the last block, the gathered candidates */
-  unsigned int hist[CM_THREADS / 32][256];
+struct ChainTreeShared {
+  unsigned long long keys[CT_KEYS];   /* the slice; then the lists being merged */
   float prob[HONE_K_SAMPLE_MAX_K];
   double dred[CM_THREADS / 32];
-  int off[HONE_K_ARGMAX_BLOCKS + 1];
-  int cnt_l[HONE_K_ARGMAX_BLOCKS];      /* the last block: each slice's candidate count and sum */
-  double psum_l[HONE_K_ARGMAX_BLOCKS];
   SlicePen pen;
-  int n_cand, cut, rem;
-  uint32_t prefix;
+  float m;
+  double s;
   bool last;
 };
 
-__global__ void __launch_bounds__ (CM_THREADS)
-chain_many_kernel (const float *logits, int vocab, HoneKSampleParams p, const int32_t *window,
-                   unsigned char *scratch, int32_t *out)
+static __device__ __forceinline__ double
+warp_sum_f64 (double v)
 {
-  __shared__ ChainManyShared sh;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nb = (int) gridDim.x, blk = blockIdx.x;
-  const unsigned long long best = __ldcg ((const unsigned long long *) scratch + HONE_K_ARGMAX_BLOCKS + 1);
-  ChainScratch *cs = (ChainScratch *) (scratch + HONE_K_SAMPLE_SCRATCH_ROW);
-  const float max_l = key_float ((uint32_t) (best >> 32));
-  if (!isfinite (max_l))   /* as the one-block chain: the argmax */
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync (0xffffffffu, v, o);
+  return v;
+}
+
+/* One warp: lane i < n loads the pair (m[i], s[i]) — a sum of exp((v − m) / T)
+ * over a set, relative to its own largest value m (−inf: empty) — from L2. */
+static __device__ __forceinline__ void
+ct_ms_load (const float *m, const double *s, int n, float &mi, double &si)
+{
+  const int lane = threadIdx.x & 31;
+  mi = lane < n ? __ldcg (m + lane) : -INFINITY;
+  si = lane < n ? __ldcg (s + lane) : 0.0;
+}
+
+/* The warp's pairs added up: each lane rescales its own to the largest m and
+ * a fixed butterfly adds them (lane 0's sum, the same bits every launch). */
+static __device__ __forceinline__ void
+ct_ms_sum (float mi, double si, float T, float &mo, double &so)
+{
+  float mx = mi;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    mx = fmaxf (mx, __shfl_xor_sync (0xffffffffu, mx, o));
+  const double t = mi > -INFINITY && mx > -INFINITY ? si * exp ((double) (mi - mx) / T) : 0.0;
+  mo = mx;
+  so = __shfl_sync (0xffffffffu, warp_sum_f64 (t), 0);
+}
+
+/* A bitonic merge, descending, of every run of 2^lr keys of buf[0 .. 2^lb)
+ * (each run a bitonic sequence): log2 of the run's length stages of
+ * compare-exchanges, a barrier after each. Every thread of the block calls it. */
+static __device__ void
+bitonic_merge_runs (unsigned long long *buf, int lb, int lr)
+{
+  for (int ls = lr - 1; ls >= 0; ls--)
     {
-      if (blk == 0 && tid == 0)
-        out[0] = (int32_t) ~(uint32_t) (best & 0xffffffffu);
+      for (int i = threadIdx.x; i < (1 << (lb - 1)); i += blockDim.x)
+        {
+          const int lo = ((i >> ls) << (ls + 1)) | (i & ((1 << ls) - 1)), hi = lo + (1 << ls);
+          const unsigned long long x = buf[lo], y = buf[hi];
+          if (x < y)
+            {
+              buf[lo] = y;
+              buf[hi] = x;
+            }
+        }
+      __syncthreads ();
+    }
+}
+
+/* 2^ll sorted (best first) lists of 2^lk keys at buf[j · 2^lk] → their 2^lk
+ * best, sorted, at buf[0 .. 2^lk), by the whole block: each level pairs lists
+ * a and b as warp_merge2 does, the kept lists moved to the front so that the
+ * next level's are contiguous, then a bitonic merge of each (a barrier a
+ * stage). For long lists (256) this beats a warp a pair, whose last levels
+ * leave most of the block idle (RESULTS-cuda.md, "Session 39"). */
+static __device__ void
+merge_tree_block (unsigned long long *buf, int ll, int lk)
+{
+  const int Kp = 1 << lk;
+  for (; ll > 0; ll--)
+    {
+      const int P = 1 << (ll - 1);   /* pairs */
+      constexpr int C = CT_KEYS / 2 / CM_THREADS;   /* the most pairs' slots a thread has */
+      unsigned long long x[C];
+#pragma unroll
+      for (int c = 0; c < C; c++)
+        {
+          const int idx = (int) threadIdx.x + c * CM_THREADS, pr = idx >> lk, i = idx & (Kp - 1);
+          if (idx < (P << lk))
+            {
+              const unsigned long long a = buf[((2 * pr) << lk) + i], b = buf[((2 * pr + 1) << lk) + Kp - 1 - i];
+              x[c] = a > b ? a : b;
+            }
+        }
+      __syncthreads ();
+#pragma unroll
+      for (int c = 0; c < C; c++)
+        {
+          const int idx = (int) threadIdx.x + c * CM_THREADS;
+          if (idx < (P << lk))
+            buf[idx] = x[c];
+        }
+      __syncthreads ();
+      bitonic_merge_runs (buf, ll - 1 + lk, lk);
+    }
+}
+
+/* Pairs of sorted lists of 2^lr keys (2^lb keys in all) → sorted lists of
+ * 2^(lr+1): the second of each pair reversed (so the pair is bitonic), then
+ * merged. */
+static __device__ void
+merge_pairs (unsigned long long *buf, int lb, int lr)
+{
+  const int R = 1 << lr;
+  for (int i = threadIdx.x; i < (1 << (lb - 1)) / 2; i += blockDim.x)
+    {
+      const int pr = i >> (lr - 1), j = i & (R / 2 - 1);
+      unsigned long long *b = buf + ((2 * pr + 1) << lr);
+      const unsigned long long t = b[j];
+      b[j] = b[R - 1 - j];
+      b[R - 1 - j] = t;
+    }
+  __syncthreads ();
+  bitonic_merge_runs (buf, lb, lr + 1);
+}
+
+/* Each warp sorts its 32·E keys best first, in registers (lane l holds keys
+ * E·l .. E·l + E − 1 in v): a bitonic network whose compare-exchanges within
+ * a lane are register moves and across lanes shuffles — no block barrier. */
+template <int E>
+static __device__ __forceinline__ void
+warp_sort_desc (unsigned long long (&v)[E])
+{
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int size = 2; size <= 32 * E; size <<= 1)
+#pragma unroll
+    for (int stride = size >> 1; stride > 0; stride >>= 1)
+      {
+        if (stride < E)
+          {
+#pragma unroll
+            for (int r = 0; r < E; r++)
+              if ((r & stride) == 0)
+                {
+                  const int e = lane * E + r;
+                  const bool desc = (e & size) == 0;
+                  const unsigned long long a = v[r], b = v[r | stride];
+                  if ((a < b) == desc)
+                    {
+                      v[r] = b;
+                      v[r | stride] = a;
+                    }
+                }
+          }
+        else
+          {
+#pragma unroll
+            for (int r = 0; r < E; r++)
+              {
+                const int e = lane * E + r;
+                const unsigned long long o = __shfl_xor_sync (0xffffffffu, v[r], stride / E);
+                const bool keep_max = ((e & stride) == 0) == ((e & size) == 0);
+                v[r] = keep_max ? (v[r] > o ? v[r] : o) : (v[r] < o ? v[r] : o);
+              }
+          }
+      }
+}
+
+static __device__ __forceinline__ int
+warp_min_i (int v)
+{
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = min (v, __shfl_xor_sync (0xffffffffu, v, o));
+  return v;
+}
+
+/* Inclusive prefix sums of lane-local runs: lane l's run r (the sum of its 8
+ * terms) → the sum of the runs of lanes < l. */
+static __device__ __forceinline__ double
+warp_excl_f64 (double r)
+{
+  const int lane = threadIdx.x & 31;
+  double incl = r;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1)
+    {
+      const double v = __shfl_up_sync (0xffffffffu, incl, o);
+      if (lane >= o)
+        incl += v;
+    }
+  return incl - r;
+}
+
+/* The chain's cut and draw over the n0 ≤ 256 best (cand sorted best first,
+ * prob their probabilities) by one warp, as chain_draw's thread 0 does it:
+ * lane l holds candidates 8l .. 8l + 7; the loops become warp sums, prefix
+ * sums and first-index reductions. */
+static __device__ void
+chain_cut_draw_warp (const unsigned long long *cand, const float *prob, int n0, bool topk_on, bool truncated,
+                     const HoneKSampleParams &p, int32_t *out)
+{
+  const int lane = threadIdx.x & 31;
+  float pr[8];
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+    pr[j] = lane * 8 + j < n0 ? prob[lane * 8 + j] : 0.0f;
+  int n = n0;
+  bool cut = false;
+  double mass = 1.0;
+  if (topk_on)
+    {
+      double t = 0.0;
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        t += pr[j];
+      mass = warp_sum_f64 (t);
+    }
+  /* x / mass as x · (1 / mass): one double division a lane, not eight (the
+   * division is a subroutine call; the products differ from the quotients by
+   * at most an ulp, far inside the draws' 1e-5 comparison edge) */
+  if (p.top_p < 1.0f)
+    {
+      const double inv = 1.0 / mass;
+      double c[8], run = 0.0;
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        {
+          run += (double) pr[j] * inv;
+          c[j] = run;
+        }
+      const double ex = warp_excl_f64 (run);
+      int first = n0;
+#pragma unroll
+      for (int j = 7; j >= 0; j--)
+        if (lane * 8 + j < n0 && ex + c[j] >= p.top_p)
+          first = lane * 8 + j;
+      first = warp_min_i (first);
+      if (first < n0)
+        {
+          n = first + 1;
+          cut = true;
+        }
+    }
+  if (p.min_p > 0.0f)
+    {
+      const float floor_p = __shfl_sync (0xffffffffu, pr[0], 0) * p.min_p;
+      int bad = n;
+#pragma unroll
+      for (int j = 7; j >= 0; j--)
+        {
+          const int i = lane * 8 + j;
+          if (i >= 1 && i < n && pr[j] < floor_p)
+            bad = i;
+        }
+      bad = warp_min_i (bad);
+      cut = cut || bad < n;
+      n = bad;
+    }
+  if (truncated && !cut)
+    {
+      if (lane == 0)
+        out[0] = -1;   /* the set reaches past the K best: only the host sees all of it */
       return;
     }
+  double t = 0.0;
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+    t += lane * 8 + j < n ? (double) pr[j] : 0.0;
+  mass = warp_sum_f64 (t);
+  const double inv = 1.0 / mass;
+  double c[8], run = 0.0;
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+    {
+      run += lane * 8 + j < n ? (double) (float) (pr[j] * inv) : 0.0;
+      c[j] = run;
+    }
+  const double ex = warp_excl_f64 (run);
+  int pick = n - 1;
+#pragma unroll
+  for (int j = 7; j >= 0; j--)
+    if (lane * 8 + j < n && p.u < ex + c[j])
+      pick = lane * 8 + j;
+  pick = warp_min_i (pick);
+  if (lane == 0)
+    out[0] = (int32_t) ~(uint32_t) (cand[pick] & 0xffffffffu);
+}
+
+/* One warp: the Kp = 2^lk best of two sorted (best first) lists a and b, sorted,
+ * into dst (which may be a): slot e keeps max (a[e], b[Kp − 1 − e]) — a
+ * bitonic sequence holding exactly the Kp best — and a bitonic merge in
+ * registers sorts it (lane l holds slots E·l .. E·l + E − 1; E = Kp / 32, or
+ * 1 with lanes past Kp idle). a and b come from L2 when ldcg (other blocks
+ * wrote them), else from shared memory. */
+template <int E>
+static __device__ __forceinline__ void
+warp_merge2 (const unsigned long long *a, const unsigned long long *b, unsigned long long *dst, int lk, bool ldcg)
+{
+  const int lane = threadIdx.x & 31, Kp = 1 << lk;
+  unsigned long long v[E];
+#pragma unroll
+  for (int r = 0; r < E; r++)
+    {
+      const int e = lane * E + r;
+      unsigned long long x = 0, y = 0;
+      if (e < Kp)
+        {
+          x = ldcg ? __ldcg (a + e) : a[e];
+          y = ldcg ? __ldcg (b + Kp - 1 - e) : b[Kp - 1 - e];
+        }
+      v[r] = x > y ? x : y;
+    }
+#pragma unroll
+  for (int stride = 16 * E; stride > 0; stride >>= 1)
+    {
+      if (stride >= Kp)
+        continue;
+      if (stride < E)
+        {
+#pragma unroll
+          for (int r = 0; r < E; r++)
+            if ((r & stride) == 0)
+              {
+                const unsigned long long x = v[r], y = v[r | stride];
+                if (x < y)
+                  {
+                    v[r] = y;
+                    v[r | stride] = x;
+                  }
+              }
+        }
+      else
+        {
+#pragma unroll
+          for (int r = 0; r < E; r++)
+            {
+              const int e = lane * E + r;
+              const unsigned long long o = __shfl_xor_sync (0xffffffffu, v[r], stride / E);
+              v[r] = (e & stride) == 0 ? (v[r] > o ? v[r] : o) : (v[r] < o ? v[r] : o);
+            }
+        }
+    }
+  __syncwarp ();   /* every lane has read a before any writes dst */
+#pragma unroll
+  for (int r = 0; r < E; r++)
+    if (lane * E + r < Kp)
+      dst[lane * E + r] = v[r];
+}
+
+/* 2^ll ≤ 16 sorted lists of Kp = 2^lk keys → their Kp
+ * best, sorted, at buf[0 .. Kp). Level 1 reads list j at src + j · src_stride
+ * (L2 when ldcg), later levels the shared buf; each pair is one warp's work in
+ * registers, so a level costs one block barrier, not 1 + lk. */
+template <int E>
+static __device__ void
+merge_tree_warps (const unsigned long long *src, int src_stride, bool ldcg, unsigned long long *buf, int ll, int lk)
+{
+  const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5, Kp = 1 << lk;
+  for (int t = 0; t < ll; t++)
+    {
+      const int P = 1 << (ll - 1 - t);   /* pairs at this level: lists 2pr·2^t and (2pr + 1)·2^t */
+      for (int pr = warp; pr < P; pr += nw)
+        {
+          const int ja = (2 * pr) << t, jb = (2 * pr + 1) << t;
+          if (t == 0)
+            warp_merge2<E> (src + (size_t) ja * src_stride, src + (size_t) jb * src_stride, buf + (size_t) ja * Kp, lk,
+                            ldcg);
+          else
+            warp_merge2<E> (buf + (size_t) ja * Kp, buf + (size_t) jb * Kp, buf + (size_t) ja * Kp, lk, false);
+        }
+      __syncthreads ();
+    }
+}
+
+/* 2^ll sorted lists of Kp = 2^lk keys, list j at src + j · src_stride (L2
+ * when ldcg; src may be buf with stride Kp) → their Kp best, sorted, at
+ * buf[0 .. Kp): a warp a pair up to 64 keys, the whole block per stage for
+ * longer lists (measured, "Session 39": at 256 keys the warps' form took the
+ * group and final merges from 6.7 / 9.1 µs to 9.4 / 12.0; at 64 from 5.3 /
+ * 5.8 to 4.0 / 3.6). */
+static __device__ void
+merge_lists (const unsigned long long *src, int src_stride, bool ldcg, unsigned long long *buf, int ll, int lk)
+{
+  switch (lk)
+    {
+    case 1: case 2: case 3: case 4: case 5: merge_tree_warps<1> (src, src_stride, ldcg, buf, ll, lk); return;
+    case 6: merge_tree_warps<2> (src, src_stride, ldcg, buf, ll, lk); return;
+    default: break;
+    }
+  if (src != buf)
+    {
+      const int Kp = 1 << lk;
+      for (int j = threadIdx.x; j < (1 << (ll + lk)); j += blockDim.x)
+        {
+          const unsigned long long *q = src + (size_t) (j >> lk) * src_stride + (j & (Kp - 1));
+          buf[j] = ldcg ? __ldcg (q) : *q;
+        }
+      __syncthreads ();
+    }
+  merge_tree_block (buf, ll, lk);
+}
+
+/* A slice's keys at keys[0 .. 32·E·8) (zeros past its values) → its Kp =
+ * 2^lk best, sorted, at keys[0 .. Kp); returns this thread's part of the
+ * slice's Σ exp((v − m) / T), m its largest value (keys[0]), once the block
+ * has it. Each warp sorts its 32·E keys in registers; the warps' lists, cut to
+ * Kp or merged in pairs up to Kp, meet in merge_lists. */
+template <int E>
+static __device__ double
+slice_best (unsigned long long *keys, int lk, float T)
+{
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, Kp = 1 << lk, W = 32 * E;
+  constexpr int LW = E == 1 ? 5 : E == 2 ? 6 : E == 4 ? 7 : 8;   /* log2 W */
+  unsigned long long v[E];
+#pragma unroll
+  for (int r = 0; r < E; r++)
+    v[r] = keys[warp * W + lane * E + r];
+  warp_sort_desc<E> (v);
+  __syncthreads ();   /* every warp has its keys before any is overwritten */
+  if (Kp <= W)
+    {
+#pragma unroll
+      for (int r = 0; r < E; r++)
+        if (lane * E + r < Kp)
+          keys[warp * Kp + lane * E + r] = v[r];
+      __syncthreads ();
+      merge_lists (keys, Kp, false, keys, 3, lk);   /* CM_THREADS / 32 = 8 warps' lists */
+    }
+  else
+    {
+#pragma unroll
+      for (int r = 0; r < E; r++)
+        keys[warp * W + lane * E + r] = v[r];
+      __syncthreads ();
+      int lr = LW;
+      for (; lr < lk; lr++)
+        merge_pairs (keys, LW + 3, lr);
+      merge_lists (keys, Kp, false, keys, LW + 3 - lk, lk);
+    }
+  const float m = key_float ((uint32_t) (keys[0] >> 32));
+  double s = 0.0;
+  if (m > -INFINITY)
+#pragma unroll
+    for (int r = 0; r < E; r++)
+      if (v[r] != 0)
+        s += (double) expf ((key_float ((uint32_t) (v[r] >> 32)) - m) / T);
+  return warp_sum_f64 (s);
+}
+
+__global__ void __launch_bounds__ (CM_THREADS, 1)
+chain_tree_kernel (const float *logits, int vocab, HoneKSampleParams p, const int32_t *window,
+                   unsigned char *scratch, int32_t *out, int probe)
+{
+  __shared__ ChainTreeShared sh;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nb = (int) gridDim.x, blk = blockIdx.x;
+  ChainTreeScratch *cs = (ChainTreeScratch *) (scratch + CT_OFFSET);
   const bool topk_on = p.top_k > 0 && p.top_k < vocab;
   const int K = topk_on ? min (p.top_k, HONE_K_SAMPLE_MAX_K) : min (vocab, HONE_K_SAMPLE_MAX_K);
   const bool truncated = !topk_on && vocab > K;
+  int lk = 1;   /* Kp = 2^lk ≥ K */
+  while ((1 << lk) < K)
+    lk++;
+  const int Kp = 1 << lk;
 
-  /* ---- the slice: keys (value bits over the inverted id) and softmax terms */
+  /* ---- the slice: its Kp best keys, sorted, and its (m, s) */
   const int per = ((vocab + nb - 1) / nb + 3) & ~3;
   const int lo = min (vocab, blk * per), n = min (vocab, lo + per) - lo;
-  for (int j = tid; j < CM_SLICE; j += CM_THREADS)
-    sh.keys[j] = 0;
+  int lb = 8;   /* ns = 2^lb ≥ n, Kp and CM_THREADS: E = ns / CM_THREADS keys a thread */
+  while ((1 << lb) < n || (1 << lb) < Kp)
+    lb++;
+  for (int j = tid; j < (1 << lb); j += CM_THREADS)
+    sh.keys[j] = 0;   /* below every real key (NaN and −inf have keys > 0) */
   if (p.n_window > 0)   /* penalties (the host passes n_window 0 without them) */
     slice_pen_setup (sh.pen, logits + lo, lo, n, window, p);
   __syncthreads ();
-  double sum = 0.0;
   logits_for_each<2> (logits + lo, n, [&] (int i, float v, bool ok) {
     if (!ok)
       return;
     if (p.n_window > 0)
       v = pen_value (sh.pen, i, v);
-    if (v == v)
-      sum += (double) expf ((v - max_l) / p.temperature);
     sh.keys[i] = ((unsigned long long) fkey (v) << 32) | (uint32_t) ~(uint32_t) (lo + i);
   });
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    sum += __shfl_xor_sync (0xffffffffu, sum, o);
+  __syncthreads ();
+  if (probe == 1)
+    return;
+  double s = 0.0;
+  switch (lb)
+    {
+    case 8: s = slice_best<1> (sh.keys, lk, p.temperature); break;
+    case 9: s = slice_best<2> (sh.keys, lk, p.temperature); break;
+    case 10: s = slice_best<4> (sh.keys, lk, p.temperature); break;
+    default: s = slice_best<8> (sh.keys, lk, p.temperature); break;
+    }
+  const float m = key_float ((uint32_t) (sh.keys[0] >> 32));   /* the slice's largest (NaN: none) */
+  if (probe == 2)
+    return;
   if (lane == 0)
-    sh.dred[warp] = sum;
-  int ns = 2;
-  while (ns < n)
-    ns <<= 1;
+    sh.dred[warp] = s;
+  for (int j = tid; j < Kp; j += CM_THREADS)
+    cs->cand[blk][j] = sh.keys[j];
   __syncthreads ();
-  bitonic_desc (sh.keys, ns);
-  /* the block's K best and every tie of the K-th value: up to the first key below it */
-  const int k0 = min (K, n);
-  if (tid == 0)
-    sh.cut = n;
-  __syncthreads ();
-  if (k0 > 0)
-    {
-      const uint32_t thr = (uint32_t) (sh.keys[k0 - 1] >> 32);
-      for (int j = k0 + tid; j < n; j += CM_THREADS)
-        if ((uint32_t) (sh.keys[j] >> 32) < thr && (uint32_t) (sh.keys[j - 1] >> 32) >= thr)
-          sh.cut = j;
-    }
-  __syncthreads ();
-  const int c = k0 > 0 ? sh.cut : 0;
-  if (c <= SK_CAND)
-    for (int j = tid; j < c; j += CM_THREADS)
-      cs->cand[blk][j] = sh.keys[j];
   if (tid == 0)
     {
-      double s = 0.0;
+      double t = 0.0;
       for (int w = 0; w < CM_THREADS / 32; w++)
-        s += sh.dred[w];
-      cs->psum[blk] = s;
-      cs->cnt[blk] = c <= SK_CAND ? c : SK_CAND + 1;
+        t += sh.dred[w];
+      cs->m[blk] = m == m ? m : -INFINITY;
+      cs->s[blk] = t;
     }
-  __threadfence ();   /* every thread's candidate stores, before the ticket */
+  __threadfence ();   /* every thread's stores, before the ticket */
   __syncthreads ();
+  const int g = blk / CT_GROUP;
   if (tid == 0)
-    {
-      sh.last = atomicInc (&cs->ticket, (unsigned int) nb - 1) == (unsigned int) nb - 1;
-    }
+    sh.last = atomicInc (&cs->gticket[g], CT_GROUP - 1) == CT_GROUP - 1;
   __syncthreads ();
   if (!sh.last)
     return;
   __threadfence ();
 
-  /* ---- the last block: where each slice's candidates start, and their sum.
-   * The counts and sums come from L2 in one parallel load; thread 0 then adds
-   * them up in slice order (the same bits as before). Session 27 measured this
-   * block at ~100 of the chain's 106 µs (H200), most of it in serial L2 round
-   * trips: this loop one slice at a time, and every radix pass reloading each
-   * candidate through L2. */
-  for (int b = tid; b < nb; b += CM_THREADS)
+  /* ---- the last block of a group: its slices' lists and sums merged */
+  float mi = -INFINITY;   /* warp 0: the slices' (m, s), loaded now, added up after the merge */
+  double si = 0.0;
+  if (warp == 0)
+    ct_ms_load (cs->m + g * CT_GROUP, cs->s + g * CT_GROUP, CT_GROUP, mi, si);
+  merge_lists (&cs->cand[g * CT_GROUP][0], HONE_K_SAMPLE_MAX_K, true, sh.keys, CT_LGROUP, lk);
+  if (warp == 0)
     {
-      sh.cnt_l[b] = __ldcg (&cs->cnt[b]);
-      sh.psum_l[b] = __ldcg (&cs->psum[b]);
+      float gm;
+      double gs;
+      ct_ms_sum (mi, si, p.temperature, gm, gs);
+      if (lane == 0)
+        {
+          cs->gm[g] = gm;
+          cs->gs[g] = gs;
+        }
     }
+  if (probe == 3)
+    return;
+  for (int j = tid; j < Kp; j += CM_THREADS)
+    cs->gcand[g][j] = sh.keys[j];
+  __threadfence ();
   __syncthreads ();
   if (tid == 0)
+    sh.last = atomicInc (&cs->ticket, CT_NG - 1) == CT_NG - 1;
+  __syncthreads ();
+  if (!sh.last)
+    return;
+  __threadfence ();
+
+  /* ---- the last group: the row's Kp best, its softmax sum, the draw */
+  if (warp == 0)
+    ct_ms_load (cs->gm, cs->gs, CT_NG, mi, si);
+  merge_lists (&cs->gcand[0][0], HONE_K_SAMPLE_MAX_K, true, sh.keys, CT_LNG, lk);
+  if (warp == 0)
     {
-      int o = 0;
-      bool crowd = false;
-      double s = 0.0;
-      for (int b = 0; b < nb; b++)
+      float M;
+      double S;
+      ct_ms_sum (mi, si, p.temperature, M, S);
+      if (lane == 0)
         {
-          const int cb = sh.cnt_l[b];
-          crowd = crowd || cb > SK_CAND;
-          sh.off[b] = o;
-          o += cb > SK_CAND ? 0 : cb;
-          s += sh.psum_l[b];
+          sh.m = M;
+          sh.s = S;
         }
-      sh.off[nb] = o;
-      sh.dred[0] = s;
-      sh.n_cand = crowd ? -1 : 0;
-      sh.prefix = 0;
-      sh.rem = K;
     }
   __syncthreads ();
-  if (sh.n_cand < 0)
+  const float M = sh.m;
+  const double S = sh.s;
+  if (probe == 4)
+    return;
+  if (!isfinite (M))   /* as the one-block chain: the argmax (the best key) */
     {
       if (tid == 0)
-        out[0] = -1;
+        out[0] = (int32_t) ~(uint32_t) (sh.keys[0] & 0xffffffffu);
       return;
     }
-  const double total = sh.dred[0];
-  const int nu = sh.off[nb];
-  /* candidate u of the union: the b with off[b] ≤ u < off[b + 1] */
-  auto cand_at = [&] (int u) {
-    int a = 0, z = nb;   /* off[a] ≤ u < off[z] */
-    while (z - a > 1)
-      {
-        const int m = (a + z) >> 1;
-        if (sh.off[m] <= u)
-          a = m;
-        else
-          z = m;
-      }
-    return __ldcg (&cs->cand[a][u - sh.off[a]]);
-  };
-
-  /* The union's value bits in registers when it fits (top-k ≤ 64 without a
-   * crowd of ties: 128 × 64 = CM_REG · CM_THREADS), loaded once, all in flight
-   * together; otherwise every pass reads them from L2 again. */
-  const bool in_regs = nu <= CM_REG * CM_THREADS;
-  uint32_t hv[CM_REG];
-  if (in_regs)
-#pragma unroll
-    for (int i = 0; i < CM_REG; i++)
-      {
-        const int u = tid + i * CM_THREADS;
-        hv[i] = u < nu ? (uint32_t) (cand_at (u) >> 32) : 0u;
-      }
-
-  /* ---- the row's K-th largest value over the union: four 8-bit radix passes */
-  for (int shift = 24; shift >= 0; shift -= 8)
+  const int n0 = min (K, vocab);
+  for (int i = tid; i < n0; i += CM_THREADS)
     {
-      for (int j = tid; j < (CM_THREADS / 32) * 256; j += CM_THREADS)
-        (&sh.hist[0][0])[j] = 0;
-      __syncthreads ();
-      const uint32_t prefix = sh.prefix, hi = shift == 24 ? 0u : ~0u << (shift + 8);
-      if (in_regs)
-        {
-#pragma unroll
-          for (int i = 0; i < CM_REG; i++)
-            if (tid + i * CM_THREADS < nu && ((hv[i] ^ prefix) & hi) == 0)
-              atomicAdd (&sh.hist[warp][(hv[i] >> shift) & 255u], 1u);
-        }
-      else
-        for (int u = tid; u < nu; u += CM_THREADS)
-          {
-            const uint32_t k = (uint32_t) (cand_at (u) >> 32);
-            if (((k ^ prefix) & hi) == 0)
-              atomicAdd (&sh.hist[warp][(k >> shift) & 255u], 1u);
-          }
-      __syncthreads ();
-      /* the bucket holding the rem-th largest, best bucket first: each lane of
-       * warp 0 sums 8 buckets (all warps' counts), a scan over the lanes, and
-       * the lane whose range holds rem walks its 8 */
-      if (warp == 0)
-        {
-          const int rem = sh.rem;
-          __syncwarp ();   /* every lane has read rem before one lane writes it */
-          int c8[8], s8 = 0;
-#pragma unroll
-          for (int j = 0; j < 8; j++)
-            {
-              const int b = 255 - (lane * 8 + j);
-              int c = 0;
-#pragma unroll
-              for (int w = 0; w < CM_THREADS / 32; w++)
-                c += (int) sh.hist[w][b];
-              c8[j] = c;
-              s8 += c;
-            }
-          int incl = s8;   /* buckets above and in this lane's range */
-#pragma unroll
-          for (int o = 1; o < 32; o <<= 1)
-            {
-              const int v = __shfl_up_sync (0xffffffffu, incl, o);
-              if (lane >= o)
-                incl += v;
-            }
-          const int excl = incl - s8;
-          if (excl < rem && rem <= incl)
-            {
-              int r = rem - excl;
-#pragma unroll
-              for (int j = 0; j < 8; j++)
-                if (r > 0)
-                  {
-                    if (c8[j] >= r)
-                      {
-                        sh.prefix = prefix | (uint32_t) (255 - (lane * 8 + j)) << shift;
-                        sh.rem = r;
-                        r = 0;
-                      }
-                    else
-                      r -= c8[j];
-                  }
-            }
-          else if (lane == 31 && incl < rem)   /* fewer than rem: as the serial walk, no bucket taken */
-            sh.rem = rem - incl;
-        }
-      __syncthreads ();
+      const float v = key_float ((uint32_t) (sh.keys[i] >> 32));
+      const float e = v == v ? expf ((v - M) / p.temperature) : 0.0f;
+      sh.prob[i] = (float) ((double) e / S);
     }
-  const uint32_t thr = sh.prefix;
-
-  /* ---- gather the candidates at or above it, then the one-block chain's end */
-  for (int j = tid; j < SK_CAND; j += CM_THREADS)
-    sh.keys[j] = 0;
   __syncthreads ();
-  auto gather = [&] (unsigned long long k) {
-    const int s = atomicAdd (&sh.n_cand, 1);
-    if (s < SK_CAND)
-      sh.keys[s] = k;
-  };
-  if (in_regs)
-    {
-#pragma unroll
-      for (int i = 0; i < CM_REG; i++)
-        if (tid + i * CM_THREADS < nu && hv[i] >= thr)
-          gather (cand_at (tid + i * CM_THREADS));
-    }
-  else
-    for (int u = tid; u < nu; u += CM_THREADS)
-      {
-        const unsigned long long k = cand_at (u);
-        if ((uint32_t) (k >> 32) >= thr)
-          gather (k);
-      }
-  __syncthreads ();
-  if (sh.n_cand > SK_CAND)
-    {
-      if (tid == 0)
-        out[0] = -1;
-      return;
-    }
-  chain_draw (sh.keys, sh.n_cand, sh.prob, K, topk_on, truncated, max_l, total, p, out);
+  if (warp == 0)
+    chain_cut_draw_warp (sh.keys, sh.prob, n0, topk_on, truncated, p, out);
 }
 
 static int

@@ -302,10 +302,14 @@ int hone_k_attn_prefill_ex (const float *qkv, int n_tok, int nq, int nkv, int hd
 #define HONE_K_ARGMAX_BLOCKS 128
 #define HONE_K_SAMPLE_SCRATCH_ROW (HONE_K_ARGMAX_BLOCKS * 8 + 16)
 #define HONE_K_SAMPLE_SCRATCH_BYTES(rows) ((size_t) (rows) * HONE_K_SAMPLE_SCRATCH_ROW)
-/* hone_k_sample_chain's scratch: one argmax row, then the many-block chain's
- * per-slice sums, counts, a ticket and up to 512 candidates a slice. */
+/* hone_k_sample_chain's scratch: one argmax row, then the sampled chain's
+ * per-slice and per-group sums, tickets and lists of up to 256 keys — where
+ * hone_k_sample's rows past the first would be: a buffer that serves the chain
+ * must not also serve hone_k_sample over more than one row (the CUDA backend's
+ * steps never sample in the forward). */
 #define HONE_K_SAMPLE_CHAIN_SCRATCH_BYTES \
-  ((size_t) HONE_K_SAMPLE_SCRATCH_ROW + HONE_K_ARGMAX_BLOCKS * (8 + 4) + 16 + (size_t) HONE_K_ARGMAX_BLOCKS * 512 * 8)
+  ((size_t) HONE_K_SAMPLE_SCRATCH_ROW + 2048 \
+   + (size_t) (HONE_K_ARGMAX_BLOCKS + HONE_K_ARGMAX_BLOCKS / 8) * HONE_K_SAMPLE_MAX_K * 8)
 
 /* Greedy (temperature <= 0) or exact sampling via the Gumbel-max trick
  * (argmax of logits/T + Gumbel noise from a counter-based hash of seed and
@@ -323,11 +327,10 @@ int hone_k_sample (const float *logits, int n_tok, int vocab, float temperature,
  * sampler's uniform draw for this step). out[0] = the token id, or -1 when the
  * top-p/min-p set reaches past the HONE_K_SAMPLE_MAX_K best (top-k off): the
  * caller then samples on the host. With scratch: greedy without penalties
- * (any vocab), and, for vocab ≤ 262,144, greedy with penalties or sampling
- * with top-k, run over many blocks (the argmax of hone_k_sample, penalties
- * applied per slice; when sampling, then a pass of HONE_K_ARGMAX_BLOCKS blocks
- * whose last block draws); otherwise one block (sampling without top-k too,
- * unless HONE_SAMPLE_CHAIN_MANY=1). Enqueue only. */
+ * (any vocab), and, for vocab ≤ 262,144, greedy with penalties (the argmax of
+ * hone_k_sample) or sampling (one launch of HONE_K_ARGMAX_BLOCKS blocks whose
+ * sorted slices merge in a tree), penalties applied per slice; otherwise one
+ * block. Enqueue only. */
 #define HONE_K_SAMPLE_MAX_K 256
 #define HONE_K_SAMPLE_MAX_WINDOW 1024
 typedef struct {
