@@ -1066,9 +1066,9 @@ merge_lists (const unsigned long long *src, int src_stride, bool ldcg, unsigned 
 }
 
 /* A slice's keys at keys[0 .. 32·E·8) (zeros past its values) → its Kp =
- * 2^lk best, sorted, at keys[0 .. Kp); returns this thread's part of the
- * slice's Σ exp((v − m) / T), m its largest value (keys[0]), once the block
- * has it. Each warp sorts its 32·E keys in registers; the warps' lists, cut to
+ * 2^lk best, sorted, at keys[0 .. Kp); returns its warp's part of the
+ * slice's Σ exp((v − m) / T), m its largest value (keys[0]) — the keys the
+ * warp's lanes still hold in registers, every key of the slice once. Each warp sorts its 32·E keys in registers; the warps' lists, cut to
  * Kp or merged in pairs up to Kp, meet in merge_lists. */
 template <int E>
 static __device__ double
