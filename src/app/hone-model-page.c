@@ -34,7 +34,7 @@ struct _HoneModelPage {
   GtkWidget *context_row;
   GtkWidget *tokenizer_row;
   GtkWidget *template_row;
-  GtkWidget *file_size_row;
+  GtkWidget *file_row;
   GtkWidget *types_row;
   GtkWidget *state_row;
   GtkWidget *load_button;
@@ -219,10 +219,6 @@ show_card (HoneModelPage *self)
       return;
     }
   adw_preferences_group_set_title (ADW_PREFERENCES_GROUP (self->card_group), hone_model_info_get_name (info));
-  {
-    g_autofree char *escaped = g_markup_escape_text (hone_model_info_get_path (info), -1);
-    adw_preferences_group_set_description (ADW_PREFERENCES_GROUP (self->card_group), escaped);
-  }
   set_subtitle (self->architecture_row, hone_model_info_get_architecture (info));
   params = format_count (hone_model_info_get_n_params (info));
   set_subtitle (self->params_row, params);
@@ -238,8 +234,13 @@ show_card (HoneModelPage *self)
   set_subtitle (self->context_row, ctx);
   set_subtitle (self->tokenizer_row, hone_model_info_get_tokenizer_kind (info));
   set_subtitle (self->template_row, hone_model_info_get_has_chat_template (info) ? _("Present") : _("None — chat is not available"));
+  /* the path in a row, whose subtitle wraps: in the group's header it ran
+   * under the Load/Unload buttons */
   size = g_format_size (hone_model_info_get_file_size (info));
-  set_subtitle (self->file_size_row, size);
+  {
+    g_autofree char *file = g_strdup_printf ("%s · %s", size, hone_model_info_get_path (info));
+    set_subtitle (self->file_row, file);
+  }
 
   types = hone_model_info_get_tensor_types (info, &n_types);
   {
@@ -569,7 +570,7 @@ hone_model_page_class_init (HoneModelPageClass *klass)
   CHILD (context_row);
   CHILD (tokenizer_row);
   CHILD (template_row);
-  CHILD (file_size_row);
+  CHILD (file_row);
   CHILD (types_row);
   CHILD (state_row);
   CHILD (load_button);
