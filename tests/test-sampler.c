@@ -239,6 +239,42 @@ test_top_p_min_p (void)
 
 /* A realistic vocabulary: the nucleus path that avoids a full sort, and all
  * filters together, against the full-sort reference. */
+/* Top-k selects on the logits: ties at the k-th value go to the lower ids, a
+ * NaN is never kept, −inf only when nothing better is left; a +inf leaves
+ * only the argmax. */
+static void
+test_top_k_edges (void)
+{
+  float logits[] = { 2.0f, NAN, 3.0f, 3.0f, -INFINITY, 3.0f, 1.0f };
+  float probs[7];
+
+  {
+    g_autoptr (HoneSampler) s = make (1.0f, 2, 1.0f, 0.0f, 7, 1);
+    hone_sampler_probabilities (s, logits, probs);
+    g_assert_cmpfloat_with_epsilon (probs[2], 0.5, 1e-6);
+    g_assert_cmpfloat_with_epsilon (probs[3], 0.5, 1e-6);
+    g_assert_cmpfloat (probs[0] + probs[1] + probs[4] + probs[5] + probs[6], ==, 0.0f);
+  }
+  {
+    /* k = 6 of 7: everything but the NaN, the −inf with probability 0 */
+    g_autoptr (HoneSampler) s = make (1.0f, 6, 1.0f, 0.0f, 7, 1);
+    const double z = 3 * exp (0.0) + exp (-1.0) + exp (-2.0);
+    hone_sampler_probabilities (s, logits, probs);
+    g_assert_cmpfloat (probs[1], ==, 0.0f);
+    g_assert_cmpfloat (probs[4], ==, 0.0f);
+    g_assert_cmpfloat_with_epsilon (probs[5], 1.0 / z, 1e-6);
+    g_assert_cmpfloat_with_epsilon (probs[0], exp (-1.0) / z, 1e-6);
+    g_assert_cmpfloat_with_epsilon (probs[6], exp (-2.0) / z, 1e-6);
+  }
+  {
+    float inf_logits[] = { 1.0f, INFINITY, 5.0f, INFINITY };
+    g_autoptr (HoneSampler) s = make (1.0f, 2, 1.0f, 0.0f, 4, 1);
+    hone_sampler_probabilities (s, inf_logits, probs);
+    g_assert_cmpfloat (probs[1], ==, 1.0f);
+    g_assert_cmpint (hone_sampler_sample (s, inf_logits), ==, 1);
+  }
+}
+
 static void
 test_large_vocab (void)
 {
@@ -493,6 +529,7 @@ main (int argc, char **argv)
   g_test_add_func ("/sampler/validate", test_validate);
   g_test_add_func ("/sampler/greedy", test_greedy);
   g_test_add_func ("/sampler/top-k", test_top_k);
+  g_test_add_func ("/sampler/top-k-edges", test_top_k_edges);
   g_test_add_func ("/sampler/top-p-min-p-temperature", test_top_p_min_p);
   g_test_add_func ("/sampler/large-vocab", test_large_vocab);
   g_test_add_func ("/sampler/frequencies", test_frequencies);
