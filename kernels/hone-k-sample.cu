@@ -787,47 +787,55 @@ merge_pairs (unsigned long long *buf, int lb, int lr)
   bitonic_merge_runs (buf, lb, lr + 1);
 }
 
+/* One step of a bitonic network over a warp's 32·E keys (lane l holds keys
+ * E·l .. E·l + E − 1 in v): keys stride apart compare-exchange, the larger
+ * first where (e & size) == 0 (a descending run of the network's stage size),
+ * last elsewhere (size = 64·E: every run descending). Within a lane it is
+ * register moves, across lanes a shuffle. */
+template <int E>
+static __device__ __forceinline__ void
+warp_bitonic_step (unsigned long long (&v)[E], int stride, int size)
+{
+  const int lane = threadIdx.x & 31;
+  if (stride < E)
+    {
+#pragma unroll
+      for (int r = 0; r < E; r++)
+        if ((r & stride) == 0)
+          {
+            const bool desc = ((lane * E + r) & size) == 0;
+            const unsigned long long a = v[r], b = v[r | stride];
+            if ((a < b) == desc)
+              {
+                v[r] = b;
+                v[r | stride] = a;
+              }
+          }
+    }
+  else
+    {
+#pragma unroll
+      for (int r = 0; r < E; r++)
+        {
+          const int e = lane * E + r;
+          const unsigned long long o = __shfl_xor_sync (0xffffffffu, v[r], stride / E);
+          const bool keep_max = ((e & stride) == 0) == ((e & size) == 0);
+          v[r] = keep_max ? (v[r] > o ? v[r] : o) : (v[r] < o ? v[r] : o);
+        }
+    }
+}
+
 /* Each warp sorts its 32·E keys best first, in registers (lane l holds keys
- * E·l .. E·l + E − 1 in v): a bitonic network whose compare-exchanges within
- * a lane are register moves and across lanes shuffles — no block barrier. */
+ * E·l .. E·l + E − 1 in v): a bitonic network — no block barrier. */
 template <int E>
 static __device__ __forceinline__ void
 warp_sort_desc (unsigned long long (&v)[E])
 {
-  const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int size = 2; size <= 32 * E; size <<= 1)
 #pragma unroll
     for (int stride = size >> 1; stride > 0; stride >>= 1)
-      {
-        if (stride < E)
-          {
-#pragma unroll
-            for (int r = 0; r < E; r++)
-              if ((r & stride) == 0)
-                {
-                  const int e = lane * E + r;
-                  const bool desc = (e & size) == 0;
-                  const unsigned long long a = v[r], b = v[r | stride];
-                  if ((a < b) == desc)
-                    {
-                      v[r] = b;
-                      v[r | stride] = a;
-                    }
-                }
-          }
-        else
-          {
-#pragma unroll
-            for (int r = 0; r < E; r++)
-              {
-                const int e = lane * E + r;
-                const unsigned long long o = __shfl_xor_sync (0xffffffffu, v[r], stride / E);
-                const bool keep_max = ((e & stride) == 0) == ((e & size) == 0);
-                v[r] = keep_max ? (v[r] > o ? v[r] : o) : (v[r] < o ? v[r] : o);
-              }
-          }
-      }
+      warp_bitonic_step<E> (v, stride, size);
 }
 
 static __device__ __forceinline__ int
@@ -977,34 +985,8 @@ warp_merge2 (const unsigned long long *a, const unsigned long long *b, unsigned 
     }
 #pragma unroll
   for (int stride = 16 * E; stride > 0; stride >>= 1)
-    {
-      if (stride >= Kp)
-        continue;
-      if (stride < E)
-        {
-#pragma unroll
-          for (int r = 0; r < E; r++)
-            if ((r & stride) == 0)
-              {
-                const unsigned long long x = v[r], y = v[r | stride];
-                if (x < y)
-                  {
-                    v[r] = y;
-                    v[r | stride] = x;
-                  }
-              }
-        }
-      else
-        {
-#pragma unroll
-          for (int r = 0; r < E; r++)
-            {
-              const int e = lane * E + r;
-              const unsigned long long o = __shfl_xor_sync (0xffffffffu, v[r], stride / E);
-              v[r] = (e & stride) == 0 ? (v[r] > o ? v[r] : o) : (v[r] < o ? v[r] : o);
-            }
-        }
-    }
+    if (stride < Kp)
+      warp_bitonic_step<E> (v, stride, 64 * E);   /* one descending run */
   __syncwarp ();   /* every lane has read a before any writes dst */
 #pragma unroll
   for (int r = 0; r < E; r++)
