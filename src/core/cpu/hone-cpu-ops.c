@@ -105,7 +105,191 @@ swiglu_avx512 (float *g, const float *u, int n)
   for (; i < n; i++)
     g[i] = g[i] / (1.0f + expf (-g[i])) * u[i];
 }
+
+/* hone_cpu_exp_sum in 16 lanes, the sums in two 8-lane doubles. */
+static HONE_X86_512_TARGET double
+exp_sum_avx512 (const float *x, float *y, int n, float shift, float scale)
+{
+  const __m512 sv = _mm512_set1_ps (shift), kv = _mm512_set1_ps (scale), lo = _mm512_set1_ps (-87.33654f);
+  __m512d s0 = _mm512_setzero_pd (), s1 = _mm512_setzero_pd ();
+  double sum;
+  int i = 0;
+
+  for (; i + 16 <= n; i += 16)
+    {
+      const __m512 a = _mm512_mul_ps (_mm512_sub_ps (_mm512_loadu_ps (x + i), sv), kv);
+      const __mmask16 ok = _mm512_cmp_ps_mask (a, lo, _CMP_GE_OQ);   /* false for NaN */
+      const __m512 e = _mm512_maskz_mov_ps (ok, hone_x86_exp512 (a));
+      _mm512_storeu_ps (y + i, e);
+      s0 = _mm512_add_pd (s0, _mm512_cvtps_pd (_mm512_castps512_ps256 (e)));
+      s1 = _mm512_add_pd (s1, _mm512_cvtps_pd (_mm256_castpd_ps (_mm512_extractf64x4_pd (_mm512_castps_pd (e), 1))));
+    }
+  sum = _mm512_reduce_add_pd (_mm512_add_pd (s0, s1));
+  for (; i < n; i++)
+    {
+      const float a = (x[i] - shift) * scale;
+      y[i] = a >= -87.33654f ? expf (a) : 0.0f;
+      sum += y[i];
+    }
+  return sum;
+}
+
+/* hone_cpu_exp_sum in 8 lanes, the sums in two 4-lane doubles. */
+static HONE_X86_256_TARGET double
+exp_sum_avx2 (const float *x, float *y, int n, float shift, float scale)
+{
+  const __m256 sv = _mm256_set1_ps (shift), kv = _mm256_set1_ps (scale), lo = _mm256_set1_ps (-87.33654f);
+  __m256d s0 = _mm256_setzero_pd (), s1 = _mm256_setzero_pd ();
+  __m128d h;
+  double sum;
+  int i = 0;
+
+  for (; i + 8 <= n; i += 8)
+    {
+      const __m256 a = _mm256_mul_ps (_mm256_sub_ps (_mm256_loadu_ps (x + i), sv), kv);
+      const __m256 ok = _mm256_cmp_ps (a, lo, _CMP_GE_OQ);   /* false for NaN */
+      const __m256 e = _mm256_and_ps (ok, hone_x86_exp256 (a));
+      _mm256_storeu_ps (y + i, e);
+      s0 = _mm256_add_pd (s0, _mm256_cvtps_pd (_mm256_castps256_ps128 (e)));
+      s1 = _mm256_add_pd (s1, _mm256_cvtps_pd (_mm256_extractf128_ps (e, 1)));
+    }
+  s0 = _mm256_add_pd (s0, s1);
+  h = _mm_add_pd (_mm256_castpd256_pd128 (s0), _mm256_extractf128_pd (s0, 1));
+  sum = _mm_cvtsd_f64 (_mm_add_sd (h, _mm_unpackhi_pd (h, h)));
+  for (; i < n; i++)
+    {
+      const float a = (x[i] - shift) * scale;
+      y[i] = a >= -87.33654f ? expf (a) : 0.0f;
+      sum += y[i];
+    }
+  return sum;
+}
+
+static HONE_X86_256_TARGET float
+max_avx2 (const float *x, int n)
+{
+  __m256 m0 = _mm256_set1_ps (-INFINITY), m1 = m0;
+  __m128 h;
+  float m;
+  int i = 0;
+
+  for (; i + 16 <= n; i += 16)   /* maxps gives its second operand where the first is NaN */
+    {
+      m0 = _mm256_max_ps (_mm256_loadu_ps (x + i), m0);
+      m1 = _mm256_max_ps (_mm256_loadu_ps (x + i + 8), m1);
+    }
+  m0 = _mm256_max_ps (m0, m1);
+  h = _mm_max_ps (_mm256_castps256_ps128 (m0), _mm256_extractf128_ps (m0, 1));
+  h = _mm_max_ps (h, _mm_movehl_ps (h, h));
+  h = _mm_max_ss (h, _mm_shuffle_ps (h, h, 1));
+  m = _mm_cvtss_f32 (h);
+  for (; i < n; i++)
+    if (x[i] > m)
+      m = x[i];
+  return m;
+}
+
+static HONE_X86_256_TARGET int
+first_above_avx2 (const float *x, int n, float t)
+{
+  const __m256 tv = _mm256_set1_ps (t);
+  int i = 0;
+
+  for (; i + 16 <= n; i += 16)
+    {
+      const __m256 a = _mm256_cmp_ps (_mm256_loadu_ps (x + i), tv, _CMP_GT_OQ);
+      const __m256 b = _mm256_cmp_ps (_mm256_loadu_ps (x + i + 8), tv, _CMP_GT_OQ);
+      const unsigned mask = (unsigned) _mm256_movemask_ps (a) | (unsigned) _mm256_movemask_ps (b) << 8;
+      if (mask)
+        return i + __builtin_ctz (mask);
+    }
+  for (; i < n; i++)
+    if (x[i] > t)
+      return i;
+  return n;
+}
+
+static HONE_X86_256_TARGET int
+indices_above_avx2 (const float *x, int n, float t, gint32 *idx)
+{
+  const __m256 tv = _mm256_set1_ps (t);
+  int i = 0, m = 0;
+
+  for (; i + 8 <= n; i += 8)
+    {
+      unsigned mask = (unsigned) _mm256_movemask_ps (_mm256_cmp_ps (_mm256_loadu_ps (x + i), tv, _CMP_GT_OQ));
+      for (; mask; mask &= mask - 1)
+        idx[m++] = i + __builtin_ctz (mask);
+    }
+  for (; i < n; i++)
+    if (x[i] > t)
+      idx[m++] = i;
+  return m;
+}
 #endif
+
+int
+hone_cpu_indices_above (const float *x, int n, float t, gint32 *idx)
+{
+  int m = 0;
+
+#ifdef HONE_HAVE_X86
+  if (hone_cpu_isa () >= HONE_CPU_ISA_AVX2)
+    return indices_above_avx2 (x, n, t, idx);
+#endif
+  for (int i = 0; i < n; i++)
+    if (x[i] > t)
+      idx[m++] = i;
+  return m;
+}
+
+float
+hone_cpu_max (const float *x, int n)
+{
+  float m = -INFINITY;
+
+#ifdef HONE_HAVE_X86
+  if (hone_cpu_isa () >= HONE_CPU_ISA_AVX2)
+    return max_avx2 (x, n);
+#endif
+  for (int i = 0; i < n; i++)
+    if (x[i] > m)
+      m = x[i];
+  return m;
+}
+
+int
+hone_cpu_first_above (const float *x, int n, float t)
+{
+#ifdef HONE_HAVE_X86
+  if (hone_cpu_isa () >= HONE_CPU_ISA_AVX2)
+    return first_above_avx2 (x, n, t);
+#endif
+  for (int i = 0; i < n; i++)
+    if (x[i] > t)
+      return i;
+  return n;
+}
+
+double
+hone_cpu_exp_sum (const float *x, float *y, int n, float shift, float scale)
+{
+  double sum = 0.0;
+
+#ifdef HONE_HAVE_X86
+  if (hone_cpu_isa () >= HONE_CPU_ISA_AVX512VNNI)
+    return exp_sum_avx512 (x, y, n, shift, scale);
+  if (hone_cpu_isa () >= HONE_CPU_ISA_AVX2)
+    return exp_sum_avx2 (x, y, n, shift, scale);
+#endif
+  for (int i = 0; i < n; i++)
+    {
+      const float a = (x[i] - shift) * scale;
+      y[i] = a >= -87.33654f ? expf (a) : 0.0f;
+      sum += y[i];
+    }
+  return sum;
+}
 
 void
 hone_cpu_rmsnorm (const float *x, const float *w, float *y, int n, float eps)

@@ -22,6 +22,21 @@ void  hone_cpu_rope (float *v, int n_heads, int head_dim, const float *cos_t, co
 /* In place; returns nothing; max-subtracted, sums in double. */
 void  hone_cpu_softmax (float *x, int n);
 
+/* y[i] = e^((x[i] − shift)·scale) for x[i] ≤ shift (a NaN, or an argument
+ * below −87.3, gives 0); returns Σ y[i] in double. The vector paths' e^x is
+ * within 2 ulp of expf. y may alias x. */
+double hone_cpu_exp_sum (const float *x, float *y, int n, float shift, float scale);
+
+/* The largest of x[0..n) that is not NaN (−inf if none). */
+float hone_cpu_max (const float *x, int n);
+
+/* The index of the first x[i] > t (never a NaN), or n if none. */
+int   hone_cpu_first_above (const float *x, int n, float t);
+
+/* The indices of every x[i] > t (never a NaN), ascending, into idx; returns
+ * how many. */
+int   hone_cpu_indices_above (const float *x, int n, float t, gint32 *idx);
+
 /* g[i] = silu(g[i]) · u[i] */
 void  hone_cpu_swiglu (float *g, const float *u, int n);
 
