@@ -288,6 +288,9 @@ test_large_vocab (void)
     { 0.8f, 40, 0.95f, 0.05f },
     { 1.0f, 0, 1.0f, 0.01f },
     { 1.0f, 1000, 1.0f, 0.0f },
+    { 2.0f, 0, 0.95f, 0.0f },    /* a flat distribution: a nucleus of most of the vocabulary */
+    { 1.5f, 0, 1.0f, 0.0f },     /* pure temperature: nothing cut */
+    { 2.0f, 0, 0.9f, 0.001f },
   };
 
   for (int i = 0; i < n; i++)
@@ -301,6 +304,73 @@ test_large_vocab (void)
 }
 
 /* ---- seeded draws ------------------------------------------------------------------- */
+
+/* Each draw is the candidate at u of the cumulative mass in best-first order
+ * (ties to the lower id), u the seed's next double: hone_sampler_sample
+ * against a twin sampler's probabilities sorted here whole. Without top-k the
+ * sampler never sorts the vocabulary (it walks buckets of the probabilities'
+ * top bits), so this holds that walk to the sorted one's answer. */
+static void
+test_draw_order (void)
+{
+  const int n = 49152;
+  g_autofree float *logits = g_new (float, n);
+  g_autofree float *l = g_new (float, n);
+  g_autofree float *probs = g_new (float, n);
+  Ref *r = g_new (Ref, n);
+  GRand *rand = g_rand_new_with_seed (11);
+  struct { float t; int k; float p; float m; } cases[] = {
+    { 0.8f, 0, 1.0f, 0.0f },
+    { 1.5f, 0, 1.0f, 0.0f },
+    { 1.5f, 0, 0.95f, 0.0f },
+    { 1.0f, 0, 1.0f, 0.02f },
+    { 0.8f, 40, 0.95f, 0.05f },
+  };
+
+  for (int i = 0; i < n; i++)
+    logits[i] = (float) (g_rand_double_range (rand, -3.0, 3.0) + (i % 997 == 0 ? 8.0 : 0.0));
+  for (int i = 0; i < n; i += 4099)   /* ties */
+    logits[i + 1] = logits[i];
+  for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      g_autoptr (HoneSampler) s = make (cases[c].t, cases[c].k, cases[c].p, cases[c].m, n, 99 + c);
+      g_autoptr (HoneSampler) twin = make (cases[c].t, cases[c].k, cases[c].p, cases[c].m, n, 99 + c);
+      int m = 0, deep = 0;
+
+      hone_sampler_probabilities (twin, logits, probs);
+      for (int i = 0; i < n; i++)
+        if (probs[i] > 0.0f)
+          r[m++] = (Ref) { i, probs[i] };
+      qsort (r, m, sizeof *r, ref_cmp);
+      for (int d = 0; d < 400; d++)
+        {
+          const double u = hone_sampler_next_double (twin);
+          double cum = 0.0;
+          int want = r[m - 1].id, at = m - 1;
+          gint32 got;
+
+          for (int i = 0; i < m; i++)
+            {
+              cum += (float) r[i].p;
+              if (u < cum)
+                {
+                  want = r[i].id;
+                  at = i;
+                  break;
+                }
+            }
+          deep += at >= 64;
+          memcpy (l, logits, sizeof (float) * n);
+          got = hone_sampler_sample (s, l);
+          g_assert_cmpint (got, ==, want);
+        }
+      /* the cases without top-k reach far into the order (not only the leaders) */
+      if (cases[c].k == 0 && cases[c].m == 0.0f)
+        g_assert_cmpint (deep, >, 10);
+    }
+  g_free (r);
+  g_rand_free (rand);
+}
 
 static void
 test_frequencies (void)
@@ -533,6 +603,7 @@ main (int argc, char **argv)
   g_test_add_func ("/sampler/top-p-min-p-temperature", test_top_p_min_p);
   g_test_add_func ("/sampler/large-vocab", test_large_vocab);
   g_test_add_func ("/sampler/frequencies", test_frequencies);
+  g_test_add_func ("/sampler/draw-order", test_draw_order);
   g_test_add_func ("/sampler/seed", test_seed_determinism);
   g_test_add_func ("/sampler/penalties", test_penalties);
   g_test_add_func ("/sampler/stop-strings", test_stop_strings);

@@ -8,6 +8,7 @@
 
 #include "hone-error.h"
 #include "hone-i18n.h"
+#include "cpu/hone-cpu-ops.h"
 
 /* ---- params ---------------------------------------------------------------- */
 
@@ -167,6 +168,10 @@ typedef struct {
   float p;
 } Candidate;
 
+/* the buckets of best-first walks: a positive float's top 13 bits */
+#define DRAW_BUCKET_SHIFT 18
+#define DRAW_BUCKETS (1 << (31 - DRAW_BUCKET_SHIFT))
+
 struct _HoneSampler {
   HoneSamplerParams params;
   int n_vocab;
@@ -176,6 +181,10 @@ struct _HoneSampler {
   int window_pos;
   guint16 *counts;       /* scratch: per-token count in the window (n_vocab) */
   float *scratch;        /* n_vocab floats */
+  float *exps;           /* n_vocab floats: e^((l − max) / T) without top-k */
+  double *bucket_mass;   /* draw_in_order's DRAW_BUCKETS sums */
+  gint32 *ids;           /* n_vocab: the candidates' ids without top-k */
+  Candidate *side;       /* n_vocab: one bucket's candidates (bucket_members) */
   Candidate *cands;      /* n_vocab candidates */
 };
 
@@ -199,6 +208,10 @@ hone_sampler_new (const HoneSamplerParams *params, int n_vocab, GError **error)
   s->window = g_new0 (gint32, MAX (params->penalty_window, 1));
   s->counts = g_new0 (guint16, n_vocab);
   s->scratch = g_new (float, n_vocab);
+  s->exps = g_new (float, n_vocab);
+  s->bucket_mass = g_new (double, DRAW_BUCKETS);
+  s->ids = g_new (gint32, n_vocab);
+  s->side = g_new (Candidate, n_vocab);
   s->cands = g_new (Candidate, n_vocab);
   hone_sampler_reset (s);
   return s;
@@ -213,6 +226,10 @@ hone_sampler_free (HoneSampler *s)
   g_free (s->window);
   g_free (s->counts);
   g_free (s->scratch);
+  g_free (s->exps);
+  g_free (s->bucket_mass);
+  g_free (s->ids);
+  g_free (s->side);
   g_free (s->cands);
   g_free (s);
 }
@@ -337,8 +354,9 @@ heap_sift_down (Candidate *h, int n, int i)
 
 /* The k best logits of l[0..n) (0 < k < n; NaN as −inf, ties to the lower
  * id) into c[0..k), sorted best first, their logits in .p. A min-heap of k;
- * a later index never wins a tie, so one compare against the heap's root
- * turns almost every logit away. */
+ * a later index never wins a tie, so only a logit above the heap's root gets
+ * in, and the vector scan for the next one (hone_cpu_first_above) skips the
+ * rest 16 at a time. */
 static int
 select_top_k_logits (Candidate *c, const float *l, int n, int k)
 {
@@ -352,124 +370,217 @@ select_top_k_logits (Candidate *c, const float *l, int n, int k)
   for (int i = k / 2 - 1; i >= 0; i--)
     heap_sift_down (c, k, i);
   root = c[0].p;
-  for (int i = k; i < n; i++)
-    if (l[i] > root)   /* false for NaN */
-      {
-        c[0].id = i;
-        c[0].p = l[i];
-        heap_sift_down (c, k, 0);
-        root = c[0].p;
-      }
+  for (int i = k; (i += hone_cpu_first_above (l + i, n - i, root)) < n; i++)   /* never a NaN */
+    {
+      c[0].id = i;
+      c[0].p = l[i];
+      heap_sift_down (c, k, 0);
+      root = c[0].p;
+    }
   qsort (c, k, sizeof *c, cand_cmp_desc);
   return k;
 }
 
-/* Builds the final candidate list (sorted best first, probabilities
- * normalised) from tempered logits in s->scratch. Returns the count. */
+/* ---- best-first order without sorting: buckets of a float's top bits -----------
+ * A positive float's bits order as its value, so candidates bucketed by their
+ * probability's top 13 bits (exponent and 5 mantissa bits: values within
+ * 3.1 % of each other) come bucket by bucket in best-first order; a walk
+ * over the buckets' sums finds where a cumulative mass is reached, and only
+ * that one bucket needs sorting. (The sums before it are taken in another
+ * order than a full sort's walk would: the same result but where the mass
+ * lies within rounding of a boundary.) */
+
+static inline int
+bucket_of (float p)
+{
+  guint32 bits;
+
+  memcpy (&bits, &p, sizeof bits);
+  return (int) (bits >> DRAW_BUCKET_SHIFT);
+}
+
+/* Σ p of c[0..n) per bucket into mass; the lowest and highest buckets used
+ * into *lo and *hi. */
+static void
+bucket_masses (const Candidate *c, int n, double *mass, int *lo, int *hi)
+{
+  *lo = DRAW_BUCKETS - 1;
+  *hi = 0;
+  memset (mass, 0, sizeof (double) * DRAW_BUCKETS);
+  for (int i = 0; i < n; i++)
+    {
+      const int b = bucket_of (c[i].p);
+      mass[b] += c[i].p;
+      *lo = MIN (*lo, b);
+      *hi = MAX (*hi, b);
+    }
+}
+
+/* The bucket, best first, whose mass takes the running sum over c[0..n) to
+ * target (≥ it where inclusive, past it otherwise), or the lowest used; the
+ * sum before it in *above. */
 static int
-build_candidates (HoneSampler *s, const float *logits)
+bucket_walk (const Candidate *c, int n, double *mass, double target, gboolean inclusive, double *above)
+{
+  int b, lo, hi;
+
+  bucket_masses (c, n, mass, &lo, &hi);
+  *above = 0.0;
+  for (b = hi; b > lo; b--)
+    {
+      const double next = *above + mass[b];
+      if (inclusive ? next >= target : next > target)
+        break;
+      *above = next;
+    }
+  return b;
+}
+
+/* Bucket b's candidates of c[0..n) into out, sorted best first; returns how many. */
+static int
+bucket_members (const Candidate *c, int n, int b, Candidate *out)
+{
+  int m = 0;
+
+  for (int i = 0; i < n; i++)
+    if (bucket_of (c[i].p) == b)
+      out[m++] = c[i];
+  qsort (out, m, sizeof *out, cand_cmp_desc);
+  return m;
+}
+
+/* Builds the final candidate list (probabilities normalised) from the
+ * logits. Returns the count; *sorted says whether the list is sorted best
+ * first — with top-k it is; without, the vocabulary's candidates are never
+ * sorted whole (the buckets above find top-p's cut, draw_in_order the draw). */
+static int
+build_candidates (HoneSampler *s, const float *logits, gboolean *sorted)
 {
   const HoneSamplerParams *p = &s->params;
-  const gboolean top_k = p->top_k > 0 && p->top_k < s->n_vocab;
   Candidate *c = s->cands;
   int n = s->n_vocab;
-  float max_l = -INFINITY;
-  double mass = 1.0;
-  int kept;
+  float max_l;
+  double mass = 0.0;
 
+  *sorted = p->top_k > 0 && p->top_k < s->n_vocab;
   /* With top-k, select first, on the logits themselves (the order of their
    * probabilities, but for float ties; ties to the lower id), and take only the
    * k exponentials: everything after top-k renormalises over the k kept, so the
    * whole vocabulary's softmax sum cancels and is never needed (a 49,152
    * vocabulary: 297 -> 24 µs a token on a 2-vCPU VM, RESULTS.md "Session 39"). */
-  if (top_k)
+  if (*sorted)
     {
       n = select_top_k_logits (c, logits, n, p->top_k);
       max_l = c[0].p;
     }
   else
-    for (int i = 0; i < n; i++)
-      if (logits[i] > max_l)
-        max_l = logits[i];
+    max_l = hone_cpu_max (logits, n);
   if (!isfinite (max_l))
     {
       /* All -inf (or NaN), or a +inf: nothing to choose from but the argmax. */
       c[0].id = hone_argmax (logits, s->n_vocab);
       c[0].p = 1.0f;
+      *sorted = TRUE;
       return 1;
     }
-  if (top_k)
+  if (*sorted)
     {
-      mass = 0.0;
       for (int i = 0; i < n; i++)
         {
           c[i].p = expf ((c[i].p - max_l) / p->temperature);
           mass += c[i].p;
         }
-    }
-  else
-    {
-      double sum = 0.0;
-      for (int i = 0; i < n; i++)
+      if (p->top_p < 1.0f)   /* on the cumulative mass of what top-k kept, renormalised */
         {
-          float e = isnan (logits[i]) ? 0.0f : expf ((logits[i] - max_l) / p->temperature);
-          c[i].id = i;
-          c[i].p = e;
-          sum += e;
-        }
-      for (int i = 0; i < n; i++)
-        c[i].p = (float) (c[i].p / sum);
-      if (p->top_p < 1.0f)
-        {
-          /* Exact nucleus without sorting the whole vocabulary: the nucleus is a
-           * prefix of the sorted order, so if the tokens above a threshold already
-           * hold top_p of the mass, the nucleus lies among them. */
-          float pmax = 0.0f;
+          double cum = 0.0;
           for (int i = 0; i < n; i++)
-            pmax = MAX (pmax, c[i].p);
-          for (double thr = pmax * 1e-3; thr > 1e-30; thr *= 1e-3)
             {
-              int m = 0;
-              double kept_mass = 0.0;
-              for (int i = 0; i < n; i++)
-                if (c[i].p >= thr)
-                  kept_mass += c[i].p;
-              if (kept_mass >= p->top_p)
+              cum += c[i].p / mass;
+              if (cum >= p->top_p)
                 {
-                  for (int i = 0; i < n; i++)
-                    if (c[i].p >= thr)
-                      c[m++] = c[i];
-                  n = m;
+                  n = i + 1;
                   break;
                 }
             }
         }
-      qsort (c, n, sizeof *c, cand_cmp_desc);
-    }
-
-  /* top-p on the cumulative mass of what top-k kept (renormalised). */
-  if (p->top_p < 1.0f)
-    {
-      double cum = 0.0;
-      kept = n;
-      for (int i = 0; i < n; i++)
+      if (p->min_p > 0.0f)
         {
-          cum += c[i].p / mass;
-          if (cum >= p->top_p)
-            {
-              kept = i + 1;
-              break;
-            }
+          const float floor_p = c[0].p * p->min_p;
+          int kept = 1;
+          while (kept < n && c[kept].p >= floor_p)
+            kept++;
+          n = kept;
         }
-      n = kept;
     }
-  if (p->min_p > 0.0f)
+  else
     {
-      float floor_p = c[0].p * p->min_p;
-      kept = 1;
-      while (kept < n && c[kept].p >= floor_p)
-        kept++;
-      n = kept;
+      /* Without top-k: e^((l − max) / T) over the vocabulary (vector code,
+       * hone-cpu-ops), then only what can be kept becomes a candidate: the
+       * tokens whose e reaches min-p (e of the best is 1), and for top-p, where
+       * the tokens with e ≥ 1e-3 already hold top_p of the mass, only those
+       * (the nucleus is a prefix of the best-first order, so it lies among them). */
+      float *e = s->exps;
+      const double sum = hone_cpu_exp_sum (logits, e, n, max_l, 1.0f / p->temperature);
+      const double inv_sum = 1.0 / sum;
+      const float floor_e = p->min_p > 0.0f ? p->min_p * 0.999f : 0.0f;   /* min-p's exact cut comes later */
+      gint32 *ids = s->ids;
+      int m = -1;
+
+      if (p->top_p < 1.0f && floor_e < 1e-3f)
+        {
+          double kept_mass = 0.0;
+          m = hone_cpu_indices_above (e, n, nextafterf (1e-3f, 0.0f), ids);   /* e ≥ 1e-3 */
+          for (int j = 0; j < m; j++)
+            kept_mass += e[ids[j]];
+          if (kept_mass < p->top_p * sum)
+            m = -1;   /* not enough: everything min-p keeps */
+        }
+      if (m < 0)
+        m = hone_cpu_indices_above (e, n, floor_e > 0.0f ? nextafterf (floor_e, 0.0f) : 0.0f, ids);
+      for (int j = 0; j < m; j++)
+        {
+          c[j].id = ids[j];
+          c[j].p = (float) (e[ids[j]] * inv_sum);
+        }
+      n = m;
+      if (p->top_p < 1.0f)   /* the shortest best-first prefix holding top_p (of the whole mass, 1) */
+        {
+          double cum;
+          const int b = bucket_walk (c, n, s->bucket_mass, p->top_p, TRUE, &cum);
+          const int nb = bucket_members (c, n, b, s->side);
+          int a = 0;
+          for (int i = 0; i < n; i++)   /* the buckets above b, in place (branch-free: a flat distribution's are coin flips) */
+            {
+              c[a] = c[i];
+              a += bucket_of (c[i].p) > b;
+            }
+          m = nb;   /* all of bucket b where rounding leaves its sorted sum short */
+          for (int i = 0; i < nb; i++)
+            {
+              cum += s->side[i].p;
+              if (cum >= p->top_p)
+                {
+                  m = i + 1;
+                  break;
+                }
+            }
+          memcpy (c + a, s->side, sizeof *c * m);
+          n = a + m;
+        }
+      if (p->min_p > 0.0f)   /* p ≥ min-p of the best: in any order */
+        {
+          float floor_p = 0.0f;
+          m = 0;
+          for (int i = 0; i < n; i++)
+            floor_p = MAX (floor_p, c[i].p);
+          floor_p *= p->min_p;
+          for (int i = 0; i < n; i++)
+            if (c[i].p >= floor_p)
+              c[m++] = c[i];
+          n = m;
+        }
+      if (p->top_p >= 1.0f && p->min_p <= 0.0f)
+        return n;   /* nothing was cut: normalised already */
     }
   mass = 0.0;
   for (int i = 0; i < n; i++)
@@ -482,6 +593,7 @@ build_candidates (HoneSampler *s, const float *logits)
 void
 hone_sampler_probabilities (HoneSampler *s, const float *logits, float *probs)
 {
+  gboolean sorted;
   int n;
 
   memcpy (s->scratch, logits, sizeof (float) * s->n_vocab);
@@ -492,22 +604,43 @@ hone_sampler_probabilities (HoneSampler *s, const float *logits, float *probs)
       probs[hone_argmax (s->scratch, s->n_vocab)] = 1.0f;
       return;
     }
-  n = build_candidates (s, s->scratch);
+  n = build_candidates (s, s->scratch, &sorted);
   for (int i = 0; i < n; i++)
     probs[s->cands[i].id] = s->cands[i].p;
+}
+
+/* The candidate at u of the cumulative mass in best-first order, with only
+ * the bucket u falls in sorted (bucket_walk). */
+static gint32
+draw_in_order (HoneSampler *s, int n, double u)
+{
+  double cum;
+  const int b = bucket_walk (s->cands, n, s->bucket_mass, u, FALSE, &cum);
+  const int m = bucket_members (s->cands, n, b, s->side);
+
+  for (int i = 0; i < m; i++)
+    {
+      cum += s->side[i].p;
+      if (u < cum)
+        return s->side[i].id;
+    }
+  return s->side[m - 1].id;   /* rounding: u beyond the float sum */
 }
 
 gint32
 hone_sampler_sample (HoneSampler *s, float *logits)
 {
+  gboolean sorted;
   int n;
   double u, cum = 0.0;
 
   hone_sampler_apply_penalties (s, logits);
   if (s->params.temperature == 0.0f)
     return hone_argmax (logits, s->n_vocab);
-  n = build_candidates (s, logits);
+  n = build_candidates (s, logits, &sorted);
   u = hone_sampler_next_double (s);
+  if (!sorted)
+    return draw_in_order (s, n, u);
   for (int i = 0; i < n; i++)
     {
       cum += s->cands[i].p;
