@@ -779,6 +779,71 @@ test_rmsnorm_softmax_swiglu (void)
 }
 
 /* inv_freq as transformers computes it: default, linear, llama3. */
+/* The sampler's vector scans (hone-cpu-ops) on every ISA against f64 and
+ * plain loops: lengths off the vector widths, NaN, ±inf and arguments past
+ * e^x's range. */
+static void
+test_sampler_scans (void)
+{
+  HoneCpuIsa best = hone_cpu_isa_detect ();
+  enum { N = 1003 };
+
+  for (int isa = HONE_CPU_ISA_PORTABLE; isa <= (int) best; isa++)
+    {
+      GRand *r = g_rand_new_with_seed (23);
+      float x[N], y[N];
+      gint32 idx[N];
+
+      if (!hone_cpu_isa_supported (isa))
+        {
+          g_rand_free (r);
+          continue;
+        }
+      hone_cpu_set_isa (isa);
+      for (int i = 0; i < N; i++)
+        x[i] = (float) g_rand_double_range (r, -20.0, 20.0);
+      x[5] = NAN, x[17] = -INFINITY, x[40] = -200.0f, x[999] = NAN, x[1001] = 25.0f;
+      for (int n = 0; n <= N; n += n < 40 ? 1 : 97)
+        {
+          const float shift = 25.0f, scale = 1.0f / 0.7f, t = 12.5f;
+          float mx = -INFINITY;
+          double sum = 0.0, got;
+          int first = n, m = 0, k;
+
+          for (int i = 0; i < n; i++)
+            {
+              if (x[i] > mx)
+                mx = x[i];
+              if (first == n && x[i] > t)
+                first = i;
+            }
+          g_assert_cmpfloat (hone_cpu_max (x, n), ==, mx);
+          g_assert_cmpint (hone_cpu_first_above (x, n, t), ==, first);
+          k = hone_cpu_indices_above (x, n, t, idx);
+          for (int i = 0; i < n; i++)
+            if (x[i] > t)
+              {
+                g_assert_cmpint (m, <, k);
+                g_assert_cmpint (idx[m], ==, i);
+                m++;
+              }
+          g_assert_cmpint (k, ==, m);
+          got = hone_cpu_exp_sum (x, y, n, shift, scale);
+          for (int i = 0; i < n; i++)
+            {
+              const float a = (x[i] - shift) * scale;   /* the argument as the function forms it */
+              const double ref = isnan (x[i]) || a < -87.33 ? 0.0 : exp ((double) a);
+              if (!(fabs (y[i] - ref) <= 1e-6 * ref + 1e-38))   /* NaN fails */
+                g_error ("%s: exp_sum [%d] of %g = %g, f64 %g", hone_cpu_isa_name (isa), i, x[i], y[i], ref);
+              sum += ref;
+            }
+          g_assert_cmpfloat (fabs (got - sum), <=, 1e-6 * sum + 1e-37);
+        }
+      g_rand_free (r);
+    }
+  hone_cpu_set_isa (HONE_CPU_ISA_COUNT_);
+}
+
 static void
 test_rope_freq (void)
 {
@@ -1081,6 +1146,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cpu/kernels/pool-crowded", test_pool_crowded);
   g_test_add_func ("/cpu/kernels/cgroup-limit", test_cgroup_limit);
   g_test_add_func ("/cpu/kernels/norm-softmax-swiglu", test_rmsnorm_softmax_swiglu);
+  g_test_add_func ("/cpu/kernels/sampler-scans", test_sampler_scans);
   g_test_add_func ("/cpu/kernels/rope-freq", test_rope_freq);
   g_test_add_func ("/cpu/kernels/rope", test_rope);
   g_test_add_func ("/cpu/kernels/attention", test_attention);
