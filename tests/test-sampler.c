@@ -325,6 +325,10 @@ test_draw_order (void)
     { 1.5f, 0, 0.95f, 0.0f },
     { 1.0f, 0, 1.0f, 0.02f },
     { 0.8f, 40, 0.95f, 0.05f },
+    { 100.0f, 0, 1.0f, 0.0f },   /* near uniform: the walk goes down to the last bits */
+    { 100.0f, 0, 0.9f, 0.0f },
+    { 1.0f, 0, 1.0f, 0.0f },     /* all logits equal (the last case): ties only, to the lower id */
+    { 1.0f, 0, 0.5f, 0.0f },
   };
 
   for (int i = 0; i < n; i++)
@@ -333,6 +337,9 @@ test_draw_order (void)
     logits[i + 1] = logits[i];
   for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
     {
+      if (c == G_N_ELEMENTS (cases) - 2)
+        for (int i = 0; i < n; i++)
+          logits[i] = 0.25f;
       g_autoptr (HoneSampler) s = make (cases[c].t, cases[c].k, cases[c].p, cases[c].m, n, 99 + c);
       g_autoptr (HoneSampler) twin = make (cases[c].t, cases[c].k, cases[c].p, cases[c].m, n, 99 + c);
       int m = 0, deep = 0;

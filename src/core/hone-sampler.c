@@ -168,10 +168,6 @@ typedef struct {
   float p;
 } Candidate;
 
-/* the buckets of best-first walks: a positive float's top 13 bits */
-#define DRAW_BUCKET_SHIFT 18
-#define DRAW_BUCKETS (1 << (31 - DRAW_BUCKET_SHIFT))
-
 struct _HoneSampler {
   HoneSamplerParams params;
   int n_vocab;
@@ -182,9 +178,9 @@ struct _HoneSampler {
   guint16 *counts;       /* scratch: per-token count in the window (n_vocab) */
   float *scratch;        /* n_vocab floats */
   float *exps;           /* n_vocab floats: e^((l − max) / T) without top-k */
-  double *bucket_mass;   /* draw_in_order's DRAW_BUCKETS sums */
+  double *bucket_mass;   /* candidate_at's 8,192 bucket sums */
   gint32 *ids;           /* n_vocab: the candidates' ids without top-k */
-  Candidate *side;       /* n_vocab: one bucket's candidates (bucket_members) */
+  Candidate *side;       /* n_vocab: candidate_at's bucket */
   Candidate *cands;      /* n_vocab candidates */
 };
 
@@ -209,7 +205,7 @@ hone_sampler_new (const HoneSamplerParams *params, int n_vocab, GError **error)
   s->counts = g_new0 (guint16, n_vocab);
   s->scratch = g_new (float, n_vocab);
   s->exps = g_new (float, n_vocab);
-  s->bucket_mass = g_new (double, DRAW_BUCKETS);
+  s->bucket_mass = g_new (double, 1 << 13);
   s->ids = g_new (gint32, n_vocab);
   s->side = g_new (Candidate, n_vocab);
   s->cands = g_new (Candidate, n_vocab);
@@ -381,78 +377,84 @@ select_top_k_logits (Candidate *c, const float *l, int n, int k)
   return k;
 }
 
-/* ---- best-first order without sorting: buckets of a float's top bits -----------
- * A positive float's bits order as its value, so candidates bucketed by their
- * probability's top 13 bits (exponent and 5 mantissa bits: values within
- * 3.1 % of each other) come bucket by bucket in best-first order; a walk
- * over the buckets' sums finds where a cumulative mass is reached, and only
- * that one bucket needs sorting. (The sums before it are taken in another
- * order than a full sort's walk would: the same result but where the mass
- * lies within rounding of a boundary.) */
+/* ---- best-first order without sorting: a radix walk over a float's bits -------
+ * A positive float's bits order as its value. candidate_at sums c's
+ * probabilities per bucket of their top 13 bits (exponent and 5 mantissa
+ * bits: values within 3.1 % of each other), walks the buckets best first to
+ * the one where the running sum reaches the target, and goes on inside it
+ * with the next 13 bits, then the last 5, until a few candidates are left;
+ * only those are sorted. So the result is a full sort's walk's but where the
+ * sum lies within rounding of a boundary (the sums before the last bucket are
+ * taken in another order), in three passes at most however flat the
+ * distribution. */
 
-static inline int
-bucket_of (float p)
+static inline guint32
+float_bits (float p)
 {
   guint32 bits;
 
   memcpy (&bits, &p, sizeof bits);
-  return (int) (bits >> DRAW_BUCKET_SHIFT);
+  return bits;
 }
 
-/* Σ p of c[0..n) per bucket into mass; the lowest and highest buckets used
- * into *lo and *hi. */
-static void
-bucket_masses (const Candidate *c, int n, double *mass, int *lo, int *hi)
+/* The candidate of c[0..n) (n ≥ 1) at which the running sum of p in
+ * best-first order first reaches target (≥ it where inclusive, past it
+ * otherwise), or the last one in that order. */
+static Candidate
+candidate_at (HoneSampler *s, const Candidate *c, int n, double target, gboolean inclusive)
 {
-  *lo = DRAW_BUCKETS - 1;
-  *hi = 0;
-  memset (mass, 0, sizeof (double) * DRAW_BUCKETS);
+  static const int shift[] = { 18, 5, 0 }, width[] = { 13, 13, 5 };
+  Candidate *side = s->side;
+  double *mass = s->bucket_mass, above = 0.0;
+  int level;
+
+  for (level = 0; level < 3 && n > 16; level++)
+    {
+      const guint32 mask = (1u << width[level]) - 1;
+      int lo = (int) mask, hi = 0, b, m = 0;
+
+      memset (mass, 0, sizeof (double) * (mask + 1));
+      for (int i = 0; i < n; i++)
+        {
+          const int k = (int) (float_bits (c[i].p) >> shift[level] & mask);
+          mass[k] += c[i].p;
+          lo = MIN (lo, k);
+          hi = MAX (hi, k);
+        }
+      for (b = hi; b > lo; b--)
+        {
+          const double next = above + mass[b];
+          if (inclusive ? next >= target : next > target)
+            break;
+          above = next;
+        }
+      for (int i = 0; i < n; i++)   /* in place from the second level on: m ≤ i */
+        if ((int) (float_bits (c[i].p) >> shift[level] & mask) == b)
+          side[m++] = c[i];
+      c = side;
+      n = m;
+    }
+  /* past the last level every value is the same and c keeps ascending ids */
+  if (level < 3)
+    {
+      if (c != side)
+        memcpy (side, c, sizeof *c * n);
+      qsort (side, n, sizeof *side, cand_cmp_desc);
+      c = side;
+    }
   for (int i = 0; i < n; i++)
     {
-      const int b = bucket_of (c[i].p);
-      mass[b] += c[i].p;
-      *lo = MIN (*lo, b);
-      *hi = MAX (*hi, b);
+      above += c[i].p;
+      if (inclusive ? above >= target : above > target)
+        return c[i];
     }
-}
-
-/* The bucket, best first, whose mass takes the running sum over c[0..n) to
- * target (≥ it where inclusive, past it otherwise), or the lowest used; the
- * sum before it in *above. */
-static int
-bucket_walk (const Candidate *c, int n, double *mass, double target, gboolean inclusive, double *above)
-{
-  int b, lo, hi;
-
-  bucket_masses (c, n, mass, &lo, &hi);
-  *above = 0.0;
-  for (b = hi; b > lo; b--)
-    {
-      const double next = *above + mass[b];
-      if (inclusive ? next >= target : next > target)
-        break;
-      *above = next;
-    }
-  return b;
-}
-
-/* Bucket b's candidates of c[0..n) into out, sorted best first; returns how many. */
-static int
-bucket_members (const Candidate *c, int n, int b, Candidate *out)
-{
-  int m = 0;
-
-  for (int i = 0; i < n; i++)
-    if (bucket_of (c[i].p) == b)
-      out[m++] = c[i];
-  qsort (out, m, sizeof *out, cand_cmp_desc);
-  return m;
+  return c[n - 1];
 }
 
 /* Builds the final candidate list (probabilities normalised) from the
  * logits. Returns the count; *sorted says whether the list is sorted best
  * first — with top-k it is; without, the vocabulary's candidates are never
- * sorted whole (the buckets above find top-p's cut, draw_in_order the draw). */
+ * sorted whole (candidate_at finds top-p's cut and the draw). */
 static int
 build_candidates (HoneSampler *s, const float *logits, gboolean *sorted)
 {
@@ -545,27 +547,14 @@ build_candidates (HoneSampler *s, const float *logits, gboolean *sorted)
       n = m;
       if (p->top_p < 1.0f)   /* the shortest best-first prefix holding top_p (of the whole mass, 1) */
         {
-          double cum;
-          const int b = bucket_walk (c, n, s->bucket_mass, p->top_p, TRUE, &cum);
-          const int nb = bucket_members (c, n, b, s->side);
-          int a = 0;
-          for (int i = 0; i < n; i++)   /* the buckets above b, in place (branch-free: a flat distribution's are coin flips) */
+          const Candidate last = candidate_at (s, c, n, p->top_p, TRUE);
+          m = 0;
+          for (int i = 0; i < n; i++)   /* what comes before it in that order, and it: in any order */
             {
-              c[a] = c[i];
-              a += bucket_of (c[i].p) > b;
+              c[m] = c[i];
+              m += (c[i].p > last.p) | ((c[i].p == last.p) & (c[i].id <= last.id));   /* no branch: coin flips when flat */
             }
-          m = nb;   /* all of bucket b where rounding leaves its sorted sum short */
-          for (int i = 0; i < nb; i++)
-            {
-              cum += s->side[i].p;
-              if (cum >= p->top_p)
-                {
-                  m = i + 1;
-                  break;
-                }
-            }
-          memcpy (c + a, s->side, sizeof *c * m);
-          n = a + m;
+          n = m;
         }
       if (p->min_p > 0.0f)   /* p ≥ min-p of the best: in any order */
         {
@@ -609,24 +598,6 @@ hone_sampler_probabilities (HoneSampler *s, const float *logits, float *probs)
     probs[s->cands[i].id] = s->cands[i].p;
 }
 
-/* The candidate at u of the cumulative mass in best-first order, with only
- * the bucket u falls in sorted (bucket_walk). */
-static gint32
-draw_in_order (HoneSampler *s, int n, double u)
-{
-  double cum;
-  const int b = bucket_walk (s->cands, n, s->bucket_mass, u, FALSE, &cum);
-  const int m = bucket_members (s->cands, n, b, s->side);
-
-  for (int i = 0; i < m; i++)
-    {
-      cum += s->side[i].p;
-      if (u < cum)
-        return s->side[i].id;
-    }
-  return s->side[m - 1].id;   /* rounding: u beyond the float sum */
-}
-
 gint32
 hone_sampler_sample (HoneSampler *s, float *logits)
 {
@@ -640,7 +611,7 @@ hone_sampler_sample (HoneSampler *s, float *logits)
   n = build_candidates (s, logits, &sorted);
   u = hone_sampler_next_double (s);
   if (!sorted)
-    return draw_in_order (s, n, u);
+    return candidate_at (s, s->cands, n, u, FALSE).id;
   for (int i = 0; i < n; i++)
     {
       cum += s->cands[i].p;
