@@ -306,8 +306,9 @@ test_large_vocab (void)
 /* ---- seeded draws ------------------------------------------------------------------- */
 
 /* Each draw is the candidate at u of the cumulative mass in best-first order
- * (ties to the lower id), u the seed's next double: hone_sampler_sample
- * against a twin sampler's probabilities sorted here whole. Without top-k the
+ * (ties to the lower id), u the seed's next double: hone_sampler_sample, and
+ * hone_sampler_sample_with_draw handed that u, against a twin sampler's
+ * probabilities sorted here whole. Without top-k the
  * sampler never sorts the vocabulary (it walks buckets of the probabilities'
  * top bits), so this holds that walk to the sorted one's answer. */
 static void
@@ -337,12 +338,13 @@ test_draw_order (void)
     logits[i + 1] = logits[i];
   for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
     {
-      if (c == G_N_ELEMENTS (cases) - 2)
-        for (int i = 0; i < n; i++)
-          logits[i] = 0.25f;
       g_autoptr (HoneSampler) s = make (cases[c].t, cases[c].k, cases[c].p, cases[c].m, n, 99 + c);
       g_autoptr (HoneSampler) twin = make (cases[c].t, cases[c].k, cases[c].p, cases[c].m, n, 99 + c);
       int m = 0, deep = 0;
+
+      if (c == G_N_ELEMENTS (cases) - 2)
+        for (int i = 0; i < n; i++)
+          logits[i] = 0.25f;
 
       hone_sampler_probabilities (twin, logits, probs);
       for (int i = 0; i < n; i++)
@@ -370,6 +372,8 @@ test_draw_order (void)
           memcpy (l, logits, sizeof (float) * n);
           got = hone_sampler_sample (s, l);
           g_assert_cmpint (got, ==, want);
+          memcpy (l, logits, sizeof (float) * n);   /* the device sampler's fallback: the draw handed in */
+          g_assert_cmpint (hone_sampler_sample_with_draw (twin, l, u), ==, want);
         }
       /* the cases without top-k reach far into the order (not only the leaders) */
       if (cases[c].k == 0 && cases[c].m == 0.0f)

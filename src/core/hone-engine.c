@@ -1282,54 +1282,7 @@ typedef struct {
   gboolean have_next;       /* bs.u_next holds the next step's draw, taken one step early */
   HoneBatchSampling bs;
   GArray *recent;           /* gint32: accepted tokens, the window is its tail */
-  float *probs;             /* host fallback scratch (lazily) */
 } DeviceSampling;
-
-typedef struct {
-  gint32 id;
-  float p;
-} Pick;
-
-static int
-pick_cmp_desc (const void *a, const void *b)
-{
-  const Pick *x = a, *y = b;
-  if (x->p != y->p)
-    return x->p > y->p ? -1 : 1;
-  return (x->id > y->id) - (x->id < y->id);
-}
-
-/* The host sampler's choice for @logits when its draw @u was already taken:
- * the same distribution walked in the same order (best first, lower id on
- * ties) as hone_sampler_sample(). */
-static gint32
-sample_with_draw (HoneSampler *sampler, DeviceSampling *ds, const float *logits, int vocab, double u)
-{
-  g_autofree Pick *picks = NULL;
-  int n = 0;
-  double cum = 0.0;
-
-  if (ds->probs == NULL)
-    ds->probs = g_new (float, vocab);
-  hone_sampler_probabilities (sampler, logits, ds->probs);
-  for (int i = 0; i < vocab; i++)
-    n += ds->probs[i] > 0.0f;
-  if (n == 0)
-    return hone_argmax (logits, vocab);
-  picks = g_new (Pick, n);
-  n = 0;
-  for (int i = 0; i < vocab; i++)
-    if (ds->probs[i] > 0.0f)
-      picks[n++] = (Pick) { i, ds->probs[i] };
-  qsort (picks, n, sizeof *picks, pick_cmp_desc);
-  for (int i = 0; i < n; i++)
-    {
-      cum += picks[i].p;
-      if (u < cum)
-        return picks[i].id;
-    }
-  return picks[n - 1].id;
-}
 
 /* Parameters, window and draw for the forward about to run. @next: the
  * token it samples will not be the last, so the backend may start the step
@@ -1369,7 +1322,7 @@ device_sampling_prepare (DeviceSampling *ds, HoneSampler *sampler, gboolean next
 
 /* The next token: the device's when it sampled, else the host's from @logits. */
 static gint32
-device_sampling_take (DeviceSampling *ds, HoneSampler *sampler, gint32 sampled, float *logits, int vocab,
+device_sampling_take (DeviceSampling *ds, HoneSampler *sampler, gint32 sampled, float *logits,
                       HoneRequestMetrics *m)
 {
   if (ds->on && sampled >= 0)
@@ -1378,7 +1331,7 @@ device_sampling_take (DeviceSampling *ds, HoneSampler *sampler, gint32 sampled, 
       return sampled;
     }
   if (ds->on && ds->drawn)
-    return sample_with_draw (sampler, ds, logits, vocab, ds->bs.u);
+    return hone_sampler_sample_with_draw (sampler, logits, ds->bs.u);
   return hone_sampler_sample (sampler, logits);
 }
 
@@ -1499,7 +1452,7 @@ run_generate (HoneEngine *self, Job *job)
   t0 = g_get_monotonic_time ();
   for (;;)
     {
-      gint32 tok = device_sampling_take (&ds, sampler, sampled, logits, vocab, &m);
+      gint32 tok = device_sampling_take (&ds, sampler, sampled, logits, &m);
       g_autofree char *piece = NULL;
       g_autofree char *safe = NULL;
       gboolean stopped = FALSE;
@@ -1617,7 +1570,6 @@ run_generate (HoneEngine *self, Job *job)
 out:
   if (ds.recent != NULL)
     g_array_unref (ds.recent);
-  g_free (ds.probs);
   if (error != NULL)
     job->error = error;
   update_inflight (self, job, 0, 0, 0, 0, 0.0);

@@ -598,18 +598,12 @@ hone_sampler_probabilities (HoneSampler *s, const float *logits, float *probs)
     probs[s->cands[i].id] = s->cands[i].p;
 }
 
-gint32
-hone_sampler_sample (HoneSampler *s, float *logits)
+/* The candidate at u of the list build_candidates made (n of them). */
+static gint32
+draw_at (HoneSampler *s, int n, gboolean sorted, double u)
 {
-  gboolean sorted;
-  int n;
-  double u, cum = 0.0;
+  double cum = 0.0;
 
-  hone_sampler_apply_penalties (s, logits);
-  if (s->params.temperature == 0.0f)
-    return hone_argmax (logits, s->n_vocab);
-  n = build_candidates (s, logits, &sorted);
-  u = hone_sampler_next_double (s);
   if (!sorted)
     return candidate_at (s, s->cands, n, u, FALSE).id;
   for (int i = 0; i < n; i++)
@@ -619,6 +613,32 @@ hone_sampler_sample (HoneSampler *s, float *logits)
         return s->cands[i].id;
     }
   return s->cands[n - 1].id;   /* rounding: u beyond the float sum */
+}
+
+gint32
+hone_sampler_sample (HoneSampler *s, float *logits)
+{
+  gboolean sorted;
+  int n;
+
+  hone_sampler_apply_penalties (s, logits);
+  if (s->params.temperature == 0.0f)
+    return hone_argmax (logits, s->n_vocab);
+  n = build_candidates (s, logits, &sorted);
+  return draw_at (s, n, sorted, hone_sampler_next_double (s));
+}
+
+gint32
+hone_sampler_sample_with_draw (HoneSampler *s, float *logits, double u)
+{
+  gboolean sorted;
+  int n;
+
+  hone_sampler_apply_penalties (s, logits);
+  if (s->params.temperature == 0.0f)
+    return hone_argmax (logits, s->n_vocab);
+  n = build_candidates (s, logits, &sorted);
+  return draw_at (s, n, sorted, u);
 }
 
 /* ---- stop strings ------------------------------------------------------------ */

@@ -67,6 +67,10 @@ void  hone_sampler_accept (HoneSampler *sampler, gint32 token);
 /* Pick the next token from @logits (n_vocab floats; modified in place:
  * penalties and temperature are applied to it). Does not call accept(). */
 gint32 hone_sampler_sample (HoneSampler *sampler, float *logits);
+/* The same with the uniform draw @u ∈ [0, 1) given instead of taken from the
+ * PRNG: one the caller took from this sampler's sequence earlier (a device
+ * sampler's fallback draws the host's token with the draw it was handed). */
+gint32 hone_sampler_sample_with_draw (HoneSampler *sampler, float *logits, double u);
 
 /* The pieces of the pipeline, exposed for tests and for speculative decoding. */
 /* Apply the repetition/presence/frequency penalties of the current window in place. */
