@@ -616,19 +616,6 @@ draw_at (HoneSampler *s, int n, gboolean sorted, double u)
 }
 
 gint32
-hone_sampler_sample (HoneSampler *s, float *logits)
-{
-  gboolean sorted;
-  int n;
-
-  hone_sampler_apply_penalties (s, logits);
-  if (s->params.temperature == 0.0f)
-    return hone_argmax (logits, s->n_vocab);
-  n = build_candidates (s, logits, &sorted);
-  return draw_at (s, n, sorted, hone_sampler_next_double (s));
-}
-
-gint32
 hone_sampler_sample_with_draw (HoneSampler *s, float *logits, double u)
 {
   gboolean sorted;
@@ -639,6 +626,13 @@ hone_sampler_sample_with_draw (HoneSampler *s, float *logits, double u)
     return hone_argmax (logits, s->n_vocab);
   n = build_candidates (s, logits, &sorted);
   return draw_at (s, n, sorted, u);
+}
+
+gint32
+hone_sampler_sample (HoneSampler *s, float *logits)
+{
+  /* greedy takes no draw from the sequence */
+  return hone_sampler_sample_with_draw (s, logits, s->params.temperature == 0.0f ? 0.0 : hone_sampler_next_double (s));
 }
 
 /* ---- stop strings ------------------------------------------------------------ */
