@@ -22,7 +22,9 @@
  * (≤ HONE_K_SAMPLE_MAX_K); otherwise the best HONE_K_SAMPLE_MAX_K, which is
  * exact whenever the top-p nucleus or the min-p set ends inside them. When it
  * does not (or more than 512 logits tie at the threshold), out[0] = -1 and
- * the caller samples from the logits on the host instead.
+ * the caller samples from the logits on the host instead. The many-block
+ * chain instead walks the whole row then (chain_walk_kernel, session 41):
+ * −1 only with penalties.
  */
 #include "hone-k-common.cuh"
 #include "hone-k-logits.cuh"
@@ -389,6 +391,8 @@ __global__ void sample_many_kernel (const float *logits, int vocab, float temper
                                     const int32_t *window, HoneKSampleParams pp);
 __global__ void chain_tree_kernel (const float *logits, int vocab, HoneKSampleParams p, const int32_t *window,
                                    unsigned char *scratch, int32_t *out, int probe);
+__global__ void chain_walk_kernel (const float *logits, int vocab, HoneKSampleParams p, unsigned char *scratch,
+                                   int32_t *out, int stage);
 
 extern "C" int
 hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *params, const int32_t *window,
@@ -412,6 +416,12 @@ hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *pa
         probe = getenv ("HONE_CHAIN_TREE_PROBE") ? atoi (getenv ("HONE_CHAIN_TREE_PROBE")) : 0;
       chain_tree_kernel<<<HONE_K_ARGMAX_BLOCKS, CM_THREADS, 0, stream>>> (logits, vocab, p, window,
                                                                             (unsigned char *) scratch, out, probe);
+      /* the walk past the 256 best, where it can be needed: its launches return at once when the tree decided */
+      if (!(p.top_k > 0 && p.top_k < vocab) && vocab > HONE_K_SAMPLE_MAX_K && p.n_window == 0 && !p.past_k_on_host
+          && probe == 0)
+        for (int st = 1; st <= (p.top_p < 1.0f ? 5 : 3); st++)
+          chain_walk_kernel<<<HONE_K_ARGMAX_BLOCKS, CM_THREADS, 0, stream>>> (logits, vocab, p,
+                                                                              (unsigned char *) scratch, out, st);
       return (int) cudaGetLastError ();
     }
   if (scratch && p.temperature <= 0.0f && (!pen || slices))
@@ -652,12 +662,26 @@ static_assert (CT_GROUP * CT_NG == HONE_K_ARGMAX_BLOCKS, "the tree's groups");
 #define CT_KEYS (CT_NG * HONE_K_SAMPLE_MAX_K)   /* the final merge's keys; ≥ CM_SLICE */
 static_assert (CT_KEYS >= CM_SLICE && CT_GROUP * HONE_K_SAMPLE_MAX_K <= CT_KEYS, "the tree's shared keys");
 
+struct WideState {            /* the walk past the K best between its launches (chain_walk_kernel) */
+  unsigned int stage;         /* the launch that works next (1 .. 5); 0: none */
+  unsigned int ticket;
+  float M;                    /* the row's largest value */
+  int walk;                   /* 0: top-p's cut, 1: the draw */
+  uint32_t prefix;            /* the key's bits chosen so far */
+  unsigned int pad;
+  double S;                   /* Σ exp((v − M) / T) */
+  unsigned long long Wmin;    /* Σ w over the values min-p keeps */
+  unsigned long long rem;     /* the target less the sums before the chosen buckets */
+  unsigned long long above;   /* the sums before the chosen buckets (this walk) */
+};
+
 struct ChainTreeScratch {   /* after the argmax row's slots in the scratch */
   float m[HONE_K_ARGMAX_BLOCKS];       /* each slice's largest value (−inf: none) */
   double s[HONE_K_ARGMAX_BLOCKS];      /* Σ exp((v − m) / T) over the slice */
   float gm[CT_NG];
   double gs[CT_NG];
   unsigned int gticket[CT_NG], ticket, pad[3];
+  WideState wide;
   unsigned long long cand[HONE_K_ARGMAX_BLOCKS][HONE_K_SAMPLE_MAX_K];   /* each slice's Kp best, best first */
   unsigned long long gcand[CT_NG][HONE_K_SAMPLE_MAX_K];                 /* each group's */
 };
@@ -672,7 +696,7 @@ struct ChainTreeShared {
   SlicePen pen;
   float m;
   double s;
-  bool last;
+  bool last, wide;
 };
 
 static __device__ __forceinline__ double
@@ -867,8 +891,11 @@ warp_excl_f64 (double r)
 /* The chain's cut and draw over the n0 ≤ 256 best (cand sorted best first,
  * prob their probabilities) by one warp, as chain_draw's thread 0 does it:
  * lane l holds candidates 8l .. 8l + 7; the loops become warp sums, prefix
- * sums and first-index reductions. */
-static __device__ void
+ * sums and first-index reductions. Returns (on every lane) false when the id
+ * is in out[0]; true, with out untouched, when the row is truncated to them
+ * and the answer lies past them: the top-p / min-p set reaches past them, or
+ * (neither set) the draw does — chain_walk_kernel then walks the whole row. */
+static __device__ bool
 chain_cut_draw_warp (const unsigned long long *cand, const float *prob, int n0, bool topk_on, bool truncated,
                      const HoneKSampleParams &p, int32_t *out)
 {
@@ -929,17 +956,16 @@ chain_cut_draw_warp (const unsigned long long *cand, const float *prob, int n0, 
       cut = cut || bad < n;
       n = bad;
     }
-  if (truncated && !cut)
-    {
-      if (lane == 0)
-        out[0] = -1;   /* the set reaches past the K best: only the host sees all of it */
-      return;
-    }
+  const bool whole = truncated && !cut;   /* the draw is over the whole row */
+  if (whole && (p.top_p < 1.0f || p.min_p > 0.0f))
+    return true;   /* the set reaches past the K best: its mass is the whole row's walk's to find */
   double t = 0.0;
 #pragma unroll
   for (int j = 0; j < 8; j++)
     t += lane * 8 + j < n ? (double) pr[j] : 0.0;
-  mass = warp_sum_f64 (t);
+  /* over the whole row the probabilities are normalised already (mass 1): the
+   * draw lands among the K best, or past them (the walk's) */
+  mass = whole ? 1.0 : warp_sum_f64 (t);
   const double inv = 1.0 / mass;
   double c[8], run = 0.0;
 #pragma unroll
@@ -949,14 +975,17 @@ chain_cut_draw_warp (const unsigned long long *cand, const float *prob, int n0, 
       c[j] = run;
     }
   const double ex = warp_excl_f64 (run);
-  int pick = n - 1;
+  int pick = whole ? n : n - 1;
 #pragma unroll
   for (int j = 7; j >= 0; j--)
     if (lane * 8 + j < n && p.u < ex + c[j])
       pick = lane * 8 + j;
   pick = warp_min_i (pick);
+  if (pick == n)
+    return true;
   if (lane == 0)
     out[0] = (int32_t) ~(uint32_t) (cand[pick] & 0xffffffffu);
+  return false;
 }
 
 /* One warp: the Kp = 2^lk best of two sorted (best first) lists a and b, sorted,
@@ -1094,6 +1123,199 @@ slice_best (unsigned long long *keys, int lk, float T)
   return warp_sum_f64 (s);
 }
 
+/* ---- past the K best: a radix walk over the whole row (session 41) ---------
+ * When the top-p / min-p set reaches past the 256 best, or without either the
+ * draw lands past them (pure temperature over a flat row), the tree's last
+ * block leaves the answer to chain_walk_kernel's launches instead of
+ * answering −1 (which sent the host the logits: 640 µs a token on an 8B
+ * model, RESULTS-cuda.md "Session 40"). Each value weighs w = e · 2^45 in
+ * fixed point (e = exp((v − M) / T) ≤ 1 as the host computes it; vocab ≤ 2^18
+ * so no sum overflows, and integer sums are the same in any order: a seed
+ * gives the same token every run). A walk histograms the weights by the
+ * 32-bit value keys' top 11 bits, then the next 11 of the bucket it chose,
+ * then the last 10 — each level one launch of HONE_K_ARGMAX_BLOCKS blocks,
+ * a slice each, whose warps sum their lanes' weights per bucket (match_any)
+ * before one L2 atomic a bucket — and the level's last block goes best first
+ * to the bucket where the running sum passes the target. Ties (one value,
+ * several ids) go to the lower ids first, the host's order. Top-p: a walk to
+ * its cut (the first token where the running sum reaches top_p · W, W the
+ * row's sum), whose running sum is the nucleus's mass; min-p: the mass of the
+ * values whose p reaches min-p of the best's (a best-first prefix too); then
+ * the draw, a walk to u times what is kept. Level 1's histogram (every value)
+ * serves both walks: three launches for a pure-temperature draw, five with
+ * top-p; each returns at once when the tree decided without them. (One block
+ * walking the row itself took 500 µs: its 64-bit shared atomics are
+ * compare-and-swap loops, and a flat row's values crowd into a few buckets.)
+ * Penalties (applied to the slices' copies, not to the row) still send −1. */
+#define WW_H1 2048                      /* buckets at levels 1 and 2 (11 bits of the key); level 3: 1024 (10) */
+#define WW_SCALE 35184372088832.0f      /* 2^45: Σ w ≤ 2^18 · 2^45 */
+
+struct WideHist {   /* over the tree's slice lists once its last block has decided (they are spent by then) */
+  unsigned long long h1[WW_H1];   /* level 1, every value: both walks start from it */
+  unsigned long long h[WW_H1];    /* level 2, then 3 */
+  int minid[WW_H1 / 2];           /* level 3: each bucket's lowest id */
+};
+static_assert (sizeof (WideHist) <= sizeof (((ChainTreeScratch *) 0)->cand), "the walk's histograms");
+#define WIDE_HIST(cs) ((WideHist *) &(cs)->cand[0][0])
+
+struct WideShared {
+  unsigned long long hs[WW_H1];   /* the last block's copy of the histogram it chooses in */
+  unsigned long long ured[CM_THREADS / 32], ww_above, ww_rem;
+  int ww_b, ww_id, wcount[CM_THREADS / 32];
+  bool last;
+};
+
+/* Adds each lane's weight w (0: nothing) into hist[b]: lanes with the same b
+ * first sum theirs (match_any, then three reductions of 15-bit parts — ≤ 32
+ * weights of ≤ 2^45, exact), so one atomic a bucket a warp goes to L2; with
+ * minid, the bucket's lowest id too. Every lane of the warp calls it. */
+template <bool MINID>
+static __device__ __forceinline__ void
+ww_add (unsigned long long *hist, int *minid, int b, unsigned long long w, int id)
+{
+  const unsigned int act = __ballot_sync (0xffffffffu, w != 0);
+  if (w == 0)
+    return;
+  const unsigned int peers = __match_any_sync (act, b);
+  const unsigned int a0 = __reduce_add_sync (peers, (unsigned int) (w & 0x7fff)),
+                     a1 = __reduce_add_sync (peers, (unsigned int) (w >> 15 & 0x7fff)),
+                     a2 = __reduce_add_sync (peers, (unsigned int) (w >> 30));
+  unsigned int mi = 0;
+  if (MINID)
+    mi = __reduce_min_sync (peers, (unsigned int) id);
+  if ((int) (threadIdx.x & 31) == __ffs (peers) - 1)
+    {
+      atomicAdd (hist + b, (unsigned long long) a0 + ((unsigned long long) a1 << 15) + ((unsigned long long) a2 << 30));
+      if (MINID)
+        atomicMin (minid + b, (int) mi);
+    }
+}
+
+/* The exclusive prefix sum of v over the block's threads in order; *total the
+ * whole sum. Two barriers. */
+static __device__ unsigned long long
+ww_block_excl (unsigned long long v, unsigned long long *red, unsigned long long *total)
+{
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  unsigned long long incl = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1)
+    {
+      const unsigned long long x = __shfl_up_sync (0xffffffffu, incl, o);
+      if (lane >= o)
+        incl += x;
+    }
+  if (lane == 31)
+    red[warp] = incl;
+  __syncthreads ();
+  unsigned long long before = 0, all = 0;
+  for (int w = 0; w < CM_THREADS / 32; w++)
+    {
+      before += w < warp ? red[w] : 0ull;
+      all += red[w];
+    }
+  *total = all;
+  __syncthreads ();
+  return before + incl - v;
+}
+
+/* Of hist[0 .. nb) (shared) walked from the top bucket down: the bucket where
+ * the running sum first passes t (t ≥ the whole sum, by rounding: the last
+ * nonzero one) → sh.ww_b, the sum of the buckets above it → sh.ww_above, t
+ * less that → sh.ww_rem. Every thread calls it; the whole sum must be > 0. */
+static __device__ void
+ww_select (const unsigned long long *hist, int nb, unsigned long long t, WideShared &sh)
+{
+  const int per = nb / CM_THREADS, top = nb - 1 - (int) threadIdx.x * per;   /* buckets top, top − 1, … */
+  unsigned long long s = 0, total;
+  for (int j = 0; j < per; j++)
+    s += hist[top - j];
+  const unsigned long long before = ww_block_excl (s, sh.ured, &total);
+  t = t < total ? t : total - 1;
+  if (before <= t && t < before + s)
+    {
+      unsigned long long run = before;
+      for (int j = 0; j < per; j++)
+        {
+          const unsigned long long h = hist[top - j];
+          if (t < run + h)
+            {
+              sh.ww_b = top - j;
+              sh.ww_above = run;
+              sh.ww_rem = t - run;
+              break;
+            }
+          run += h;
+        }
+    }
+  __syncthreads ();
+}
+
+/* The j-th (from 0) lowest id whose value's key is key, by one block: warp w
+ * counts the matches in its eighth of the row (ballots), the warp where j
+ * falls finds it. Only for ties past the lowest id (rare: equal logits). */
+static __device__ int
+ww_tie (const float *logits, int vocab, uint32_t key, unsigned long long j, WideShared &sh)
+{
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = CM_THREADS / 32;
+  const int seg = ((vocab + nw - 1) / nw + 31) & ~31, lo = min (vocab, warp * seg), hi = min (vocab, lo + seg);
+  int c = 0;
+  for (int i0 = lo; i0 < hi; i0 += 32)
+    {
+      const int i = i0 + lane;
+      c += __popc (__ballot_sync (0xffffffffu, i < hi && fkey (logits[i]) == key));
+    }
+  if (lane == 0)
+    sh.wcount[warp] = c;
+  __syncthreads ();
+  unsigned long long before = 0;
+  for (int w = 0; w < warp; w++)
+    before += (unsigned long long) sh.wcount[w];
+  if (before <= j && j < before + (unsigned long long) c)
+    {
+      int r = (int) (j - before);
+      for (int i0 = lo; i0 < hi; i0 += 32)
+        {
+          const int i = i0 + lane;
+          unsigned int bal = __ballot_sync (0xffffffffu, i < hi && fkey (logits[i]) == key);
+          const int pc = __popc (bal);
+          if (r < pc)
+            {
+              for (int q = 0; q < r; q++)
+                bal &= bal - 1;
+              if (lane == 0)
+                sh.ww_id = i0 + __ffs (bal) - 1;
+              break;
+            }
+          r -= pc;
+        }
+    }
+  __syncthreads ();
+  return sh.ww_id;
+}
+
+/* The tree's last block, deciding to walk: the state the walk's launches
+ * read, and its histograms zeroed. Every thread calls it. */
+static __device__ void
+wide_begin (ChainTreeScratch *cs, float M, double S)
+{
+  WideHist *wh = WIDE_HIST (cs);
+  for (int j = threadIdx.x; j < WW_H1; j += blockDim.x)
+    {
+      wh->h1[j] = 0;
+      wh->h[j] = 0;
+      if (j < WW_H1 / 2)
+        wh->minid[j] = 0x7fffffff;
+    }
+  if (threadIdx.x == 0)
+    {
+      cs->wide.M = M;
+      cs->wide.S = S;
+      cs->wide.Wmin = 0;
+      cs->wide.stage = 1;
+    }
+}
+
 __global__ void __launch_bounds__ (CM_THREADS, 1)
 chain_tree_kernel (const float *logits, int vocab, HoneKSampleParams p, const int32_t *window,
                    unsigned char *scratch, int32_t *out, int probe)
@@ -1195,6 +1417,8 @@ chain_tree_kernel (const float *logits, int vocab, HoneKSampleParams p, const in
   __threadfence ();
 
   /* ---- the last group: the row's Kp best, its softmax sum, the draw */
+  if (tid == 0)
+    cs->wide.stage = 0;   /* no walk unless this block starts one */
   if (warp == 0)
     ct_ms_load (cs->gm, cs->gs, CT_NG, mi, si);
   merge_lists (&cs->gcand[0][0], HONE_K_SAMPLE_MAX_K, true, sh.keys, CT_LNG, lk);
@@ -1229,7 +1453,165 @@ chain_tree_kernel (const float *logits, int vocab, HoneKSampleParams p, const in
     }
   __syncthreads ();
   if (warp == 0)
-    chain_cut_draw_warp (sh.keys, sh.prob, n0, topk_on, truncated, p, out);
+    {
+      const bool wide = chain_cut_draw_warp (sh.keys, sh.prob, n0, topk_on, truncated, p, out);
+      if (lane == 0)
+        sh.wide = wide;
+    }
+  __syncthreads ();
+  if (!sh.wide)
+    return;
+  if (p.n_window > 0 || p.past_k_on_host)
+    {
+      if (tid == 0)
+        out[0] = -1;   /* the host samples from the logits */
+      return;
+    }
+  wide_begin (cs, M, S);   /* chain_walk_kernel's launches find the id */
+}
+
+/* One level of the walk (stage 1: level 1; 2 and 4: level 2 of the first and
+ * second walk; 3 and 5: level 3), launched after chain_tree_kernel: nothing
+ * unless the state says this stage is next. */
+__global__ void __launch_bounds__ (CM_THREADS)
+chain_walk_kernel (const float *logits, int vocab, HoneKSampleParams p, unsigned char *scratch, int32_t *out,
+                   int stage)
+{
+  __shared__ WideShared sh;
+  ChainTreeScratch *cs = (ChainTreeScratch *) (scratch + CT_OFFSET);
+  WideState *ws = &cs->wide;
+  WideHist *wh = WIDE_HIST (cs);
+  if (ws->stage != (unsigned int) stage)
+    return;
+  const int level = stage == 1 ? 1 : stage == 3 || stage == 5 ? 3 : 2;
+  const int nb = (int) gridDim.x, tid = threadIdx.x, lane = tid & 31;
+  const float M = ws->M, T = p.temperature;
+  const uint32_t prefix = ws->prefix;
+  const double inv_s = 1.0 / ws->S;
+  const float floor_p = p.min_p > 0.0f ? (float) inv_s * p.min_p : 0.0f;   /* the best's p times min-p */
+  const int per = ((vocab + nb - 1) / nb + 3) & ~3;
+  const int lo = min (vocab, (int) blockIdx.x * per), n = min (vocab, lo + per) - lo;
+  unsigned long long kept = 0;
+  logits_for_each<1> (logits + lo, n, [&] (int i, float v, bool ok) {
+    const uint32_t k = fkey (v);
+    const bool in = ok && v == v && (level == 1 || (level == 2 ? k >> 21 == prefix : k >> 10 == prefix));
+    const float e = in ? expf ((v - M) / T) : 0.0f;
+    const unsigned long long w = __float2ull_rz (e * WW_SCALE);
+    if (level == 3)
+      ww_add<true> (wh->h, wh->minid, (int) (k & 1023u), w, lo + i);
+    else
+      ww_add<false> (level == 1 ? wh->h1 : wh->h, NULL, (int) (level == 1 ? k >> 21 : k >> 10 & 2047u), w, 0);
+    if (level == 1 && floor_p > 0.0f && w != 0 && (float) ((double) e * inv_s) >= floor_p)
+      kept += w;
+  });
+  if (level == 1 && p.min_p > 0.0f)
+    {
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1)
+        kept += __shfl_xor_sync (0xffffffffu, kept, o);
+      if (lane == 0 && kept)
+        atomicAdd (&ws->Wmin, kept);
+    }
+  __threadfence ();
+  __syncthreads ();
+  if (tid == 0)
+    sh.last = atomicInc (&ws->ticket, (unsigned int) nb - 1) == (unsigned int) nb - 1;
+  __syncthreads ();
+  if (!sh.last)
+    return;
+  __threadfence ();
+
+  /* ---- the level's last block: the bucket the target falls in */
+  const int nbk = level == 3 ? WW_H1 / 2 : WW_H1;
+  const unsigned long long *g = level == 1 ? wh->h1 : wh->h;
+  for (int j = tid; j < nbk; j += CM_THREADS)
+    sh.hs[j] = __ldcg (g + j);
+  __syncthreads ();
+  unsigned long long t = __ldcg (&ws->rem);
+  int walk = ws->walk;
+  if (level == 1)
+    {
+      unsigned long long s = 0, W;
+      for (int j = 0; j < WW_H1 / CM_THREADS; j++)
+        s += sh.hs[tid * (WW_H1 / CM_THREADS) + j];
+      ww_block_excl (s, sh.ured, &W);
+      if (p.top_p < 1.0f)
+        {
+          /* top-p's cut: the first token where the running sum reaches top_p · W, i.e. passes ⌈top_p · W⌉ − 1 */
+          const double x = ceil ((double) p.top_p * (double) W);
+          t = x >= 1.0 ? (unsigned long long) x - 1 : 0;
+          walk = 0;
+        }
+      else
+        {
+          unsigned long long k = W;
+          if (p.min_p > 0.0f)
+            {
+              const unsigned long long wm = __ldcg (&ws->Wmin);
+              k = wm < k ? wm : k;
+            }
+          t = (unsigned long long) (p.u * (double) k);
+          t = t < k ? t : k - 1;
+          walk = 1;
+        }
+    }
+  ww_select (sh.hs, nbk, t, sh);
+  const int b = sh.ww_b;
+  const unsigned long long above = (level == 1 ? 0ull : __ldcg (&ws->above)) + sh.ww_above, rem = sh.ww_rem;
+  if (level < 3)
+    {
+      if (level == 2)   /* h serves level 3 next: zeroed (its first 1024) */
+        for (int j = tid; j < WW_H1; j += CM_THREADS)
+          wh->h[j] = 0;
+      if (tid == 0)
+        {
+          ws->prefix = level == 1 ? (uint32_t) b : prefix << 11 | (uint32_t) b;
+          ws->rem = rem;
+          ws->above = above;
+          ws->walk = walk;
+          ws->stage = (unsigned int) stage + 1;
+        }
+      return;
+    }
+  /* level 3: every id in the bucket has this value and weight — the (rem / wv)-th lowest */
+  const uint32_t key = prefix << 10 | (uint32_t) b;
+  const unsigned long long wv = __float2ull_rz (expf ((key_float (key) - M) / T) * WW_SCALE), j = rem / wv;
+  if (walk == 1)
+    {
+      const int id = j == 0 ? __ldcg (wh->minid + b) : ww_tie (logits, vocab, key, j, sh);
+      if (tid == 0)
+        {
+          out[0] = id;
+          ws->stage = 0;
+        }
+      return;
+    }
+  /* the cut found: what is kept (min-p may keep less), the draw's target, and its level 1 from h1 */
+  unsigned long long k = above + j * wv + wv;
+  if (p.min_p > 0.0f)
+    {
+      const unsigned long long wm = __ldcg (&ws->Wmin);
+      k = wm < k ? wm : k;
+    }
+  t = (unsigned long long) (p.u * (double) k);
+  t = t < k ? t : k - 1;
+  for (int q = tid; q < WW_H1 / 2; q += CM_THREADS)
+    {
+      wh->h[q] = 0;
+      wh->minid[q] = 0x7fffffff;
+      sh.hs[q] = __ldcg (wh->h1 + q);
+      sh.hs[q + WW_H1 / 2] = __ldcg (wh->h1 + q + WW_H1 / 2);
+    }
+  __syncthreads ();
+  ww_select (sh.hs, WW_H1, t, sh);
+  if (tid == 0)
+    {
+      ws->prefix = (uint32_t) sh.ww_b;
+      ws->rem = sh.ww_rem;
+      ws->above = sh.ww_above;
+      ws->walk = 1;
+      ws->stage = 4;
+    }
 }
 
 static int

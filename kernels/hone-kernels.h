@@ -325,12 +325,15 @@ int hone_k_sample (const float *logits, int n_tok, int vocab, float temperature,
  * temperature 0 ? argmax : top-k (≤ HONE_K_SAMPLE_MAX_K, 0 = off) → top-p →
  * min-p → the candidate where the cumulative probability passes u (the host
  * sampler's uniform draw for this step). out[0] = the token id, or -1 when the
- * top-p/min-p set reaches past the HONE_K_SAMPLE_MAX_K best (top-k off): the
- * caller then samples on the host. With scratch: greedy without penalties
- * (any vocab), and, for vocab ≤ 262,144, greedy with penalties (the argmax of
- * hone_k_sample) or sampling (one launch of HONE_K_ARGMAX_BLOCKS blocks whose
- * sorted slices merge in a tree), penalties applied per slice; otherwise one
- * block. Enqueue only. */
+ * answer lies past the HONE_K_SAMPLE_MAX_K best (top-k off: a top-p/min-p set
+ * that reaches past them, or without either a draw that lands past them) and
+ * the kernel cannot walk the whole row — penalties on, one block (below), or
+ * past_k_on_host — : the caller then samples on the host. With scratch: greedy
+ * without penalties (any vocab), and, for vocab ≤ 262,144, greedy with
+ * penalties (the argmax of hone_k_sample) or sampling (one launch of
+ * HONE_K_ARGMAX_BLOCKS blocks whose sorted slices merge in a tree, penalties
+ * applied per slice; its last block walks the whole row when the answer lies
+ * past the best); otherwise one block. Enqueue only. */
 #define HONE_K_SAMPLE_MAX_K 256
 #define HONE_K_SAMPLE_MAX_WINDOW 1024
 typedef struct {
@@ -339,6 +342,7 @@ typedef struct {
   float top_p, min_p;       /* 1 / 0 = off */
   float repeat_penalty, presence_penalty, frequency_penalty;
   int n_window;             /* ids at window (device) */
+  int past_k_on_host;       /* 1: -1 instead of the whole row's walk (A/B measurement, tests) */
   double u;                 /* uniform draw in [0, 1) */
 } HoneKSampleParams;
 int hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *params, const int32_t *window,

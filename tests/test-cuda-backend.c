@@ -730,7 +730,6 @@ test_mixed (gconstpointer data)
 
 #define SAMPLE_POS 300
 #define N_DRAWS 2000
-#define HONE_SAMPLE_DEVICE_K 256   /* candidates the device keeps without top-k (hone-kernels.h) */
 
 typedef struct {
   gint32 id;
@@ -988,12 +987,10 @@ run_sample_case (HoneBackend *be, int seq, const SampleCase *c)
   g_printerr ("# %s: support %d, %d draws: same token as the host for the same u %d (%.2f %%), outside the "
               "host's support %d, left to the host %d; chi-square %.1f on %d bins (limit %.1f), TV %.4f\n",
               c->name, support, N_DRAWS, agree, 100.0 * agree / N_DRAWS, outside, fallback, chi2, bins, limit, tv);
-  /* Without top-k the device sees only the 256 best: it must sample exactly
-   * when the top-p/min-p set lies within them, and decline otherwise. */
-  if (c->top_k > 0 || support < HONE_SAMPLE_DEVICE_K)
-    g_assert_cmpint (fallback, ==, 0);
-  else if (support > HONE_SAMPLE_DEVICE_K)
-    g_assert_cmpint (fallback, ==, N_DRAWS);
+  /* Without top-k the device sorts only its 256 best and walks the whole row
+   * when the set (or a pure-temperature draw) reaches past them: it never
+   * declines a draw without penalties. */
+  g_assert_cmpint (fallback, ==, 0);
   g_assert_cmpint (agree * 100, >=, 99 * N_DRAWS);
   g_assert_cmpint (outside * 500, <=, N_DRAWS);
   if (bins >= 2)   /* else (one token holds all the mass) the agreement above says it all */
@@ -1008,7 +1005,9 @@ static const SampleCase sample_cases[] = {
   { "temperature 0.6, min-p 0.1", 0.6f, 0, 1.0f, 0.1f, FALSE, FALSE },
   { "defaults (T 0.8, top-k 40, top-p 0.95, min-p 0.05) + penalties", 0.8f, 40, 0.95f, 0.05f, TRUE, FALSE },
   { "temperature 1.5, top-k 200, top-p 0.95, penalties", 1.5f, 200, 0.95f, 0.0f, TRUE, FALSE },
-  { "temperature 0.8 alone (whole vocabulary)", 0.8f, 0, 1.0f, 0.0f, FALSE, TRUE },
+  { "temperature 0.8 alone (whole vocabulary)", 0.8f, 0, 1.0f, 0.0f, FALSE, FALSE },
+  { "temperature 1.5, top-p 0.99 (past the device's 256 best)", 1.5f, 0, 0.99f, 0.0f, FALSE, FALSE },
+  { "temperature 0.8 alone + penalties (whole vocabulary)", 0.8f, 0, 1.0f, 0.0f, TRUE, TRUE },
   { "top-k 1000 (above the device's 256)", 1.0f, 1000, 0.9f, 0.0f, FALSE, TRUE },
 };
 
@@ -1168,6 +1167,46 @@ test_engine_sampling (void)
               gpu->generated_tokens->len, gpu->metrics.decode_ahead_tokens, gpu->metrics.decode_tokens);
   hone_generate_result_free (gpu);
   hone_generate_result_free (host);
+
+  /* past the device's 256 best: pure temperature (every draw over the whole
+   * vocabulary) and a top-p 0.99 nucleus at T 1.5 (thousands of tokens wide
+   * on this model): the device walks the whole row, still one id a step and
+   * every step but the first ahead, and the seed gives the host's tokens;
+   * with the walk off (HONE_GPU_SAMPLING_WALK=0) pure temperature is left
+   * to the host */
+  for (int c = 0; c < 2; c++)
+    {
+      HoneSamplerParams wide;
+
+      hone_sampler_params_init (&wide);
+      wide.seed = 4321;
+      wide.max_tokens = 48;
+      wide.ignore_eog = TRUE;
+      wide.temperature = c ? 1.5f : 1.0f;
+      wide.top_k = 0;
+      wide.top_p = c ? 0.99f : 1.0f;
+      wide.min_p = 0.0f;
+      gpu = engine_generate ("cuda:0", TRUE, TRUE, &wide, NULL);
+      host = engine_generate ("cuda:0", FALSE, TRUE, &wide, NULL);
+      g_assert_cmpint (gpu->metrics.device_sampled_tokens, ==, gpu->metrics.generated_tokens);
+      g_assert_cmpint (gpu->metrics.decode_ahead_tokens, ==, gpu->metrics.decode_tokens - 1);
+      g_assert_true (same_tokens (gpu->generated_tokens, host->generated_tokens));
+      g_printerr ("# engine, seed 4321 (%s): %u tokens sampled on the GPU, %d of %d steps ahead, = host sampling "
+                  "(decode %.1f vs %.1f tok/s)\n", c ? "T 1.5, top-p 0.99, no top-k" : "pure temperature T 1",
+                  gpu->generated_tokens->len, gpu->metrics.decode_ahead_tokens, gpu->metrics.decode_tokens,
+                  gpu->metrics.decode_tps, host->metrics.decode_tps);
+      hone_generate_result_free (gpu);
+      if (c == 0)
+        {
+          g_setenv ("HONE_GPU_SAMPLING_WALK", "0", TRUE);
+          gpu = engine_generate ("cuda:0", TRUE, TRUE, &wide, NULL);
+          g_unsetenv ("HONE_GPU_SAMPLING_WALK");
+          g_assert_cmpint (gpu->metrics.device_sampled_tokens, ==, 0);
+          g_assert_true (same_tokens (gpu->generated_tokens, host->generated_tokens));
+          hone_generate_result_free (gpu);
+        }
+      hone_generate_result_free (host);
+    }
   hone_generate_result_free (cpu);
 }
 
@@ -1177,13 +1216,15 @@ test_engine_sampling (void)
  * calls cross the 256-key graph tier and page edges, feed another id than the
  * one sampled (i = 20), switch greedy to seeded sampling (30), truncate (35),
  * take logits to the host (45), ask for no step after (50) and draw from a
- * nucleus wider than the device sampler's candidates (56..59: it answers -1,
- * the backend re-runs the step for its logits and both backends must give the
- * same ones); the backend must report a step as run ahead exactly where it
- * could have been. */
+ * nucleus wider than the device sampler's 256 best (56..59): the device walks
+ * the whole row and both backends give the same ids, or, with the walk off
+ * (@data: HONE_GPU_SAMPLING_WALK=0), it answers -1, the backend re-runs the
+ * step for its logits and both backends must give the same ones; the backend
+ * must report a step as run ahead exactly where it could have been. */
 static void
-test_decode_ahead (void)
+test_decode_ahead (gconstpointer data)
 {
+  const gboolean walk = GPOINTER_TO_INT (data);
   GError *error = NULL;
   HoneBackend *be[2];
   int seq[2], L = 239, hits = 0, want = 0, V;
@@ -1195,12 +1236,18 @@ test_decode_ahead (void)
   gint32 feed, prev_id = -1;
   double u_next = g_rand_double (rng);
 
+  if (!walk)
+    g_setenv ("HONE_GPU_SAMPLING_WALK", "0", TRUE);
   g_setenv ("HONE_DECODE_AHEAD", "0", TRUE);
   be[0] = sampling_backend (L + 1, &seq[0]);
   g_unsetenv ("HONE_DECODE_AHEAD");
   if (!be[0])
-    return;
+    {
+      g_unsetenv ("HONE_GPU_SAMPLING_WALK");
+      return;
+    }
   be[1] = sampling_backend (L + 1, &seq[1]);
+  g_unsetenv ("HONE_GPU_SAMPLING_WALK");
   V = model->config.vocab;
   lg = g_new (float, V);
   lg0 = g_new (float, V);
@@ -1257,7 +1304,12 @@ test_decode_ahead (void)
           got[k] = host || b.sampled < 0 ? argmax (k ? lg : lg0, V) : b.sampled;
           ahead[k] = b.ahead;
         }
-      if (flat)
+      if (flat && walk)
+        {
+          g_assert_cmpint (sampled[0], >=, 0);
+          g_assert_cmpint (sampled[1], ==, sampled[0]);
+        }
+      else if (flat)
         {
           float worst = 0.f;
           for (int v = 0; v < V; v++)
@@ -1277,13 +1329,15 @@ test_decode_ahead (void)
       want += expect;
       prev = bs;
       prev_sampled = !host;
-      prev_fallback = flat;
+      prev_fallback = flat && !walk;
       prev_id = got[1];
       feed = got[1];
       L++;
     }
-  g_printerr ("# decode ahead: 64 calls, the same ids with and without; %d run ahead (as expected: %d); %d taken to "
-              "the host by the sampler, with the same logits\n", hits, want, fallbacks);
+  g_printerr ("# decode ahead%s: 64 calls, the same ids with and without; %d run ahead (as expected: %d); %d taken to "
+              "the host by the sampler, with the same logits\n", walk ? "" : " (no whole-row walk)", hits, want,
+              fallbacks);
+  g_assert_cmpint (fallbacks, ==, walk ? 0 : 4);
   g_assert_cmpint (hits, >, 40);
   for (int k = 0; k < 2; k++)
     hone_backend_free (be[k]);
@@ -1437,7 +1491,8 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda/sample-greedy", test_sample_greedy);
   g_test_add_func ("/cuda/sample-distribution", test_sample_distribution);
   g_test_add_func ("/cuda/engine-sampling", test_engine_sampling);
-  g_test_add_func ("/cuda/decode-ahead", test_decode_ahead);
+  g_test_add_data_func ("/cuda/decode-ahead", GINT_TO_POINTER (TRUE), test_decode_ahead);
+  g_test_add_data_func ("/cuda/decode-ahead-no-walk", GINT_TO_POINTER (FALSE), test_decode_ahead);
   for (guint i = 0; i < G_N_ELEMENTS (tiny_cases); i++)
     {
       char *name = g_strdup_printf ("/cuda/tiny/%s", tiny_cases[i].name);

@@ -1060,9 +1060,12 @@ check_sample (void)
 /* The device sampler chain's pick (hone_k_sample_chain, no penalties) computed
  * on the host as its header states it; *edge = the distance from u to the
  * nearest cumulative boundary (a rounding of the device's sums can move the
- * pick only when that is tiny), -1 when the device should decline. */
+ * pick only when that is tiny). whole: the chain walks the whole row where
+ * the answer lies past the 256 best (the many-block chain: the host sampler's
+ * pick, by value then id); otherwise -1 where the top-k-less set reaches
+ * past them (the one-block chain). */
 static int
-chain_ref (const float *l, int V, const HoneKSampleParams &p, double *edge)
+chain_ref (const float *l, int V, const HoneKSampleParams &p, double *edge, bool whole)
 {
   *edge = 1.0;
   std::vector<std::pair<float, int>> k;
@@ -1083,7 +1086,7 @@ chain_ref (const float *l, int V, const HoneKSampleParams &p, double *edge)
   std::sort (k.begin (), k.end (), [] (const std::pair<float, int> &a, const std::pair<float, int> &b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second; });
   const bool topk = p.top_k > 0 && p.top_k < V;
-  const int K = topk ? std::min (p.top_k, HONE_K_SAMPLE_MAX_K) : std::min (V, HONE_K_SAMPLE_MAX_K);
+  const int K = topk ? std::min (p.top_k, HONE_K_SAMPLE_MAX_K) : whole ? V : std::min (V, HONE_K_SAMPLE_MAX_K);
   std::vector<double> pr (K);
   for (int i = 0; i < K; i++)
     pr[i] = (float) ((double) expf ((k[i].first - mx) / p.temperature) / sum);
@@ -1152,7 +1155,7 @@ check_sample_rows (void)
       memset (&p, 0, sizeof p);
       p.repeat_penalty = 1.f;
       p.top_p = 1.f;
-      const int want = chain_ref (row, V, p, &edge);
+      const int want = chain_ref (row, V, p, &edge, true);
       for (void *sc : { (void *) NULL, scr })
         {
           CK (hone_k_sample (d + off, 1, V, 0.f, 1, NULL, dout, sc, 0));
@@ -1170,7 +1173,7 @@ check_sample_rows (void)
             p.top_p = c ? 0.5f : 0.95f;
             p.min_p = c ? 0.f : 0.05f;
             p.u = u;
-            const int w = chain_ref (row, V, p, &edge);
+            const int w = chain_ref (row, V, p, &edge, true);
             CK (hone_k_sample_chain (d + off, V, &p, NULL, dout, scr, 0));
             const int got = dev_download<int32_t> (dout, 1)[0];
             if (got != w && edge < 1e-5)
@@ -1186,11 +1189,15 @@ check_sample_rows (void)
    * vocabularies (≤ 256: every value a candidate; odd; past the many-block form's 262,144: one block for both),
    * a row of equal values (more ties than the one block's 512 candidates: it leaves them to the host, −1; the
    * many-block chain ranks by value and id, as the host, and draws), and a row of values rounded to 0.5 (ties
-   * at every slice's and the row's K-th value) */
-  int diff = 0, cmp = 0;
+   * at every slice's and the row's K-th value). The settings past the 256 best (pure temperature, a wide
+   * top-p or min-p: the many-block chain walks the whole row, the one block answers −1) come last. */
+  int diff = 0, cmp = 0, past = 0;
   const struct { float T; int k; float tp, mp; } set[] = {
     { 0.8f, 40, 0.95f, 0.05f }, { 1.0f, 1, 1.f, 0.f }, { 1.5f, 256, 1.f, 0.f }, { 0.7f, 40, 0.9f, 0.f },
-    { 2.0f, 0, 0.5f, 0.f }, { 0.3f, 0, 1.f, 0.1f } };
+    { 2.0f, 0, 0.5f, 0.f }, { 0.3f, 0, 1.f, 0.1f },
+    { 1.0f, 0, 1.f, 0.f }, { 6.0f, 0, 1.f, 0.f }, { 4.0f, 0, 0.95f, 0.f }, { 5.0f, 0, 1.f, 0.02f },
+    { 3.0f, 0, 0.9f, 0.01f } };
+  const int n_set = (int) (sizeof set / sizeof set[0]);
   for (int V2 : { 200, 50001, 300000 })
     for (int flat : { 0, 1, 2 })   /* 1: equal values, 2: rounded to 0.5 */
       {
@@ -1214,23 +1221,30 @@ check_sample_rows (void)
               const int one = dev_download<int32_t> (dout, 1)[0];
               CK (hone_k_sample_chain (dr, V2, &p, NULL, dout, scr, 0));
               const int many = dev_download<int32_t> (dout, 1)[0];
-              double edge;
-              const int want = chain_ref (r.data (), V2, p, &edge);
+              double edge, edge1;
+              const int want = chain_ref (r.data (), V2, p, &edge, V2 <= 262144),
+                        want1 = chain_ref (r.data (), V2, p, &edge1, false);
+              edge = std::min (edge, edge1);
               cmp++;
-              /* the many-block chain (unique keys: ties never make it give up) = the host's pick everywhere; the
-               * one-block chain the same, but for the equal-values row, whose crowd of ties it leaves to the
-               * host (−1) */
-              if (!(many == want && (one == many || (flat == 1 && one == -1))) && edge >= 1e-5)
+              past += V2 <= 262144 && want1 == -1;
+              /* the many-block chain (unique keys: ties never make it give up; past the 256 best it walks the
+               * row) = the host's pick everywhere; the one-block chain the same within the 256 best (−1 past
+               * them), but for the equal-values row, whose crowd of ties it leaves to the host (−1) */
+              if (!(many == want && (one == want1 || (flat == 1 && one == -1))) && edge >= 1e-5)
                 {
                   if (diff < 5)
-                    report ("  chain V=%d%s T=%g k=%d p=%g min-p=%g u=%.4f: one block %d, many %d, host %d\n", V2,
-                            flat == 1 ? " (equal values)" : flat == 2 ? " (rounded)" : "", c.T, c.k, c.tp, c.mp, p.u, one, many, want);
+                    report ("  chain V=%d%s T=%g k=%d p=%g min-p=%g u=%.4f: one block %d (host %d), many %d (host %d)\n", V2,
+                            flat == 1 ? " (equal values)" : flat == 2 ? " (rounded)" : "", c.T, c.k, c.tp, c.mp, p.u,
+                            one, want1, many, want);
                   diff++;
                 }
             }
         cudaFree (dr);
       }
-  check (diff == 0 && cmp == 6 * 8 * 5, "sampler chain over 128 blocks = the one-block chain = the host (6 settings × 8 draws, 5 rows)", diff, 0);
+  report ("  (%d of the many-block chain's draws lay past the 256 best: the whole row walked)\n", past);
+  check (diff == 0 && cmp == n_set * 8 * 5 && past >= 60,
+         "sampler chain over 128 blocks = the host, the one-block chain the same or -1 past the 256 best "
+         "(11 settings × 8 draws, 5 rows)", diff, 0);
   /* penalties (applied per slice by the many-block form): against the one-block chain and the host, which
    * applies them to a copy of the row; half the window among the 20 best values so that they move the picks,
    * with repeats (counts), and a repeat penalty that lowers and one that raises */
@@ -1276,7 +1290,7 @@ check_sample_rows (void)
                   pr[t] = v;
                 }
               double edge;
-              const int want = chain_ref (pr.data (), V2, p, &edge);
+              const int want = chain_ref (pr.data (), V2, p, &edge, false);   /* top-k or greedy: never past */
               CK (hone_k_sample_chain (dr, V2, &p, dw, dout, NULL, 0));
               const int one = dev_download<int32_t> (dout, 1)[0];
               CK (hone_k_sample_chain (dr, V2, &p, dw, dout, scr, 0));
@@ -1321,7 +1335,7 @@ bench_sample (void)
       cudaEvent_t e0, e1;
       CK (cudaEventCreate (&e0));
       CK (cudaEventCreate (&e1));
-      struct { const char *name; float T; int k; float tp, mp, rep; int win; int which; } cases[] = {
+      struct { const char *name; float T; int k; float tp, mp, rep; int win; int which; int past_on_host; } cases[] = {
         { "forward sampler, greedy, 128 blocks", 0.f, 0, 1.f, 0.f, 1.f, 0, 0 },
         { "forward sampler, Gumbel T=0.7, 128 blocks", 0.7f, 0, 1.f, 0.f, 1.f, 0, 0 },
         { "forward sampler, greedy, one block (no scratch)", 0.f, 0, 1.f, 0.f, 1.f, 0, 2 },
@@ -1329,13 +1343,18 @@ bench_sample (void)
         { "chain, greedy", 0.f, 0, 1.f, 0.f, 1.f, 0, 1 },
         { "chain, greedy, repeat penalty (64 ids)", 0.f, 0, 1.f, 0.f, 1.1f, 64, 1 },
         { "chain, T 0.8 top-k 40 top-p 0.95 min-p 0.05 (CLI default)", 0.8f, 40, 0.95f, 0.05f, 1.f, 0, 1 },
-        { "chain, T 0.7 top-p 0.9, no top-k (the 256 best)", 0.7f, 0, 0.9f, 0.f, 1.f, 0, 1 },
+        { "chain, T 0.7 top-p 0.9, no top-k (nucleus past the 256 best)", 0.7f, 0, 0.9f, 0.f, 1.f, 0, 1 },
+        { "chain, T 0.3 top-p 0.9, no top-k (nucleus within the 256 best)", 0.3f, 0, 0.9f, 0.f, 1.f, 0, 1 },
         { "chain, T 0.7 top-k 40 top-p 0.9 min-p 0.05 (app default)", 0.7f, 40, 0.9f, 0.05f, 1.f, 0, 1 },
         { "chain one block (no scratch), CLI default", 0.8f, 40, 0.95f, 0.05f, 1.f, 0, 3 },
         { "chain one block (no scratch), greedy", 0.f, 0, 1.f, 0.f, 1.f, 0, 3 },
         { "chain, CLI default + repeat penalty 1.1 (64 ids)", 0.8f, 40, 0.95f, 0.05f, 1.1f, 64, 1 },
         { "chain one block (no scratch), greedy, repeat penalty (64 ids)", 0.f, 0, 1.f, 0.f, 1.1f, 64, 3 },
         { "chain one block (no scratch), CLI default + repeat penalty 1.1", 0.8f, 40, 0.95f, 0.05f, 1.1f, 64, 3 },
+        { "chain, pure temperature T 2 (draw past the 256 best: walked)", 2.f, 0, 1.f, 0.f, 1.f, 0, 1 },
+        { "chain, pure temperature T 2, past the 256 best on the host (-1)", 2.f, 0, 1.f, 0.f, 1.f, 0, 1, 1 },
+        { "chain, T 1 top-p 0.95 (nucleus past the 256 best: walked)", 1.f, 0, 0.95f, 0.f, 1.f, 0, 1 },
+        { "chain, T 1 top-p 0.95 min-p 0.001 (walked)", 1.f, 0, 0.95f, 0.001f, 1.f, 0, 1 },
       };
       for (const auto &c : cases)
         {
@@ -1347,6 +1366,7 @@ bench_sample (void)
           p.min_p = c.mp;
           p.repeat_penalty = c.rep;
           p.n_window = c.win;
+          p.past_k_on_host = c.past_on_host;
           p.u = 0.5;
           auto run = [&] () {
             if (c.which == 0 || c.which == 2)

@@ -76,6 +76,7 @@ typedef struct {
   Seq seqs[SEQ_MAX];
   /* sampling on the device (see sample_params): window ids and the id out */
   gboolean gpu_sampling;      /* FALSE when HONE_GPU_SAMPLING=0 */
+  gboolean past_k_on_host;    /* TRUE when HONE_GPU_SAMPLING_WALK=0: no whole-row walk on the device */
   gint32 *d_samp;             /* device: [0] the id, [64..] the window */
   gint32 *h_samp;             /* pinned host, same layout; [1], [2]: the ids of decode-ahead slots 0, 1 */
   /* decode ahead (see the section of that name) */
@@ -859,9 +860,10 @@ caps_impl (HoneBackend *self)
 #define SAMP_WINDOW_OFF 64
 
 /* The device sampler's parameters for @bs, or FALSE when the kernel cannot
- * give the host sampler's result exactly for them (top-k above its K, a
- * pure-temperature draw over the whole vocabulary, a long penalty window):
- * the host then samples from the logits. */
+ * give the host sampler's result exactly for them (top-k above its K, a long
+ * penalty window, a pure-temperature draw over a vocabulary it cannot walk
+ * whole: past 262,144 ids, with penalties, or HONE_GPU_SAMPLING_WALK=0): the
+ * host then samples from the logits. */
 static gboolean
 sample_params (HoneCudaBackend *b, const HoneBatchSampling *bs, HoneKSampleParams *kp)
 {
@@ -875,7 +877,8 @@ sample_params (HoneCudaBackend *b, const HoneBatchSampling *bs, HoneKSampleParam
     return FALSE;
   if (!greedy && topk_on && bs->top_k > HONE_K_SAMPLE_MAX_K)
     return FALSE;
-  if (!greedy && !topk_on && bs->top_p >= 1.0f && bs->min_p <= 0.0f && V > HONE_K_SAMPLE_MAX_K)
+  if (!greedy && !topk_on && bs->top_p >= 1.0f && bs->min_p <= 0.0f && V > HONE_K_SAMPLE_MAX_K
+      && (pen || V > (1 << 18) || b->past_k_on_host))
     return FALSE;
   if (pen && (bs->n_window > HONE_K_SAMPLE_MAX_WINDOW || V > (1 << 18)))
     return FALSE;
@@ -888,6 +891,7 @@ sample_params (HoneCudaBackend *b, const HoneBatchSampling *bs, HoneKSampleParam
   kp->presence_penalty = bs->presence_penalty;
   kp->frequency_penalty = bs->frequency_penalty;
   kp->n_window = pen ? bs->n_window : 0;
+  kp->past_k_on_host = b->past_k_on_host;
   kp->u = bs->u;
   return TRUE;
 }
@@ -1467,6 +1471,7 @@ hone_cuda_backend_new (int device, GError **error)
   /* device sampling: a few KB for the id and the penalty window, here rather
    * than at load so that a model's memory report is unchanged */
   b->gpu_sampling = g_strcmp0 (g_getenv ("HONE_GPU_SAMPLING"), "0") != 0;
+  b->past_k_on_host = g_strcmp0 (g_getenv ("HONE_GPU_SAMPLING_WALK"), "0") == 0;
   if (b->gpu_sampling
       && (cudaMalloc ((void **) &b->d_samp, (SAMP_WINDOW_OFF + HONE_K_SAMPLE_MAX_WINDOW) * 4) != cudaSuccess
           || cudaHostAlloc ((void **) &b->h_samp, (SAMP_WINDOW_OFF + HONE_K_SAMPLE_MAX_WINDOW) * 4, cudaHostAllocDefault)
