@@ -7,6 +7,7 @@
  * engine's queue, sessions, sampler or chunking. */
 #include <math.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <glib/gstdio.h>
 
 #include "hone.h"
@@ -247,6 +248,63 @@ on_load_progress (GObject *e, GParamSpec *pspec, gpointer data)
     p->monotonic = FALSE;
   p->last = f;
   p->calls++;
+}
+
+/* VmHWM of /proc/self/status in bytes, -1 if unknown. */
+static gint64
+peak_rss (void)
+{
+  g_autofree char *status = NULL;
+  const char *p;
+
+  if (!g_file_get_contents ("/proc/self/status", &status, NULL, NULL) || (p = strstr (status, "VmHWM:")) == NULL)
+    return -1;
+  return g_ascii_strtoll (p + 6, NULL, 10) * 1024;
+}
+
+/* Touches @bytes of fresh pages and gives them back: the process's peak RSS
+ * now counts them (the CPU bandwidth probe's buffer does the same). */
+static void
+touch_and_release (gsize bytes)
+{
+  char *m = mmap (NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+  g_assert_true (m != MAP_FAILED);
+  for (gsize i = 0; i < bytes; i += 4096)
+    m[i] = 1;
+  munmap (m, bytes);
+}
+
+/* The memory peak the CPU backend reports is the process's peak RSS: a buffer
+ * freed before (the bandwidth probe's) or a model unloaded must not count in
+ * the peaks after it — the reset, and the engine's reload, start it again
+ * from what is resident. */
+static void
+test_memory_peak_reset (void)
+{
+  const gsize big = (gsize) 256 << 20;
+  g_autoptr (HoneEngine) e = new_engine ();
+  GError *error = NULL;
+  HoneEngineMetrics m;
+  gint64 before;
+
+  touch_and_release (big);
+  before = peak_rss ();
+  if (before < 0 || !hone_metrics_reset_peak_rss ())
+    {
+      g_test_skip ("no /proc/self/clear_refs peak reset on this kernel");
+      return;
+    }
+  g_assert_cmpint (peak_rss (), <, before - (gint64) (200 << 20));
+
+  g_assert_true (hone_engine_load_sync (e, model_path, NULL, NULL, NULL, &error));
+  g_assert_no_error (error);
+  touch_and_release (big);
+  g_assert_true (hone_engine_load_sync (e, model_path, NULL, NULL, NULL, &error));   /* drops the first */
+  g_assert_no_error (error);
+  hone_engine_get_metrics_snapshot (e, &m);
+  g_assert_cmpint (m.memory_peak, >, 0);
+  g_assert_cmpint (m.memory_peak, <, m.memory_used + (gint64) (200 << 20));
 }
 
 static void
@@ -1271,6 +1329,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/pick-device", test_pick_device);
   g_test_add_func ("/engine/device-auto", test_device_auto);
   g_test_add_func ("/engine/load", test_load);
+  g_test_add_func ("/engine/memory-peak-reset", test_memory_peak_reset);
   g_test_add_func ("/engine/load-cancel", test_load_cancel);
   g_test_add_func ("/engine/greedy-matches-backend", test_greedy_matches_backend);
   g_test_add_func ("/engine/cancel-generation", test_cancel_generation);

@@ -663,6 +663,9 @@ drop_model (HoneEngine *self)
   g_mutex_unlock (&self->lock);
   if (shared != NULL)
     hone_model_unref (shared);
+  /* the next model's peak (the CPU backend's: the process's peak RSS) starts
+   * from what is resident now, not from this one's */
+  hone_metrics_reset_peak_rss ();
 }
 
 static void

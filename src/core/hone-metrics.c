@@ -149,6 +149,18 @@ hone_metrics_process_rss (void)
   return (gint64) resident * (page > 0 ? page : 4096);
 }
 
+gboolean
+hone_metrics_reset_peak_rss (void)
+{
+  FILE *f = fopen ("/proc/self/clear_refs", "w");
+  gboolean ok;
+
+  if (f == NULL)
+    return FALSE;
+  ok = fputs ("5", f) >= 0;
+  return fclose (f) == 0 && ok;
+}
+
 gint64
 hone_metrics_physical_memory (void)
 {

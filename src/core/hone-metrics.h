@@ -102,6 +102,12 @@ void               hone_engine_metrics_free (HoneEngineMetrics *metrics);
 
 /* Resident set size of this process in bytes (Linux /proc/self/statm; 0 if unknown). */
 gint64 hone_metrics_process_rss (void);
+/* Resets this process's peak resident set size (VmHWM, which the CPU backend
+ * reports as the memory peak) to its current RSS, so that a buffer already
+ * freed (the CPU bandwidth probe's) or a model already unloaded no longer
+ * counts in the peaks reported after it (Linux ≥ 4.0: /proc/self/clear_refs
+ * "5"). FALSE where it cannot. */
+gboolean hone_metrics_reset_peak_rss (void);
 /* Total physical memory in bytes (0 if unknown). */
 gint64 hone_metrics_physical_memory (void);
 /* The CPU's model name (/proc/cpuinfo "model name"; g_free), or NULL if unknown. */
