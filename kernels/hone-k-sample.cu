@@ -393,6 +393,8 @@ __global__ void chain_tree_kernel (const float *logits, int vocab, HoneKSamplePa
                                    unsigned char *scratch, int32_t *out, int probe);
 __global__ void chain_walk_kernel (const float *logits, int vocab, HoneKSampleParams p, unsigned char *scratch,
                                    int32_t *out, int stage);
+static int walk_launch (const float *logits, int vocab, const HoneKSampleParams &p, void *scratch, int32_t *out,
+                        int stage, cudaStream_t stream);
 
 extern "C" int
 hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *params, const int32_t *window,
@@ -420,8 +422,11 @@ hone_k_sample_chain (const float *logits, int vocab, const HoneKSampleParams *pa
       if (!(p.top_k > 0 && p.top_k < vocab) && vocab > HONE_K_SAMPLE_MAX_K && p.n_window == 0 && !p.past_k_on_host
           && probe == 0)
         for (int st = 1; st <= (p.top_p < 1.0f ? 5 : 3); st++)
-          chain_walk_kernel<<<HONE_K_ARGMAX_BLOCKS, CM_THREADS, 0, stream>>> (logits, vocab, p,
-                                                                              (unsigned char *) scratch, out, st);
+          {
+            const int e = walk_launch (logits, vocab, p, scratch, out, st, stream);
+            if (e != 0)
+              return e;
+          }
       return (int) cudaGetLastError ();
     }
   if (scratch && p.temperature <= 0.0f && (!pen || slices))
@@ -1481,6 +1486,8 @@ chain_walk_kernel (const float *logits, int vocab, HoneKSampleParams p, unsigned
   ChainTreeScratch *cs = (ChainTreeScratch *) (scratch + CT_OFFSET);
   WideState *ws = &cs->wide;
   WideHist *wh = WIDE_HIST (cs);
+  pdl_trigger ();   /* the next level may launch now; it waits for this one to finish (PDL, walk_launch) */
+  pdl_wait ();
   if (ws->stage != (unsigned int) stage)
     return;
   const int level = stage == 1 ? 1 : stage == 3 || stage == 5 ? 3 : 2;
@@ -1612,6 +1619,30 @@ chain_walk_kernel (const float *logits, int vocab, HoneKSampleParams p, unsigned
       ws->walk = 1;
       ws->stage = 4;
     }
+}
+
+/* One of the walk's launches: with the PDL attribute unless HONE_SAMPLE_WALK_PDL=0 (A/B measurement), so that
+ * an idle level's launch overlaps the one before it. */
+static int
+walk_launch (const float *logits, int vocab, const HoneKSampleParams &p, void *scratch, int32_t *out, int stage,
+             cudaStream_t stream)
+{
+  static int pdl = -1;
+  if (pdl < 0)
+    pdl = hone_k_pdl_enabled () && !(getenv ("HONE_SAMPLE_WALK_PDL") && atoi (getenv ("HONE_SAMPLE_WALK_PDL")) == 0);
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  cfg.gridDim = dim3 (HONE_K_ARGMAX_BLOCKS);
+  cfg.blockDim = dim3 (CM_THREADS);
+  cfg.stream = stream;
+  if (pdl)
+    {
+      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+    }
+  return (int) cudaLaunchKernelEx (&cfg, chain_walk_kernel, logits, vocab, p, (unsigned char *) scratch, out, stage);
 }
 
 static int
