@@ -1148,9 +1148,13 @@ slice_best (unsigned long long *keys, int lk, float T)
  * values whose p reaches min-p of the best's (a best-first prefix too); then
  * the draw, a walk to u times what is kept. Level 1's histogram (every value)
  * serves both walks: three launches for a pure-temperature draw, five with
- * top-p; each returns at once when the tree decided without them. (One block
- * walking the row itself took 500 µs: its 64-bit shared atomics are
- * compare-and-swap loops, and a flat row's values crowd into a few buckets.)
+ * top-p; each returns at once when the tree decided without them, and each is
+ * launched with PDL so that an idle one overlaps the one before it. On an
+ * H100, 128,256 logits: 72 µs a pure-temperature call walked, 86 with top-p,
+ * 36 with the five launches idle (the tree alone: 30; RESULTS-cuda.md
+ * "Session 41"). (One block walking the row itself took 500 µs: its 64-bit
+ * shared atomics are compare-and-swap loops, and a flat row's values crowd
+ * into a few buckets.)
  * Penalties (applied to the slices' copies, not to the row) still send −1. */
 #define WW_H1 2048                      /* buckets at levels 1 and 2 (11 bits of the key); level 3: 1024 (10) */
 #define WW_SCALE 35184372088832.0f      /* 2^45: Σ w ≤ 2^18 · 2^45 */
