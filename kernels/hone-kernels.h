@@ -327,13 +327,14 @@ int hone_k_sample (const float *logits, int n_tok, int vocab, float temperature,
  * sampler's uniform draw for this step). out[0] = the token id, or -1 when the
  * answer lies past the HONE_K_SAMPLE_MAX_K best (top-k off: a top-p/min-p set
  * that reaches past them, or without either a draw that lands past them) and
- * the kernel cannot walk the whole row — penalties on, one block (below), or
- * past_k_on_host — : the caller then samples on the host. With scratch: greedy
+ * the whole row cannot be walked (penalties on, the one-block form below, or
+ * past_k_on_host): the caller then samples on the host. With scratch: greedy
  * without penalties (any vocab), and, for vocab ≤ 262,144, greedy with
  * penalties (the argmax of hone_k_sample) or sampling (one launch of
  * HONE_K_ARGMAX_BLOCKS blocks whose sorted slices merge in a tree, penalties
- * applied per slice; its last block walks the whole row when the answer lies
- * past the best); otherwise one block. Enqueue only. */
+ * applied per slice; without top-k, three or five more launches that walk the
+ * whole row when the answer lies past the best and return at once otherwise);
+ * otherwise one block. Enqueue only. */
 #define HONE_K_SAMPLE_MAX_K 256
 #define HONE_K_SAMPLE_MAX_WINDOW 1024
 typedef struct {
