@@ -387,19 +387,20 @@ int hone_k_pdl_for (int role);
  * instead of the kernels' own choices. @role is one HONE_K_PDL_* bit. */
 void hone_k_carveout_apply (const void *kernel, int role, int preferred);
 
+/* A launch with the PDL attribute when @pdl (the caller decides; see
+ * hone_k_launch_role for the roles' rule). */
 template <typename... KArgs, typename... Args>
 static inline int
-hone_k_launch_role (int role, void (*kernel) (KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                    Args... args)
+hone_k_launch_pdl (bool pdl, void (*kernel) (KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   Args... args)
 {
-  hone_k_carveout_apply ((const void *) kernel, role, -1);
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  if (hone_k_pdl_for (role))
+  if (pdl)
     {
       attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -408,6 +409,15 @@ hone_k_launch_role (int role, void (*kernel) (KArgs...), dim3 grid, dim3 block, 
     }
   cudaError_t e = cudaLaunchKernelEx (&cfg, kernel, ((KArgs) args)...);
   return (int) e;
+}
+
+template <typename... KArgs, typename... Args>
+static inline int
+hone_k_launch_role (int role, void (*kernel) (KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                    Args... args)
+{
+  hone_k_carveout_apply ((const void *) kernel, role, -1);
+  return hone_k_launch_pdl (hone_k_pdl_for (role) != 0, kernel, grid, block, smem, stream, args...);
 }
 
 /* A launch of role HONE_K_PDL_OTHER (norms, quantize, embed, sampling, …). */

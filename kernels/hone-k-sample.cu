@@ -1634,19 +1634,8 @@ walk_launch (const float *logits, int vocab, const HoneKSampleParams &p, void *s
   static int pdl = -1;
   if (pdl < 0)
     pdl = hone_k_pdl_enabled () && !(getenv ("HONE_SAMPLE_WALK_PDL") && atoi (getenv ("HONE_SAMPLE_WALK_PDL")) == 0);
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  cfg.gridDim = dim3 (HONE_K_ARGMAX_BLOCKS);
-  cfg.blockDim = dim3 (CM_THREADS);
-  cfg.stream = stream;
-  if (pdl)
-    {
-      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[0].val.programmaticStreamSerializationAllowed = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-    }
-  return (int) cudaLaunchKernelEx (&cfg, chain_walk_kernel, logits, vocab, p, (unsigned char *) scratch, out, stage);
+  return hone_k_launch_pdl (pdl != 0, chain_walk_kernel, dim3 (HONE_K_ARGMAX_BLOCKS), dim3 (CM_THREADS), 0, stream,
+                            logits, vocab, p, (unsigned char *) scratch, out, stage);
 }
 
 static int
