@@ -1154,7 +1154,9 @@ slice_best (unsigned long long *keys, int lk, float T)
  * 36 with the five launches idle (the tree alone: 30; RESULTS-cuda.md
  * "Session 41"). (One block walking the row itself took 500 µs: its 64-bit
  * shared atomics are compare-and-swap loops, and a flat row's values crowd
- * into a few buckets.)
+ * into a few buckets. Each block summing into its own shared histogram
+ * first, flushed with one L2 atomic a nonzero bucket, measured the same
+ * 71 µs in session 42: the warps' L2 atomics are not what a level costs.)
  * Penalties (applied to the slices' copies, not to the row) still send −1. */
 #define WW_H1 2048                      /* buckets at levels 1 and 2 (11 bits of the key); level 3: 1024 (10) */
 #define WW_SCALE 35184372088832.0f      /* 2^45: Σ w ≤ 2^18 · 2^45 */
@@ -1301,6 +1303,21 @@ ww_tie (const float *logits, int vocab, uint32_t key, unsigned long long j, Wide
     }
   __syncthreads ();
   return sh.ww_id;
+}
+
+/* The draw's target in the walk's running sum: u times the mass kept — the
+ * row's or the top-p nucleus's (kept), less where min-p keeps less (Wmin) —
+ * and below it. */
+static __device__ unsigned long long
+ww_draw_target (unsigned long long kept, const HoneKSampleParams &p, WideState *ws)
+{
+  if (p.min_p > 0.0f)
+    {
+      const unsigned long long wm = __ldcg (&ws->Wmin);
+      kept = wm < kept ? wm : kept;
+    }
+  const unsigned long long t = (unsigned long long) (p.u * (double) kept);
+  return t < kept ? t : kept - 1;
 }
 
 /* The tree's last block, deciding to walk: the state the walk's launches
@@ -1555,14 +1572,7 @@ chain_walk_kernel (const float *logits, int vocab, HoneKSampleParams p, unsigned
         }
       else
         {
-          unsigned long long k = W;
-          if (p.min_p > 0.0f)
-            {
-              const unsigned long long wm = __ldcg (&ws->Wmin);
-              k = wm < k ? wm : k;
-            }
-          t = (unsigned long long) (p.u * (double) k);
-          t = t < k ? t : k - 1;
+          t = ww_draw_target (W, p, ws);
           walk = 1;
         }
     }
@@ -1598,14 +1608,7 @@ chain_walk_kernel (const float *logits, int vocab, HoneKSampleParams p, unsigned
       return;
     }
   /* the cut found: what is kept (min-p may keep less), the draw's target, and its level 1 from h1 */
-  unsigned long long k = above + j * wv + wv;
-  if (p.min_p > 0.0f)
-    {
-      const unsigned long long wm = __ldcg (&ws->Wmin);
-      k = wm < k ? wm : k;
-    }
-  t = (unsigned long long) (p.u * (double) k);
-  t = t < k ? t : k - 1;
+  t = ww_draw_target (above + j * wv + wv, p, ws);
   for (int q = tid; q < WW_H1 / 2; q += CM_THREADS)
     {
       wh->h[q] = 0;
