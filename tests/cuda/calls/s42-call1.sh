@@ -3,6 +3,7 @@
 # nonzero bucket a block, not one a bucket a warp), same binary A/B against session 41's form
 # (HONE_SAMPLE_WALK_HIST=global). On an H200 the issue's goal rows run first (s40-call5's rows: no H200 has run main
 # since session 37: BF16 87.6 / AWQ 58.0 / Q4_0 61.1 % of 4.52 TB/s). Carry .carry-release.
+# (HONE_SAMPLE_WALK_HIST and the shared form were taken out after this call: it measured no faster.)
 # Predictions (written before the call):
 #  - --check-sample 8/8 under both forms (152 walked draws = the host's); racecheck of the chain's checks 0 hazards.
 #  - --bench-sample, 128,256 logits: pure temperature walked 72 -> 45-55 us, top-p 0.95 walked 86 -> 55-65,
