@@ -72,27 +72,6 @@ dequant_scratch_elems (const HoneKModel *m)
   return best;
 }
 
-/* Prefill with the dequantization beside the GEMMs (HONE_PREFILL_OVERLAP=k;
- * unset: off, the default until measured): a side stream of the lowest
- * priority dequantizes the next matrices into a ring of two 16-bit buffers
- * while the GEMMs run — weights never wait on activations, so the
- * dequantization, ~12 % of an AWQ 8B prefill done in line (RESULTS-cuda.md,
- * session 37), can hide behind the GEMMs — and with k > 0 the GEMMs of
- * quantized weights get all but k SMs (cuBLASLt's SM count target), left to
- * it. Returns k, or −1: off. */
-static int
-prefill_overlap_sms (void)
-{
-  static int k = -2;
-  if (k == -2)
-    {
-      const char *e = getenv ("HONE_PREFILL_OVERLAP");
-      k = e && *e ? atoi (e) : -1;
-      k = k < -1 ? -1 : k > 64 ? 64 : k;
-    }
-  return k;
-}
-
 /* ---- prefill GEMMs (cuBLASLt) ------------------------------------------------
  * One cuBLASLt matmul descriptor, layouts and algorithm per shape, made once
  * and cached in the state: Y[n][rows] = X16[n][cols]·Wᵀ, with Y f32
@@ -117,7 +96,7 @@ prefill_overlap_sms (void)
 #define LT_CANDIDATES 4
 
 struct LtPlan {
-  int m, n, k, ab, d, acc, align, pick, sms;   /* sms: cuBLASLt's SM count target (0: the device's) */
+  int m, n, k, ab, d, acc, align, pick;
   int tuned;                  /* 0 not yet, 1 done (or not to be done) */
   int gemmex;                 /* cublasGemmEx won the timing */
   cublasLtMatmulDesc_t op;
@@ -128,7 +107,7 @@ struct LtPlan {
 };
 
 struct LtWinner {             /* a timing's result, by shape and bucket of n */
-  int m, k, ab, d, acc, align, sms, bucket, gemmex, valid;
+  int m, k, ab, d, acc, align, bucket, gemmex, valid;
   cublasLtMatmulAlgo_t algo;
 };
 
@@ -141,23 +120,7 @@ struct GemmCtx {
   int n_plans, next;
   LtWinner winners[LT_PLANS];
   int n_winners, next_winner;
-  int n_sm;                   /* the device's SMs */
-  /* HONE_PREFILL_OVERLAP's side stream, made at its first prefill: the ring's
-   * events (a slot dequantized, a slot's GEMM done), the step's start, and
-   * the order the step's quantized GEMMs come in */
-  cudaStream_t side;
-  cudaEvent_t ready[2], freed[2], begin;
-  const HoneKMatrix **seq;
-  int seq_cap;
 };
-
-/* The SM count target of a GEMM of w: all but HONE_PREFILL_OVERLAP's SMs for a quantized w, else 0 (all). */
-static int
-gemm_sms (const GemmCtx *g, const HoneKMatrix *w)
-{
-  const int k = prefill_overlap_sms ();
-  return k > 0 && w->type != HONE_K_BF16 && w->type != HONE_K_F16 && g->n_sm > k ? g->n_sm - k : 0;
-}
 
 static bool
 gemm_use_gemmex (void)
@@ -209,23 +172,23 @@ n_bucket (int n)
 
 /* The cached plan of this GEMM under the current pick, or NULL. */
 static LtPlan *
-lt_find (GemmCtx *g, int m, int n, int k, cudaDataType_t ab, cudaDataType_t d, int acc, int align, int sms)
+lt_find (GemmCtx *g, int m, int n, int k, cudaDataType_t ab, cudaDataType_t d, int acc, int align)
 {
   const int pick = gemm_pick ();
   for (int i = 0; i < g->n_plans; i++)
     {
       LtPlan *p = &g->plans[i];
       if (p->m == m && p->n == n && p->k == k && p->ab == (int) ab && p->d == (int) d && p->acc == acc
-          && p->align == align && p->pick == pick && p->sms == sms)
+          && p->align == align && p->pick == pick)
         return p;
     }
   return NULL;
 }
 
 static LtPlan *
-lt_plan (GemmCtx *g, int m, int n, int k, cudaDataType_t ab, cudaDataType_t d, int acc, int align, int sms)
+lt_plan (GemmCtx *g, int m, int n, int k, cudaDataType_t ab, cudaDataType_t d, int acc, int align)
 {
-  LtPlan *p = lt_find (g, m, n, k, ab, d, acc, align, sms);
+  LtPlan *p = lt_find (g, m, n, k, ab, d, acc, align);
   if (p)
     return p;
   const int pick = gemm_pick ();
@@ -238,8 +201,6 @@ lt_plan (GemmCtx *g, int m, int n, int k, cudaDataType_t ab, cudaDataType_t d, i
       lt_plan_clear (p);
     }
   p->m = m; p->n = n; p->k = k; p->ab = (int) ab; p->d = (int) d; p->acc = acc; p->align = align; p->pick = pick;
-  p->sms = sms;
-  const int32_t sm_target = sms;
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   cublasLtMatmulPreference_t pref = NULL;
   cublasLtMatmulHeuristicResult_t res[8];
@@ -249,8 +210,6 @@ lt_plan (GemmCtx *g, int m, int n, int k, cudaDataType_t ab, cudaDataType_t d, i
   bool ok = cublasLtMatmulDescCreate (&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS
             && cublasLtMatmulDescSetAttribute (p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS
             && cublasLtMatmulDescSetAttribute (p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS
-            && (sms <= 0 || cublasLtMatmulDescSetAttribute (p->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_target,
-                                                            sizeof sm_target) == CUBLAS_STATUS_SUCCESS)
             /* W is [rows][cols] row-major = cols×rows column-major, used transposed */
             && cublasLtMatrixLayoutCreate (&p->a, ab, k, m, k) == CUBLAS_STATUS_SUCCESS
             && cublasLtMatrixLayoutCreate (&p->b, ab, k, n, k) == CUBLAS_STATUS_SUCCESS
@@ -311,7 +270,7 @@ gemm_tune (GemmCtx *g, LtPlan *p, const void *wp, const void *x16, void *y, void
     {
       LtWinner *w = &g->winners[i];
       if (w->valid && w->m == p->m && w->k == p->k && w->ab == p->ab && w->d == p->d && w->acc == p->acc
-          && w->align == p->align && w->sms == p->sms && w->bucket == bucket)
+          && w->align == p->align && w->bucket == bucket)
         {
           cublasLtMatmulHeuristicResult_t r;
           if (w->gemmex)
@@ -362,24 +321,22 @@ gemm_tune (GemmCtx *g, LtPlan *p, const void *wp, const void *x16, void *y, void
   LtWinner *w = g->n_winners < LT_PLANS ? &g->winners[g->n_winners++] : &g->winners[g->next_winner];
   if (w == &g->winners[g->next_winner])
     g->next_winner = (g->next_winner + 1) % LT_PLANS;
-  w->m = p->m; w->k = p->k; w->ab = p->ab; w->d = p->d; w->acc = p->acc; w->align = p->align; w->sms = p->sms;
-  w->bucket = bucket;
+  w->m = p->m; w->k = p->k; w->ab = p->ab; w->d = p->d; w->acc = p->acc; w->align = p->align; w->bucket = bucket;
   w->gemmex = p->gemmex;
   w->algo = p->algo;
   w->valid = 1;
 }
 
-/* Y (+)= X16·Wᵀ, W dequantized first when quantized (into st->w16, unless
- * deq holds it dequantized already); Y f32 or (y16) W's 16-bit type.
- * scratch: room the tuning may write when Y accumulates (or NULL). */
+/* Y (+)= X16·Wᵀ, W dequantized first when quantized; Y f32 or (y16) W's 16-bit
+ * type. scratch: room the tuning may write when Y accumulates (or NULL). */
 static int
 gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, void *y, int y16, int accumulate, cudaStream_t s,
-      void *scratch = NULL, size_t scratch_bytes = 0, const void *deq = NULL)
+      void *scratch = NULL, size_t scratch_bytes = 0)
 {
   GemmCtx *g = (GemmCtx *) st->cublas;
-  const void *wp = is_f (w) ? w->q : deq;
+  const void *wp = w->q;
   const cudaDataType_t t = w->type == HONE_K_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-  if (!wp)
+  if (!is_f (w))
     {
       /* a q|k|v of parts in different types dequantizes part by part at their row offsets */
       HONE_K_CHECK ((cudaError_t) (w->type == HONE_K_PARTS ? hone_k_parts_dequant (w, st->w16, 1, s)
@@ -388,7 +345,7 @@ gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, void *y, int
     }
   const cudaDataType_t dt = y16 ? t : CUDA_R_32F;
   LtPlan *p = gemm_use_gemmex () ? NULL
-              : lt_plan (g, w->rows, n, w->cols, t, dt, accumulate, ptr_align (wp, x16, y), gemm_sms (g, w));
+              : lt_plan (g, w->rows, n, w->cols, t, dt, accumulate, ptr_align (wp, x16, y));
   if (p && !p->tuned)
     gemm_tune (g, p, wp, x16, y, scratch, scratch_bytes, s);
   if (p)
@@ -481,9 +438,7 @@ layout (const HoneKModel *m, int max_tok, int logits_rows)
   L.xh = ALIGN (HONE_K_H16_ROW (md) * 2);   /* one token's packed W4A16 input (HoneKActH16) */
   L.xhd = ALIGN (HONE_K_H16_DS (md) * 4);   /* its (d, Σv) a block of 32 */
   L.x16 = ALIGN ((size_t) max_tok * md * 2);
-  /* HONE_PREFILL_OVERLAP: a ring of two */
-  L.w16 = max_tok > HONE_K_MAX_DECODE ? ALIGN (dequant_scratch_elems (m) * 2) * (prefill_overlap_sms () >= 0 ? 2 : 1)
-                                      : 0;
+  L.w16 = max_tok > HONE_K_MAX_DECODE ? ALIGN (dequant_scratch_elems (m) * 2) : 0;
   L.attn_s = ALIGN (hone_k_attn_scratch_bytes (c->n_heads, c->n_kv_heads, c->head_dim, max_tok));
   /* streamed decode: a counter set a launch site (layer 0's q|k|v, then one after each attention) */
   L.sync = ALIGN ((size_t) (c->n_layers + 1) * HONE_K_STREAM_SYNC * sizeof (unsigned));
@@ -562,11 +517,6 @@ hone_k_state_alloc (HoneKState *st, const HoneKModel *m, int max_tok, int logits
         }
       g->ws = st->cublas_ws;
       g->ws_bytes = L.ws;
-      int dev = 0;
-      if (cudaGetDevice (&dev) != cudaSuccess || cudaDeviceGetAttribute (&g->n_sm, cudaDevAttrMultiProcessorCount, dev)
-                                                    != cudaSuccess)
-        g->n_sm = 0;
-      (void) cudaGetLastError ();
       cublasSetWorkspace (g->blas, st->cublas_ws, L.ws);
       cublasSetMathMode (g->blas, CUBLAS_DEFAULT_MATH);
       st->cublas = g;
@@ -582,17 +532,6 @@ hone_k_state_free (HoneKState *st)
       GemmCtx *g = (GemmCtx *) st->cublas;
       for (int i = 0; i < g->n_plans; i++)
         lt_plan_clear (&g->plans[i]);
-      if (g->side)
-        {
-          for (int i = 0; i < 2; i++)
-            {
-              cudaEventDestroy (g->ready[i]);
-              cudaEventDestroy (g->freed[i]);
-            }
-          cudaEventDestroy (g->begin);
-          cudaStreamDestroy (g->side);
-        }
-      free (g->seq);
       cublasLtDestroy (g->lt);
       cublasDestroy (g->blas);
       free (g);
@@ -1173,105 +1112,6 @@ hone_k_prefill_profile_read (double *ms)
   return 0;
 }
 
-/* HONE_PREFILL_OVERLAP's ring for one prefill step: the step's quantized
- * matrices in the order its GEMMs take them, each dequantized on the side
- * stream into slot i % 2 once slot i's GEMM two matrices back is done. */
-struct DeqRing {
-  GemmCtx *g;
-  int n, issued, used;
-  void *slot[2];
-};
-
-/* The side stream and its events, made once. */
-static int
-deq_side_init (GemmCtx *g)
-{
-  if (g->side)
-    return 0;
-  int least = 0, greatest = 0;
-  HONE_K_CHECK (cudaDeviceGetStreamPriorityRange (&least, &greatest));
-  HONE_K_CHECK (cudaStreamCreateWithPriority (&g->side, cudaStreamNonBlocking, least));
-  for (int i = 0; i < 2; i++)
-    {
-      HONE_K_CHECK (cudaEventCreateWithFlags (&g->ready[i], cudaEventDisableTiming));
-      HONE_K_CHECK (cudaEventCreateWithFlags (&g->freed[i], cudaEventDisableTiming));
-    }
-  return (int) cudaEventCreateWithFlags (&g->begin, cudaEventDisableTiming);
-}
-
-/* The next matrix dequantized on the side stream into its slot. */
-static int
-deq_issue (DeqRing *r)
-{
-  GemmCtx *g = r->g;
-  const int i = r->issued++, k = i & 1;
-  const HoneKMatrix *w = g->seq[i];
-  HONE_K_CHECK (cudaStreamWaitEvent (g->side, g->freed[k], 0));   /* slot k's last GEMM is done */
-  HONE_K_CHECK ((cudaError_t) (w->type == HONE_K_PARTS ? hone_k_parts_dequant (w, r->slot[k], 1, g->side)
-                                                       : hone_k_dequant (w, r->slot[k], 1, g->side)));
-  return (int) cudaEventRecord (g->ready[k], g->side);
-}
-
-/* The ring of a prefill step over m (r->n = 0: off, or nothing quantized). */
-static int
-deq_ring_start (const HoneKModel *m, HoneKState *st, int n_logits, cudaStream_t s, DeqRing *r)
-{
-  memset (r, 0, sizeof *r);
-  GemmCtx *g = (GemmCtx *) st->cublas;
-  const HoneKConfig *c = &m->cfg;
-  if (prefill_overlap_sms () < 0 || !st->w16)
-    return 0;
-  const int cap = 4 * c->n_layers + 1;
-  if (g->seq_cap < cap)
-    {
-      const HoneKMatrix **q = (const HoneKMatrix **) realloc (g->seq, (size_t) cap * sizeof *q);
-      if (!q)
-        return (int) cudaErrorMemoryAllocation;
-      g->seq = q;
-      g->seq_cap = cap;
-    }
-  for (int l = 0; l < c->n_layers; l++)
-    {
-      const HoneKLayer *L = &m->layers[l];
-      const HoneKMatrix *ws[4] = { &L->wqkv, &L->wo, &L->wgu, &L->wdown };
-      for (int i = 0; i < 4; i++)
-        if (!is_f (ws[i]))
-          g->seq[r->n++] = ws[i];
-    }
-  if (n_logits > HONE_K_MAX_DECODE && !is_f (&m->lm_head))
-    g->seq[r->n++] = &m->lm_head;
-  if (r->n == 0)
-    return 0;
-  HONE_K_CHECK ((cudaError_t) deq_side_init (g));
-  r->g = g;
-  r->slot[0] = st->w16;
-  r->slot[1] = (char *) st->w16 + ALIGN (dequant_scratch_elems (m) * 2);
-  /* the side stream starts after everything before this step (a slot may be in use) */
-  HONE_K_CHECK (cudaEventRecord (g->begin, s));
-  HONE_K_CHECK (cudaStreamWaitEvent (g->side, g->begin, 0));
-  for (int i = 0; i < 2 && r->issued < r->n; i++)
-    HONE_K_CHECK ((cudaError_t) deq_issue (r));
-  return 0;
-}
-
-/* A prefill GEMM: for a quantized w with the ring on, on its slot once
- * dequantized, then the slot handed back and the next matrix issued. */
-static int
-gemm_step (HoneKState *st, DeqRing *r, const HoneKMatrix *w, int n, const void *x16, void *y, int y16, int acc,
-           cudaStream_t s, void *scratch = NULL, size_t scratch_bytes = 0)
-{
-  if (!r->n || is_f (w))
-    return gemm (st, w, n, x16, y, y16, acc, s, scratch, scratch_bytes);
-  GemmCtx *g = r->g;
-  const int i = r->used++, k = i & 1;
-  if (i >= r->n || g->seq[i] != w)
-    return (int) cudaErrorInvalidValue;   /* the step's GEMMs left the order the ring was made in */
-  HONE_K_CHECK (cudaStreamWaitEvent (s, g->ready[k], 0));
-  HONE_K_CHECK ((cudaError_t) gemm (st, w, n, x16, y, y16, acc, s, scratch, scratch_bytes, r->slot[k]));
-  HONE_K_CHECK (cudaEventRecord (g->freed[k], s));
-  return r->issued < r->n ? deq_issue (r) : 0;
-}
-
 static int
 prefill_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int pos_host, int n_logits,
               cudaStream_t s)
@@ -1287,8 +1127,6 @@ prefill_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int
   const char *ea = getenv ("HONE_ATTN_PREFILL");
   const bool attn16 = !(ea && ea[0] == '1'), gu16 = !gemm_use_gemmex () && c->ffn % 4 == 0;
   pp_mark (-1, s);
-  DeqRing ring;
-  HONE_K_CHECK ((cudaError_t) deq_ring_start (m, st, n_logits, s, &ring));
   HONE_K_CHECK ((cudaError_t) hone_k_embed (&m->embd, st->tokens, n, st->h, s));
   pp_mark (HONE_K_PP_EMBED, s);
   for (int l = 0; l < c->n_layers; l++)
@@ -1297,7 +1135,7 @@ prefill_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int
       HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (st->h, L->attn_norm, n, c->hidden, c->rms_eps, NULL, NULL, st->x16,
                                                   x16_is_f16 (&L->wqkv), s));
       pp_mark (HONE_K_PP_NORM_ATTN, s);
-      HONE_K_CHECK ((cudaError_t) gemm_step (st, &ring, &L->wqkv, n, st->x16, st->qkv, 0, 0, s));
+      HONE_K_CHECK ((cudaError_t) gemm (st, &L->wqkv, n, st->x16, st->qkv, 0, 0, s));
       if (L->bqkv)
         HONE_K_CHECK ((cudaError_t) hone_k_add_bias (st->qkv, n, qkvw, L->bqkv, s));
       pp_mark (HONE_K_PP_GEMM_QKV, s);
@@ -1316,7 +1154,7 @@ prefill_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int
           HONE_K_CHECK ((cudaError_t) hone_k_quantize (st->attn, n, nq * hd, NULL, st->x16, x16_is_f16 (&L->wo), s));
         }
       pp_mark (HONE_K_PP_ATTN, s);
-      HONE_K_CHECK ((cudaError_t) gemm_step (st, &ring, &L->wo, n, st->x16, st->h, 0, 1, s, st->gu, gu_bytes (st)));
+      HONE_K_CHECK ((cudaError_t) gemm (st, &L->wo, n, st->x16, st->h, 0, 1, s, st->gu, gu_bytes (st)));
       pp_mark (HONE_K_PP_GEMM_O, s);
       HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (st->h, L->ffn_norm, n, c->hidden, c->rms_eps, NULL, NULL, st->x16,
                                                   x16_is_f16 (&L->wgu), s));
@@ -1325,18 +1163,18 @@ prefill_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int
        * where down reads the same 16-bit type as gate|up's weights give */
       if (gu16 && x16_is_f16 (&L->wgu) == x16_is_f16 (&L->wdown))
         {
-          HONE_K_CHECK ((cudaError_t) gemm_step (st, &ring, &L->wgu, n, st->x16, st->gu, 1, 0, s));
+          HONE_K_CHECK ((cudaError_t) gemm (st, &L->wgu, n, st->x16, st->gu, 1, 0, s));
           pp_mark (HONE_K_PP_GEMM_GU, s);
           HONE_K_CHECK ((cudaError_t) swiglu16in (st->gu, n, c->ffn, st->x16, x16_is_f16 (&L->wgu), s));
         }
       else
         {
-          HONE_K_CHECK ((cudaError_t) gemm_step (st, &ring, &L->wgu, n, st->x16, st->gu, 0, 0, s));
+          HONE_K_CHECK ((cudaError_t) gemm (st, &L->wgu, n, st->x16, st->gu, 0, 0, s));
           pp_mark (HONE_K_PP_GEMM_GU, s);
           HONE_K_CHECK ((cudaError_t) hone_k_swiglu16 (st->gu, n, c->ffn, st->x16, x16_is_f16 (&L->wdown), s));
         }
       pp_mark (HONE_K_PP_SWIGLU, s);
-      HONE_K_CHECK ((cudaError_t) gemm_step (st, &ring, &L->wdown, n, st->x16, st->h, 0, 1, s, st->gu, gu_bytes (st)));
+      HONE_K_CHECK ((cudaError_t) gemm (st, &L->wdown, n, st->x16, st->h, 0, 1, s, st->gu, gu_bytes (st)));
       pp_mark (HONE_K_PP_GEMM_DOWN, s);
     }
   const float *hl = st->h + (size_t) (n - n_logits) * c->hidden;
@@ -1347,7 +1185,7 @@ prefill_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int
     {
       HONE_K_CHECK ((cudaError_t) hone_k_rmsnorm (hl, m->out_norm, n_logits, c->hidden, c->rms_eps, NULL, NULL,
                                                   st->x16, x16_is_f16 (&m->lm_head), s));
-      HONE_K_CHECK ((cudaError_t) gemm_step (st, &ring, &m->lm_head, n_logits, st->x16, st->logits, 0, 0, s));
+      HONE_K_CHECK ((cudaError_t) gemm (st, &m->lm_head, n_logits, st->x16, st->logits, 0, 0, s));
     }
   pp_mark (HONE_K_PP_HEAD, s);
   return 0;
@@ -1378,7 +1216,7 @@ warm_gemm (HoneKState *st, const HoneKMatrix *w, int n, void *y, int y16, int ac
   const cudaDataType_t t = w->type == HONE_K_BF16 ? CUDA_R_16BF : CUDA_R_16F;
   const void *wp = is_f (w) ? w->q : st->w16;
   if (!gemm_use_gemmex ()
-      && lt_find (g, w->rows, n, w->cols, t, y16 ? t : CUDA_R_32F, acc, ptr_align (wp, st->x16, y), gemm_sms (g, w)))
+      && lt_find (g, w->rows, n, w->cols, t, y16 ? t : CUDA_R_32F, acc, ptr_align (wp, st->x16, y)))
     return 0;
   return gemm (st, w, n, st->x16, y, y16, acc, s);
 }
