@@ -1,7 +1,8 @@
 # tests/cuda/calls/prelude.sh — what every device-call script from session 37 on starts with (source it from the
 # repository root on the GPU machine): the GPU's name in $GPU, .carry-release's bundle unpacked, the environment the
 # bundle's programs need, el (a line with the seconds since the start), $B (the programs), $M (a scratch folder in
-# memory), $TV (/usr/bin/time -v where the machine has it) and bench (hone bench of a model, its figures kept).
+# memory), $TV (/usr/bin/time -v where the machine has it), bench (hone bench of a model, its figures kept) and
+# goal_rows (the issues' 8B decode rows through bench).
 W=$OUT; T0=$(date +%s); el () { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 C=$PWD/.carry-release
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
