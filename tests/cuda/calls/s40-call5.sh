@@ -6,12 +6,6 @@
 set -u
 . tests/cuda/calls/prelude.sh
 case "$GPU" in *H200*) ;; *) el "not an H200: nothing to do"; exit 0 ;; esac
-timeout 120 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/q.gguf -q; el "gen-model q4_0 rc $?"
-bench q4_0 $M/q.gguf; rm -f $M/q.gguf
-timeout 120 $B/hone gen-model --shape llama3-8b --type bf16 -o $M/8b-bf16.gguf -q; el "gen-model bf16 rc $?"
-bench bf16 $M/8b-bf16.gguf
-timeout 100 $B/hone quantize -m $M/8b-bf16.gguf --rtn -g 128 -f awq -o $M/8b-awq -q; el "rtn awq rc $?"
-rm -f $M/8b-bf16.gguf
-bench awq $M/8b-awq; rm -rf $M/8b-awq
+goal_rows   # prelude.sh: the same commands this script held (moved there in session 42)
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
 el done
