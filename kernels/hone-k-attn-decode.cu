@@ -468,7 +468,7 @@ template <int HD, int NTH>
 static __device__ __forceinline__ void
 v3_store (const AttnArgs &a, const float *fin, int kvh, int z, int qn, int tid)
 {
-  for (int i0 = 0; i0 < V3_QG * HD / 4; i0 += NTH)
+  for (int i0 = 0; i0 < qn * HD / 4; i0 += NTH)   /* qn is the block's: whole warps call store_out4 */
     {
       const int i = i0 + tid, q = i / (HD / 4), d4 = i - q * (HD / 4);
       const bool on = q < qn;
@@ -858,11 +858,13 @@ attn3_kernel (AttnArgs a)
     }
   __syncthreads ();                           /* every warp is done with its ring */
 
-  /* the warps' (m, l, O) to shared memory: wo[warp][q][HD] */
+  /* the warps' (m, l, O) to shared memory: wo[warp][q][HD], the queries of
+   * this block only (qn of 8) */
   float *wo = (float *) sm3;
   float *fin = wo + NW * V3_QG * HD;          /* [8][HD] */
   {
     const int ql0 = (lane & 3) * 2, x = lane >> 2;
+    const bool on0 = ql0 < qn, on1 = ql0 + 1 < qn;
     float *w0 = wo + ((size_t) warp * V3_QG + ql0) * HD, *w1 = w0 + HD;
 #pragma unroll
     for (int c = 0; c < NC; c++)
@@ -873,8 +875,10 @@ attn3_kernel (AttnArgs a)
           {
             /* row x (+8) of m-tile (c, pr) is dim (x/2)·8 + 32c + 4pr + 2hf + x%2 */
             const int d = (x >> 1) * 8 + 32 * c + 4 * pr + 2 * hf + (x & 1);
-            w0[d] = o[2 * c + pr][2 * hf];
-            w1[d] = o[2 * c + pr][2 * hf + 1];
+            if (on0)
+              w0[d] = o[2 * c + pr][2 * hf];
+            if (on1)
+              w1[d] = o[2 * c + pr][2 * hf + 1];
           }
     if (x == 0)
       {
@@ -885,40 +889,59 @@ attn3_kernel (AttnArgs a)
       }
   }
   __syncthreads ();
-  const size_t hb = (size_t) kvh * HONE_K_ATTN_MAX_SPLITS * MAXQ;
-  /* merge the warps: normalized to fin when this is the only split, else the
-   * block's partial (unnormalized O, m, l) as session 2's kernel writes it */
-  for (int i = tid; i < V3_QG * HD; i += NT3)
+  /* each warp's weight a query, exp(m_w − M), and the block's (M, L): once a
+   * query here, not once a value (session 43: the merge recomputed them for
+   * every one of the 8 × HD values and was half the kernel's instructions) */
+  if (tid < V3_QG)
     {
-      const int q = i / HD, d = i - q * HD;
+      const int q = tid;
       float M = -INFINITY;
 #pragma unroll
       for (int w = 0; w < NW; w++)
         M = fmaxf (M, wm[w][q]);
-      float L = 0.f, O = 0.f;
+      float L = 0.f;
 #pragma unroll
       for (int w = 0; w < NW; w++)
         {
           const float f = wm[w][q] == -INFINITY ? 0.f : __expf (wm[w][q] - M);
           L += f * wl[w][q];
-          O += f * wo[((size_t) w * V3_QG + q) * HD + d];
+          wl[w][q] = f;                       /* wl now holds the weights */
         }
-      if (ccomb)
+      bm[q] = M;
+      bl[q] = L;
+    }
+  __syncthreads ();
+  const size_t hb = (size_t) kvh * HONE_K_ATTN_MAX_SPLITS * MAXQ;
+  /* merge the warps, 4 values a thread: normalized to fin when this is the
+   * only split, unnormalized to fin (the cluster combines) or else the
+   * block's partial (unnormalized O, m, l) as session 2's kernel writes it */
+  for (int i = tid; i < qn * HD / 4; i += NT3)
+    {
+      const int q = i / (HD / 4), d4 = i - q * (HD / 4);
+      float4 O = make_float4 (0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int w = 0; w < NW; w++)
         {
-          fin[i] = O;                         /* unnormalized: the cluster combines */
-          if (d == 0)
-            {
-              bm[q] = M;
-              bl[q] = L;
-            }
+          const float f = wl[w][q];
+          const float4 v = *(const float4 *) (wo + ((size_t) w * V3_QG + q) * HD + 4 * d4);
+          O.x = fmaf (f, v.x, O.x);
+          O.y = fmaf (f, v.y, O.y);
+          O.z = fmaf (f, v.z, O.z);
+          O.w = fmaf (f, v.w, O.w);
         }
+      const float M = bm[q], L = bl[q];
+      if (ccomb)
+        *(float4 *) (fin + q * HD + 4 * d4) = O;
       else if (nsplit == 1)
-        fin[i] = L > 0.f ? O / L : 0.f;
+        {
+          *(float4 *) (fin + q * HD + 4 * d4) = L > 0.f ? make_float4 (O.x / L, O.y / L, O.z / L, O.w / L)
+                                                        : make_float4 (0.f, 0.f, 0.f, 0.f);
+        }
       else
         {
           const size_t r = hb + (size_t) split * MAXQ + V3_QG * z + q;
-          a.part_o[r * HD + d] = O;
-          if (d == 0)
+          *(float4 *) (a.part_o + r * HD + 4 * d4) = O;
+          if (d4 == 0)
             a.part_ml[r] = make_float2 (M, L);
         }
     }
@@ -1064,8 +1087,13 @@ attn3_kernel (AttnArgs a)
       __syncthreads ();
       if (!last)
         return;
-      /* split weights: a warp per query, lanes over the splits */
-      for (int q = warp; q < V3_QG; q += NW)
+      TRACE_MARK (6);
+      const int ncol = qn * HD / 4;
+      const int NG = ncol >= NT3 ? 1 : min (NT3 / ncol, NW);   /* group g's sums at wo + g·8·HD */
+      const int grp = tid / ncol;
+      /* split weights: a warp per query, lanes over the splits (the block's
+       * qn queries only: at most 4 of them is one round of loads) */
+      for (int q = warp; q < qn; q += NW)
         {
           float2 ml[2];
           float M = -INFINITY;
@@ -1093,14 +1121,24 @@ attn3_kernel (AttnArgs a)
               wts[q][lane + 32 * e] = w[e] * inv;
         }
       __syncthreads ();
-      for (int i = tid; i < qn * HD / 4; i += NT3)
+      /* The weighted sum of the splits, 4 values a thread; when the block's
+       * qn·HD/4 columns leave threads over (qn < 4 at hd 128), NG groups of
+       * threads take every NG-th split each and add up through shared memory
+       * (the wo area, free now): NG times fewer rounds of loads. */
+      for (int i = tid; i < (NG > 1 ? ncol * NG : ncol); i += NT3)
         {
-          const int q = i / (HD / 4), d4 = i - q * (HD / 4);
+          const int c = NG > 1 ? i - grp * ncol : i;
+          const int q = c / (HD / 4), d4 = c - q * (HD / 4);
           const float4 *src = (const float4 *) (a.part_o + (hb + V3_QG * z + q) * HD) + d4;
           float4 acc = make_float4 (0.f, 0.f, 0.f, 0.f);
+          /* a unit-stride count, so that the loop unrolls and its 16 loads go
+           * out together (a stride of NG in the loop itself left it rolled: a
+           * round trip a split, 13 us at 4k — session 43's call 2) */
+          const int s0 = NG > 1 ? grp : 0, nk = (nsplit - s0 + NG - 1) / NG;
 #pragma unroll 16
-          for (int s = 0; s < nsplit; s++)
+          for (int k = 0; k < nk; k++)
             {
+              const int s = s0 + k * NG;
               const float ww = wts[q][s];
               const float4 v = __ldcg (src + (size_t) s * MAXQ * HD / 4);
               acc.x = fmaf (ww, v.x, acc.x);
@@ -1108,7 +1146,25 @@ attn3_kernel (AttnArgs a)
               acc.z = fmaf (ww, v.z, acc.z);
               acc.w = fmaf (ww, v.w, acc.w);
             }
-          *(float4 *) (fin + q * HD + 4 * d4) = acc;
+          *(float4 *) ((NG > 1 ? wo + (size_t) grp * V3_QG * HD : fin) + q * HD + 4 * d4) = acc;
+        }
+      if (NG > 1)
+        {
+          __syncthreads ();
+          for (int i = tid; i < ncol; i += NT3)
+            {
+              const int q = i / (HD / 4), d4 = i - q * (HD / 4);
+              float4 acc = *(const float4 *) (wo + q * HD + 4 * d4);
+              for (int g = 1; g < NG; g++)
+                {
+                  const float4 v = *(const float4 *) (wo + (size_t) g * V3_QG * HD + q * HD + 4 * d4);
+                  acc.x += v.x;
+                  acc.y += v.y;
+                  acc.z += v.z;
+                  acc.w += v.w;
+                }
+              *(float4 *) (fin + q * HD + 4 * d4) = acc;
+            }
         }
       if (tid == 0)
         *cnt = 0;
@@ -1224,7 +1280,7 @@ launch_attn3 (AttnArgs a, cudaStream_t stream)
   return (int) cudaLaunchKernelEx (&cfg, kernel, a);
 }
 
-/* Block shapes of version 3 (HONE_ATTN_V3=A..K for experiments): warps a
+/* Block shapes of version 3 (HONE_ATTN_V3=A..O for experiments): warps a
  * block × ring bytes a warp (shared memory a block = their product), copy
  * pattern, early reads (1: pos and pages, 2: also the older keys), cluster size, whether the cluster also
  * combines over CL·128 keys (version 4's switches, see attn3_kernel). One table for launches and the harness's occupancy query. */
@@ -1241,7 +1297,9 @@ launch_attn3 (AttnArgs a, cudaStream_t stream)
   X ('J', 8, 12 * 1024, true, true, 8, true)      /* E + both (96 KB: a reference, over the 60 KB) */ \
   X ('K', 4, 12 * 1024, false, true, 8, false)    /* I, but over CL·128 keys session 3's global combine */ \
   X ('L', 4, 12 * 1024, false, 2, 8, true)        /* I + the older keys' copies before the PDL wait */ \
-  X ('M', 4, 12 * 1024, false, 2, 1, false)       /* G + the older keys' copies before the PDL wait */
+  X ('M', 4, 12 * 1024, false, 2, 1, false)       /* G + the older keys' copies before the PDL wait */ \
+  X ('N', 8, 8 * 1024, false, true, 1, false)     /* G with 8 warps of one step each in flight (64 KB) */ \
+  X ('O', 8, 8 * 1024, true, true, 1, false)      /* N with whole-run copies */
 
 template <int HD>
 static int

@@ -40,7 +40,7 @@
  * Usage: hone-attn-check [--check] [--small] [--bench] [--profile] [--shapes LETTERS] [--no-default]
  *   (default --check --bench)
  *   --small: a few small shapes only (for compute-sanitizer).
- *   --shapes: the block shapes to check and time (default all, A–M; the 40-case
+ *   --shapes: the block shapes to check and time (default all, A–O and T; the 40-case
  *             lists of G–M only for shapes named here).
  *   --no-default: leave out the default kernel's and session 2's cases.
  *   --profile: two launches each of a few configurations, for ncu -k regex:attn3.
@@ -151,12 +151,13 @@ extern "C" int hone_k_attn3_occupancy_ex (int hd, char shape, int clusters);
 
 /* version 3's block shapes (kernels/hone-k-attn-decode.cu, V3_SHAPES): warps × ring a warp, copy pattern;
  * G–K add version 4's switches: early pos/page read (G), clusters of 8 (H), both (I, J), K: I with
- * session 3's global combine over 1024 keys; L, M: I, G with the older keys' copies before the PDL wait */
-static const char ALL_SHAPES[] = "ABCDEFGHIJKLMT";
+ * session 3's global combine over 1024 keys; L, M: I, G with the older keys' copies before the PDL wait;
+ * N, O (session 43): G with 8 warps of an 8 KB ring (one 16-key step each in flight, 64 KB) */
+static const char ALL_SHAPES[] = "ABCDEFGHIJKLMNOT";
 static const char *ALL_SHAPE_NAMES[] = { "A 4w 12K own", "B 4w 12K", "C 2w 24K", "D 4w 20K", "E 8w 12K", "F 4w 16K",
                                          "G A+early", "H A+cluster8", "I A+early+cl8", "J E+early+cl8",
                                          "K I,long:global", "L I+old KV early", "M G+old KV early",
-                                         "T tiny 1 blk/head" };
+                                         "N 8w 8K early", "O N+whole runs", "T tiny 1 blk/head" };
 /* the shapes this run checks and times (--shapes); the long case lists of
  * version 4's shapes (check_v4) only for shapes named there, so that a plain
  * --check stays within tests/cuda/run-release.sh's time */
@@ -488,7 +489,7 @@ run_checks (bool small, bool with_default)
           check_case (128, 32, 8, 300, 2, true, true);
         }
       for (char sh : SHAPES)
-        if (strchr ("GHIJKLM", sh))
+        if (strchr ("GHIJKLMNO", sh))
           check_v4 (sh, true);
         else if (sh == 'T')
           check_tiny (true);
@@ -546,7 +547,7 @@ run_checks (bool small, bool with_default)
       check_case (64, 32, 4, 648, 8, true, false, 0, sh);
       check_case (64, 9, 3, 5000, 7, true, false, 32, sh);
       check_case (64, 4, 1, 131000, 2, true, false, 0, sh);
-      if (strchr ("GHIJKLM", sh) && shapes_named)
+      if (strchr ("GHIJKLMNO", sh) && shapes_named)
         check_v4 (sh, false);
       if (sh == 'T')
         check_tiny (false);
@@ -775,7 +776,7 @@ run_bench (void)
   const int chunks[] = { 32, 64, 128, 256 };
   for (char sh : SHAPES)
     {
-      if (!strchr ("AGHIJKLM", sh))
+      if (!strchr ("AEGHIJKLMNO", sh))
         continue;
       report ("%-14s", shape_name (sh));
       for (int ch : chunks) report (" %8d", ch);

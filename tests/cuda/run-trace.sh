@@ -13,7 +13,8 @@
 #   (hone-cuda-check --decode) or AWQ (hone-w4-check --bench); :bound the graph
 #   bounded to 2k keys as the engine captures it there, :tiny bounded to 256 keys
 #   (the tiny attention kernel) as it captures it up to there; @HONE_PDL_TRIGGER=late
-#   (say) one environment setting for this variant.
+#   (say) an environment setting for this variant (several: @A=1@B=2; HONE_TRACE_CTX=<keys>
+#   replays the traced step at that context instead of 128).
 #   Default: Q4_0:tiny AWQ:tiny BF16:tiny Q8_0:tiny
 set -u
 cd "$(dirname "$0")/../.."
@@ -35,7 +36,7 @@ for v in $variants; do
   d=$W/$n-${spec/:/-}${setting:+-${setting//[^A-Za-z0-9_]/_}}
   mkdir -p "$d"
   envs=(OUT="$d" HONE_TRACE_STEP="$spec")
-  [ -n "$setting" ] && envs+=("$setting")
+  if [ -n "$setting" ]; then IFS=@ read -ra sets <<< "$setting"; envs+=("${sets[@]}"); fi
   if [ "$type" = AWQ ]; then
     cmd=(env "${envs[@]}" HONE_W4_STEP_ONLY=1 timeout 300 "$C/bin/hone-w4-check" --bench)
   else

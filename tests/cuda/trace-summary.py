@@ -6,7 +6,8 @@ with the meson option kernel_trace): one "L" line per traced launch of the
 captured step, in launch order, and one "B" line per block with %globaltimer
 ns at entry (t0), after the PDL wait (t1), main loop done (t2), exit (t3),
 and the marks t4..t6 a kernel places itself (decode attention: its pos/page
-check passed, the block's warps merged, the first cluster barrier passed).
+check passed, the block's warps merged, the first cluster barrier passed or,
+without clusters, the last block past its split counter: "cl1|comb").
 
 Output, per launch position of a decoder layer (median over the middle
 layers) and for the lm_head:
@@ -212,7 +213,7 @@ def timeline(launches, blocks):
 
 def attention(launches, blocks):
     starts, per, names = middle_layers(launches)
-    marks = [("go", 2), ("pos check", 5), ("main", 3), ("merged", 6), ("cluster 1", 7), ("exit", 4)]
+    marks = [("go", 2), ("pos check", 5), ("main", 3), ("merged", 6), ("cl1|comb", 7), ("exit", 4)]
     acc = {m: [] for m, _ in marks}
     for base in starts:
         i = base + 1
