@@ -487,6 +487,7 @@ run_checks (bool small, bool with_default)
           check_case (64, 32, 4, 100, 8, true, false, 32, 'D');
           check_case (128, 32, 8, 300, 2, true, false, 16, 'E');
           check_case (128, 32, 8, 300, 2, true, true);
+          check_case (128, 16, 8, 1500, 1, true, false);        /* 2 queries a block: 2 groups combine */
         }
       for (char sh : SHAPES)
         if (strchr ("GHIJKLMNO", sh))
@@ -497,7 +498,15 @@ run_checks (bool small, bool with_default)
     }
   if (with_default)
     {
-  /* the 8B shape, one token, contexts across page boundaries and up to 32k */
+  /* fewer queries a block than 4-value columns for the threads (Qwen3-0.6B's G 2, G 1): the last
+   * block's threads split the splits into 2 or 4 groups that add up in shared memory */
+  for (int ctx : { 100, 2100, 4096, 20000 })
+    {
+      check_case (128, 16, 8, ctx, 1, true, false);
+      check_case (128, 8, 8, ctx, 1, true, false);
+    }
+  check_case (64, 8, 4, 3000, 1, true, false);
+
   for (int ctx : { 1, 2, 15, 16, 17, 63, 64, 65, 127, 128, 129, 130, 1000, 1025, 4096, 4097, 16385, 32768 })
     check_case (128, 32, 8, ctx, 1, true, false);
   check_case (128, 32, 8, 4097, 1, false, false);
