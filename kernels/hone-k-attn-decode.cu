@@ -57,6 +57,7 @@ struct AttnArgs {
   float *out_hd;
   HoneKPrefetch pf;
   int trigger;            /* version 3, PDL: let the next kernel launch at entry (0), after the main loop (1), at exit (2) */
+  int combine_flat;       /* version 3: the last block combines all splits (HONE_ATTN_COMBINE=flat), else two levels of 8 */
   HONE_K_TRACE_FIELD   /* kernel_trace builds only (hone-k-trace.cuh; the version-3 kernel) */
 };
 
@@ -409,7 +410,13 @@ attn_decode_kernel (AttnArgs a)
  * stalls short scoreboard and MIO throttle first (LDGSTS, LDS, MOVM and SHFL
  * share the MIO queue: ~80 of them a warp a 16-key step) then long
  * scoreboard; SMs idle 31–41 % of the launch (start, imbalance, the last
- * block's combine): latency-bound, DRAM at 19 % (4k) and 40 % (16k). */
+ * block's combine): latency-bound, DRAM at 19 % (4k) and 40 % (16k).
+ * Session 43 (a per-block trace of the 8B step, ncu by SASS region): the
+ * warp merge after the main loop was half of the instructions at 4k (2.8 µs
+ * a block) — it now weighs the warps once a query and merges 4 values a
+ * thread for the block's queries only: 4k 18.1 → 15.6 µs, 128 keys 8.0 →
+ * 6.4 µs (H100). What is left of the tail is the last block's combine
+ * (~6 µs at 4k in the step: 64 splits' partials through one SM). */
 #define V3_QG 8                 /* queries a block (the MMA's N) */
 
 static __device__ __forceinline__ void
@@ -1077,6 +1084,106 @@ attn3_kernel (AttnArgs a)
        * lighter form. */
       __syncthreads ();
       unsigned *cnt = a.counters + a.nkv + kvh * 8 + z;
+      if (!a.combine_flat)
+        {
+          /* Two levels of at most 8 (session 43): the last block of each
+           * group of 8 consecutive splits merges the group into the partial
+           * slot of its first split, the last of those merges the groups.
+           * Each merge is one round of loads ((m, l) and O of its ≤ 8 inputs
+           * together, weighed in registers), spread over one SM a group
+           * instead of 64 splits' partials through one SM (~6 µs at 4k). */
+          const int ngr = (nsplit + 7) >> 3;
+          const int g = split >> 3, gn = min (8, nsplit - 8 * g);
+          /* one merge: n ≤ 8 inputs at slots s0 + j·stride → fin (normalized, final) or
+           * the partial slot s0 (unnormalized, with its (M, L): a group) */
+          auto merge8 = [&] (int s0, int stride, int n, bool final_) {
+            for (int c = tid; c < qn * HD / 4; c += NT3)
+              {
+                const int q = c / (HD / 4), d4 = c - q * (HD / 4);
+                float2 ml[8];
+                float4 v[8];
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                  {
+                    const size_t r = hb + (size_t) (s0 + j * stride) * MAXQ + V3_QG * z + q;
+                    ml[j] = j < n ? __ldcg (a.part_ml + r) : make_float2 (-INFINITY, 0.f);
+                    v[j] = j < n ? __ldcg ((const float4 *) (a.part_o + r * HD) + d4) : make_float4 (0.f, 0.f, 0.f, 0.f);
+                  }
+                float M = -INFINITY;
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                  M = fmaxf (M, ml[j].x);
+                float L = 0.f;
+                float4 acc = make_float4 (0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                  {
+                    const float w = ml[j].x == -INFINITY ? 0.f : __expf (ml[j].x - M);
+                    L = fmaf (w, ml[j].y, L);
+                    acc.x = fmaf (w, v[j].x, acc.x);
+                    acc.y = fmaf (w, v[j].y, acc.y);
+                    acc.z = fmaf (w, v[j].z, acc.z);
+                    acc.w = fmaf (w, v[j].w, acc.w);
+                  }
+                if (final_)
+                  {
+                    const float inv = L > 0.f ? 1.f / L : 0.f;
+                    *(float4 *) (fin + q * HD + 4 * d4) = make_float4 (acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+                  }
+                else
+                  {
+                    const size_t r = hb + (size_t) s0 * MAXQ + V3_QG * z + q;
+                    *(float4 *) (a.part_o + r * HD + 4 * d4) = acc;   /* this thread's own value: read above */
+                    if (d4 == 0)
+                      {
+                        bm[q] = M;                    /* written to part_ml after every thread has read it */
+                        bl[q] = L;
+                      }
+                  }
+              }
+          };
+          if (ngr > 1)
+            {
+              unsigned *gcnt = a.counters + 9 * a.nkv + (kvh * 8 + z) * 8 + g;
+              if (tid == 0)
+                {
+                  __threadfence ();
+                  last = atomicAdd (gcnt, 1u) == (unsigned) (gn - 1);
+                  if (last)
+                    __threadfence ();
+                }
+              __syncthreads ();
+              if (!last)
+                return;
+              merge8 (8 * g, 1, gn, false);
+              __syncthreads ();
+              if (tid < qn)
+                a.part_ml[hb + (size_t) (8 * g) * MAXQ + V3_QG * z + tid] = make_float2 (bm[tid], bl[tid]);
+              if (tid == 0)
+                *gcnt = 0;
+              __syncthreads ();
+            }
+          if (tid == 0)
+            {
+              __threadfence ();
+              last = atomicAdd (cnt, 1u) == (unsigned) ((ngr > 1 ? ngr : nsplit) - 1);
+              if (last)
+                __threadfence ();
+            }
+          __syncthreads ();
+          if (!last)
+            return;
+          TRACE_MARK (6);
+          if (ngr > 1)
+            merge8 (0, 8, ngr, true);
+          else
+            merge8 (0, 1, nsplit, true);
+          if (tid == 0)
+            *cnt = 0;
+          __syncthreads ();
+          v3_store<HD, NT3> (a, fin, kvh, z, qn, tid);
+          return;
+        }
       if (tid == 0)
         {
           __threadfence ();
@@ -1177,8 +1284,8 @@ extern "C" size_t
 hone_k_attn_scratch_bytes (int nq, int nkv, int hd, int max_tok)
 {
   (void) nq; (void) max_tok;
-  /* partials, then the split counters: [nkv] for session 2's kernel, [nkv][8] (KV head × query group) for v3 */
-  return (size_t) nkv * HONE_K_ATTN_MAX_SPLITS * MAXQ * (hd + 2) * sizeof (float) + 256 + 9 * nkv * sizeof (unsigned);
+  /* partials, (m, l), then counters: [nkv] session 2's, [nkv][8] a query group's, [nkv][8][8] a group of 8 splits' */
+  return (size_t) nkv * HONE_K_ATTN_MAX_SPLITS * MAXQ * (hd + 2) * sizeof (float) + 256 + 73 * nkv * sizeof (unsigned);
 }
 
 template <int HD, int QMAX>
@@ -1384,6 +1491,8 @@ hone_k_attn_decode_h16 (const float *qkv, int n_tok, int nq, int nkv, int hd, co
         trig = t && !strcmp (t, "main") ? 1 : t && !strcmp (t, "end") ? 2 : t && !strcmp (t, "copies") ? 3 : 0;
       }
     a.trigger = trig;
+    const char *cm = getenv ("HONE_ATTN_COMBINE");   /* read at every launch: the harness switches it */
+    a.combine_flat = cm && !strcmp (cm, "flat");
   }
   a.out_q = out_q ? out_q->q : NULL;
   a.out_ds = out_q ? out_q->ds : NULL;
