@@ -2,7 +2,8 @@
 # repository root on the GPU machine): the GPU's name in $GPU, .carry-release's bundle unpacked, the environment the
 # bundle's programs need, el (a line with the seconds since the start), $B (the programs), $M (a scratch folder in
 # memory), $TV (/usr/bin/time -v where the machine has it), bench (hone bench of a model, its figures kept) and
-# goal_rows (the issues' 8B decode rows through bench).
+# goal_rows (the issues' 8B decode rows through bench); trace_attention (per-block traces of decode steps, summarized;
+# needs .carry-trace carried).
 W=$OUT; T0=$(date +%s); el () { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 C=$PWD/.carry-release
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -23,4 +24,14 @@ goal_rows () {   # the issues' H200 decode rows: 8B Q4_0, BF16 and its RTN AWQ g
   timeout 100 $B/hone quantize -m $M/8b-bf16.gguf --rtn -g 128 -f awq -o $M/8b-awq -q; el "rtn awq rc $?"
   rm -f $M/8b-bf16.gguf
   bench awq $M/8b-awq; rm -rf $M/8b-awq
+}
+trace_attention () {   # variant...: run-trace.sh (carry .carry-trace) into $M/trace, each trace's attention timeline into $W/attn-timeline.txt
+  HONE_TRACE_CARRY=.carry-trace OUT=$M/trace bash tests/cuda/run-trace.sh "$@" > $M/trace.log 2>&1
+  el "trace rc $?"
+  mkdir -p $M/tr && tar xJf $M/trace/traces.tar.xz -C $M/tr 2>/dev/null
+  for t in $(find $M/tr -name 'trace-*.csv*' | sort); do
+    [ "${t%.xz}" != "$t" ] && xz -dk "$t" && t=${t%.xz}
+    echo "== $t" >> $W/attn-timeline.txt
+    python3 tests/cuda/trace-summary.py "$t" --attention --timeline >> $W/attn-timeline.txt 2>&1
+  done
 }

@@ -41,14 +41,7 @@ timeout 120 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/q.gguf -q; el 
 dec "8B Q4_0" $M/q.gguf 3900 -c 4096 | tee -a $W/engine.txt
 rm -f $M/q.gguf
 el "trace"
-HONE_TRACE_CARRY=.carry-trace OUT=$M/trace bash tests/cuda/run-trace.sh Q4_0@HONE_TRACE_CTX=4096 \
-  Q4_0@HONE_TRACE_CTX=4096@HONE_ATTN_COMBINE=1 Q4_0@HONE_TRACE_CTX=16384 > $M/trace.log 2>&1
-el "trace rc $?"
-mkdir -p $M/tr && tar xJf $M/trace/traces.tar.xz -C $M/tr 2>/dev/null
-for t in $(find $M/tr -name 'trace-*.csv*' | sort); do
-  [ "${t%.xz}" != "$t" ] && xz -dk "$t" && t=${t%.xz}
-  echo "== $t" >> $W/attn-timeline.txt
-  python3 tests/cuda/trace-summary.py "$t" --attention --timeline >> $W/attn-timeline.txt 2>&1
-done
+trace_attention Q4_0@HONE_TRACE_CTX=4096 \
+  Q4_0@HONE_TRACE_CTX=4096@HONE_ATTN_COMBINE=1 Q4_0@HONE_TRACE_CTX=16384
 grep -E "^==|attn  |  (go|main|merged|cl1|exit) " $W/attn-timeline.txt
 el done
