@@ -70,8 +70,9 @@ profile_step_maybe (const char *type, cudaGraphExec_t ge, int32_t *pos, cudaStre
  * the step (kernels/hone-k-trace.cuh) replayed at @ctx keys, written to
  * $OUT/trace-<type>[-bound].csv (tests/cuda/trace-summary.py reads it); the
  * harness then goes on. HONE_TRACE_CTX=<keys> replays it at that context
- * instead (one the graph was captured for: bounded graphs stop at their bound). trace_prepare () before the capture reserves the
- * records (the capture assigns them). */
+ * instead (one the graph was captured for: bounded graphs stop at their
+ * bound). trace_prepare () before the capture reserves the records (the
+ * capture assigns them). */
 static bool
 trace_wanted (const char *type)
 {
@@ -111,8 +112,9 @@ trace_step_maybe (const char *type, cudaGraphExec_t ge, int32_t *pos, cudaStream
   if (!trace_wanted (type))
     return;
   const char *ce = getenv ("HONE_TRACE_CTX");
-  if (ce && atoi (ce) > 0)
-    ctx = atoi (ce);
+  const int ce_keys = ce ? atoi (ce) : 0;
+  if (ce_keys > 0)
+    ctx = ce_keys;
   for (int i = 0; i < 3; i++)   /* warm: the trace is of a step like the timed ones */
     {
       CK (cudaMemcpyAsync (pos, &ctx, 4, cudaMemcpyHostToDevice, s));
