@@ -57,7 +57,8 @@ struct AttnArgs {
   float *out_hd;
   HoneKPrefetch pf;
   int trigger;            /* version 3, PDL: let the next kernel launch at entry (0), after the main loop (1), at exit (2) */
-  int combine_flat;       /* version 3: the last block combines all splits (HONE_ATTN_COMBINE=flat), else two levels of 8 */
+  int combine;            /* version 3: 0 by the split count (two levels of 8 at ≤ 8 and > 32 splits, else flat),
+                           * 1 the last block combines all splits (HONE_ATTN_COMBINE=flat), 2 two levels always (=two) */
   HONE_K_TRACE_FIELD   /* kernel_trace builds only (hone-k-trace.cuh; the version-3 kernel) */
 };
 
@@ -1085,14 +1086,19 @@ attn3_kernel (AttnArgs a)
        * lighter form. */
       __syncthreads ();
       unsigned *cnt = a.counters + a.nkv + kvh * 8 + z;
-      if (!a.combine_flat)
+      /* Two levels of at most 8 (session 43) where they measured faster: at
+       * ≤ 8 splits (one merge of one round of loads) and beyond 32; at 9–32
+       * the flat combine's one handshake beat the extra level (H100, shape G:
+       * 512 keys 7.96 vs 9.22 µs, 1k 8.81 vs 9.55; RESULTS-cuda.md
+       * "Session 44"). */
+      if (a.combine == 2 || (a.combine == 0 && (nsplit <= 8 || nsplit > 32)))
         {
-          /* Two levels of at most 8 (session 43): the last block of each
-           * group of 8 consecutive splits merges the group into the partial
-           * slot of its first split, the last of those merges the groups.
-           * Each merge is one round of loads ((m, l) and O of its ≤ 8 inputs
-           * together, weighed in registers), spread over one SM a group
-           * instead of 64 splits' partials through one SM (~6 µs at 4k). */
+          /* The last block of each group of 8 consecutive splits merges the
+           * group into the partial slot of its first split, the last of
+           * those merges the groups. Each merge is one round of loads ((m, l)
+           * and O of its ≤ 8 inputs together, weighed in registers), spread
+           * over one SM a group instead of 64 splits' partials through one
+           * SM (~6 µs at 4k). */
           const int ngr = (nsplit + 7) >> 3;
           const int g = split >> 3, gn = min (8, nsplit - 8 * g);
           /* one merge: n ≤ 8 inputs at slots s0 + j·stride → fin (normalized, final) or
@@ -1493,7 +1499,7 @@ hone_k_attn_decode_h16 (const float *qkv, int n_tok, int nq, int nkv, int hd, co
       }
     a.trigger = trig;
     const char *cm = getenv ("HONE_ATTN_COMBINE");   /* read at every launch: the harness switches it */
-    a.combine_flat = cm && !strcmp (cm, "flat");
+    a.combine = cm && !strcmp (cm, "flat") ? 1 : cm && !strcmp (cm, "two") ? 2 : 0;
   }
   a.out_q = out_q ? out_q->q : NULL;
   a.out_ds = out_q ? out_q->ds : NULL;
