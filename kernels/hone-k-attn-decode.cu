@@ -439,19 +439,6 @@ v3_trans (uint32_t x)
   return y;
 }
 
-/* Four 8×8 b16 matrices from shared memory, transposed: lanes 8m..8m+7 give
- * the addresses of matrix m's rows 0..7 (16 bytes each); register m of lane
- * l gets (rows 2(l%4)..+1, col l/4) of matrix m — v3_trans of the fragment an
- * LDS would give, in one MIO instruction instead of five. */
-static __device__ __forceinline__ void
-v3_ldsm4t (unsigned addr, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3)
-{
-  asm volatile ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                : "r"(addr)
-                : "memory");
-}
-
 /* (x, y) as f16 pairs hi + lo with hi + lo = (x, y) to ~2^-22 */
 static __device__ __forceinline__ void
 v3_split (float x, float y, uint32_t &hi, uint32_t &lo)
@@ -529,12 +516,7 @@ v3_store (const AttnArgs &a, const float *fin, int kvh, int z, int qn, int tid)
  * are whole 512-byte runs a warp instruction (lane = 16-byte chunk of the
  * rows) stored where the lane that reads the fragment expects them (XOR
  * swizzle: no bank conflicts either way), so a __syncwarp orders the ring;
- * else every lane copies the pieces its K fragments are (4 lanes a 64-byte
- * run), and V's fragments come transposed by ldmatrix (LDSM below, session
- * 44: one LDSM.T.x4 for four LDS-halves + MOVMs; the ring then needs the
- * COAL shapes' __syncwarps too). A piece's 16-byte slot for lane l (key l/4,
- * dims 8(l%4)..+7 of its 32-dim chunk) is 4(l/4) + (l%4 ^ (l/8)%4): an
- * 8-key × 8-dim matrix's rows then fall in 8 different bank groups. */
+ * else every lane copies the pieces it reads (4 lanes a 64-byte run). */
 template <int HD, int NW, int RING, bool COAL, int EARLY, int CL, bool TWO>
 __global__ void __launch_bounds__ (NW * 32, 16 / NW)
 attn3_kernel (AttnArgs a)
@@ -543,7 +525,6 @@ attn3_kernel (AttnArgs a)
   constexpr int HV = 2 * NC;                  /* 16-byte pieces a lane copies a half step (K or V of 16 keys) */
   constexpr int NH = RING / (HV * 16 * 32);   /* half steps the ring holds (12 KB: 3 at hd 128, 6 at hd 64) */
   constexpr int NT3 = NW * 32;
-  constexpr bool LDSM = !COAL;                /* V fragments by ldmatrix.trans (session 44) */
   static_assert (NH >= 2, "ring too small");
   extern __shared__ __align__ (16) unsigned char sm3[];
   __shared__ float wm[NW][V3_QG], wl[NW][V3_QG];
@@ -619,18 +600,6 @@ attn3_kernel (AttnArgs a)
   };
   int4 *ring = (int4 *) sm3 + (size_t) warp * NH * HV * 32;
   const int ksub = lane >> 2, dsub = (lane & 3) * 8;
-  /* non-COAL: this lane's piece slot (swizzled, see above), and the byte
-   * offsets within a slot of the rows it addresses for V's two ldmatrix.x4
-   * of a 32-dim chunk c (m-tile t: matrices (keys 0–7, dims 16t..+7),
-   * (0–7, 16t+8..), (8–15, 16t..), (8–15, 16t+8..) of the chunk) */
-  const int lane_sw = (lane & ~3) | ((lane & 3) ^ ((lane >> 3) & 3));
-  unsigned ldsm_off[2];
-#pragma unroll
-  for (int t = 0; t < 2; t++)
-    {
-      const int r = lane & 7, j = 2 * t + ((lane >> 3) & 1), kg = lane >> 4;
-      ldsm_off[t] = (unsigned) ((kg * NC * 32 + 4 * r + (j ^ (r >> 1))) * 16);
-    }
 
   /* half step h's copies; which rows: ALL (keys past k1 zero-filled), OLD
    * (keys below pos only, past k1 zero-filled, pos..k1 left alone) or NEW
@@ -669,13 +638,13 @@ attn3_kernel (AttnArgs a)
       for (int i = 0; i < HV; i++)
         {
           const int kk = ksub + 8 * (i / NC), c = i % NC;
-          cp (slot + i * 32 + lane_sw, base + kk * HD + dsub + 32 * c, kb + kk);
+          cp (slot + i * 32 + lane, base + kk * HD + dsub + 32 * c, kb + kk);
         }
     return __any_sync (0xffffffffu, any);
   };
   /* piece i of a ring slot as this lane's fragment */
   auto piece = [&] (const int4 *slot, int i) -> int4 {
-    return slot[i * 32 + (COAL ? lane ^ ((i & 1) << 2) : lane_sw)];
+    return slot[i * 32 + (COAL ? lane ^ ((i & 1) << 2) : lane)];
   };
   /* the first NH − 1 half steps, all in flight at once */
   auto prologue = [&] (int which) {
@@ -799,13 +768,13 @@ attn3_kernel (AttnArgs a)
 
   for (int h = 0; h < nh; h++)
     {
-      if (COAL || LDSM)
+      if (COAL)
         __syncwarp ();                        /* the slot refilled next was read by other lanes */
       if (h + NH - 1 < nh)
         issue (h + NH - 1, ALL);
       v3_commit ();
       v3_wait<NH - 1> ();
-      if (COAL || LDSM)
+      if (COAL)
         __syncwarp ();                        /* other lanes' copies into this slot are visible */
       const int4 *sl = ring + (size_t) (h % NH) * HV * 32;
       if (!(h & 1))
@@ -872,24 +841,7 @@ attn3_kernel (AttnArgs a)
         }
       else
         {
-          /* Oᵀ (dims × 8 queries) += Vᵀ·Pᵀ */
-          if (LDSM)
-            {
-              /* m-tile (c, t): dims 32c + 16t + 0..15 */
-              const unsigned sb = (unsigned) __cvta_generic_to_shared (sl);
-#pragma unroll
-              for (int c = 0; c < NC; c++)
-#pragma unroll
-                for (int t = 0; t < 2; t++)
-                  {
-                    uint32_t a0, a1, a2, a3;
-                    v3_ldsm4t (sb + c * 32 * 16 + ldsm_off[t], a0, a1, a2, a3);
-                    v3_mma (o[2 * c + t], a0, a1, a2, a3, pbh0, pbh1);
-                    v3_mma (o[2 * c + t], a0, a1, a2, a3, pbl0, pbl1);
-                  }
-            }
-          else
-          /* m-tile (c, j): dims of the pieces j, j+1 */
+          /* Oᵀ (dims × 8 queries) += Vᵀ·Pᵀ; m-tile (c, j): dims of the pieces j, j+1 */
 #pragma unroll
           for (int c = 0; c < NC; c++)
             {
@@ -930,9 +882,8 @@ attn3_kernel (AttnArgs a)
 #pragma unroll
         for (int hf = 0; hf < 2; hf++)
           {
-            /* row x (+8) of m-tile (c, pr) is dim (x/2)·8 + 32c + 4pr + 2hf + x%2
-             * (LDSM: 32c + 16pr + 8hf + x) */
-            const int d = LDSM ? 32 * c + 16 * pr + 8 * hf + x : (x >> 1) * 8 + 32 * c + 4 * pr + 2 * hf + (x & 1);
+            /* row x (+8) of m-tile (c, pr) is dim (x/2)·8 + 32c + 4pr + 2hf + x%2 */
+            const int d = (x >> 1) * 8 + 32 * c + 4 * pr + 2 * hf + (x & 1);
             if (on0)
               w0[d] = o[2 * c + pr][2 * hf];
             if (on1)
