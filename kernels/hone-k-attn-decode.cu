@@ -418,7 +418,11 @@ attn_decode_kernel (AttnArgs a)
  * thread for the block's queries only: 4k 18.1 → 15.6 µs, 128 keys 8.0 →
  * 6.4 µs (H100). The last block's combine of 64 splits (~6 µs of the 4k
  * step's tail: 128 KB of partials through one SM) became two levels of at
- * most 8 (below): 4k 15.4 → 15.0 µs, the 8B step +1.8 %. */
+ * most 8 (below): 4k 15.4 → 15.0 µs, the 8B step +1.8 %. Session 44: V's
+ * fragments by ldmatrix.trans (80 → 48 MIO instructions a warp-step, eb7c5a9)
+ * moved 4k–32k by only −1 % and no engine row, so the MIO queue is not the
+ * main loop's bound after all; not kept. A 4k layer whose K/V sit in L2
+ * still takes 13 of its 15 µs: its length is the chain of dependent steps. */
 #define V3_QG 8                 /* queries a block (the MMA's N) */
 
 static __device__ __forceinline__ void
