@@ -3,7 +3,8 @@
 # bundle's programs need, el (a line with the seconds since the start), $B (the programs), $M (a scratch folder in
 # memory), $TV (/usr/bin/time -v where the machine has it), bench (hone bench of a model, its figures kept) and
 # goal_rows (the issues' 8B decode rows through bench); trace_attention (per-block traces of decode steps, summarized;
-# needs .carry-trace carried).
+# needs .carry-trace carried); engine_ab (hone bench's decode rows with HEAD's kernels and this build's, same call;
+# needs .carry-base carried).
 W=$OUT; T0=$(date +%s); el () { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 C=$PWD/.carry-release
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -33,5 +34,15 @@ trace_attention () {   # variant...: run-trace.sh (carry .carry-trace) into $M/t
     [ "${t%.xz}" != "$t" ] && xz -dk "$t" && t=${t%.xz}
     echo "== $t" >> $W/attn-timeline.txt
     python3 tests/cuda/trace-summary.py "$t" --attention --timeline >> $W/attn-timeline.txt 2>&1
+  done
+}
+engine_ab () {   # tag model prompt [hone bench args...]: decode tok/s with .carry-base's libhoneall.so (base), then this build's (new); twice
+  local tag=$1 m=$2 p=$3; shift 3
+  [ -e $M/base/libhoneall.so ] || { mkdir -p $M/base && xz -dc .carry-base/libhoneall.so.xz > $M/base/libhoneall.so; }
+  for r in 1 2; do
+    for v in base new; do
+      local lp=$LD_LIBRARY_PATH; [ $v = base ] && lp=$M/base:$LD_LIBRARY_PATH
+      echo "$tag p=$p $v: $(LD_LIBRARY_PATH=$lp timeout 90 $B/hone bench -m $m --device cuda:0 -p $p -n 128 -r 3 -w 1 "$@" 2>&1 | grep -E 'decode \(tok|rror' | head -2 | tr '\n' ' ')"
+    done
   done
 }

@@ -17,22 +17,13 @@ timeout 150 $B/hone-attn-check --check --shapes AGI > $W/attn-check.txt 2>&1
 el "check rc $?"; grep -E "passed|FAIL" $W/attn-check.txt | tail -5
 timeout 150 $B/hone-attn-check --bench --shapes AGE > $W/attn-bench.txt 2>&1
 el "bench rc $?"; sed -n '/decode attention, one layer/,/L2-resident/p' $W/attn-bench.txt
-dec () {   # tag model prompt [hone bench args...]: base then new, twice
-  local tag=$1 m=$2 p=$3; shift 3
-  for r in 1 2; do
-    for v in base new; do
-      local lp=$LD_LIBRARY_PATH; [ $v = base ] && lp=$M/base:$LD_LIBRARY_PATH
-      echo "$tag p=$p $v: $(LD_LIBRARY_PATH=$lp timeout 90 $B/hone bench -m $m --device cuda:0 -p $p -n 128 -r 3 -w 1 "$@" 2>&1 | grep -E 'decode \(tok|rror' | head -2 | tr '\n' ' ')"
-    done
-  done
-}
 for t in bf16 q4_0; do
   timeout 60 $B/hone gen-model --shape qwen3-0.6b --type $t -o $M/q06.gguf -q; el "gen qwen3-0.6b $t rc $?"
-  for p in 64 1800 2100; do dec "Qwen3-0.6B $t" $M/q06.gguf $p; done
+  for p in 64 1800 2100; do engine_ab "Qwen3-0.6B $t" $M/q06.gguf $p; done
   rm -f $M/q06.gguf
 done | tee $W/engine.txt
 timeout 120 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/q.gguf -q; el "gen 8b q4_0 rc $?"
-{ dec "8B Q4_0" $M/q.gguf 64; dec "8B Q4_0" $M/q.gguf 3900 -c 4096; } | tee -a $W/engine.txt
+{ engine_ab "8B Q4_0" $M/q.gguf 64; engine_ab "8B Q4_0" $M/q.gguf 3900 -c 4096; } | tee -a $W/engine.txt
 rm -f $M/q.gguf
 el "trace"
 trace_attention Q4_0@HONE_TRACE_CTX=4096 Q4_0@HONE_TRACE_CTX=16384

@@ -26,18 +26,9 @@ OUT= timeout 45 compute-sanitizer --tool memcheck --print-limit 10 $B/hone-attn-
 el "memcheck rc $?"; grep -E "ERROR SUMMARY|passed" $W/san-mem.txt | tail -2
 OUT= timeout 75 compute-sanitizer --tool racecheck --print-limit 10 $B/hone-attn-check --small > $W/san-race.txt 2>&1
 el "racecheck rc $?"; grep -E "RACECHECK SUMMARY|hazard|passed" $W/san-race.txt | tail -3
-dec () {   # tag model prompt [hone bench args...]: base, new; twice
-  local tag=$1 m=$2 p=$3; shift 3
-  for r in 1 2; do
-    for v in base new; do
-      local lp=$LD_LIBRARY_PATH; [ $v = base ] && lp=$M/base:$LD_LIBRARY_PATH
-      echo "$tag p=$p $v: $(LD_LIBRARY_PATH=$lp timeout 60 $B/hone bench -m $m --device cuda:0 -p $p -n 128 -r 3 -w 1 "$@" 2>&1 | grep -E 'decode \(tok|rror' | head -2 | tr '\n' ' ')"
-    done
-  done
-}
 timeout 40 $B/hone gen-model --shape qwen3-0.6b --type q4_0 -o $M/q06.gguf -q; el "gen qwen3-0.6b rc $?"
-{ dec "Qwen3-0.6B Q4_0" $M/q06.gguf 2100; dec "Qwen3-0.6B Q4_0" $M/q06.gguf 16000 -c 16384; } | tee $W/engine.txt
+{ engine_ab "Qwen3-0.6B Q4_0" $M/q06.gguf 2100; engine_ab "Qwen3-0.6B Q4_0" $M/q06.gguf 16000 -c 16384; } | tee $W/engine.txt
 rm -f $M/q06.gguf
 timeout 60 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/q.gguf -q; el "gen 8b q4_0 rc $?"
-dec "8B Q4_0" $M/q.gguf 3900 -c 4096 | tee -a $W/engine.txt
+engine_ab "8B Q4_0" $M/q.gguf 3900 -c 4096 | tee -a $W/engine.txt
 el done
