@@ -2,7 +2,7 @@
 # Session 45, call 1: (1) on an H200 only, the issues' decode goal rows on the current tree (session 37 was the last
 # H200: BF16 263.4, Q4_0 654.4, AWQ 557.7 tok/s; sessions 38-44 changed only long-context attention and the sampled
 # chain, so the rows should not move); (2) on any card, session 44's unrun measurement: a per-block trace of the 8B
-# Q4_0 step at 16k keys (where one attention layer's ~38 us on an H100 go: start, main loop, merge, combine);
+# Q4_0 step at 16k keys, then at 4k (session 43's 4k trace was before the two-level combine) (where one attention layer's ~38 us on an H100 go: start, main loop, merge, combine);
 # (3) the BF16 step at 128 / 4k / 16k keys (run-step-ab, one round): the issue's "report also at 4k and 16k".
 # Predictions (written before the call): H200 rows within 1.5 % of session 37's; trace: attention blocks start within
 # ~2 us of q|k|v's end, main loops ~25 us, merge + partial + combine ~8 us, last exit ~40 us after q|k|v (H100);
@@ -12,8 +12,8 @@ set -u
 . tests/cuda/calls/prelude.sh
 case "$GPU" in *H200*) goal_rows ;; esac
 el "trace"
-timeout 150 bash -c ". tests/cuda/calls/prelude.sh >/dev/null; trace_attention Q4_0@HONE_TRACE_CTX=16384"
-grep -E "^==|attn  |  (go|main|merged|cl1|exit) " $W/attn-timeline.txt | head -40
+timeout 240 bash -c ". tests/cuda/calls/prelude.sh >/dev/null; trace_attention Q4_0@HONE_TRACE_CTX=16384 Q4_0@HONE_TRACE_CTX=4096"
+grep -E "^==|attn  |  (go|main|merged|cl1|exit) " $W/attn-timeline.txt | head -60
 cp $M/trace/summary.txt $W/trace-summary.txt 2>/dev/null
 OUT=$W/ab ROUNDS=1 timeout 200 bash tests/cuda/run-step-ab.sh "BF16" "X=1"; el "step-ab rc $?"
 cat $W/ab/ab.txt
