@@ -3,10 +3,10 @@
 # H200: BF16 263.4, Q4_0 654.4, AWQ 557.7 tok/s; sessions 38-44 changed only long-context attention and the sampled
 # chain, so the rows should not move); (2) on any card, decode attention's L2 prefetch of the next weights issued
 # after each block's main loop (HONE_DECODE_PF_HOW=5, new) against at entry (=1, session 2's, measured slower then)
-# and none, in the engine at ~4k keys: at 4k a layer's memory idles through ~6 us of merges and combine (session
+# and none, in the engine at ~4k keys (entry prefetch dropped from the rows: session 2's, slower): at 4k a layer's memory idles through ~6 us of merges and combine (session
 # 43's trace), in which o's 9.4 MB (Q4_0) could come into L2.
 # Predictions (written before the call): H200 rows within 1.5 % of session 37's; 8B Q4_0 -p 3900: entry prefetch of
-# 10 MB -0.5 to -2 % tok/s, late 10 MB +1 to +2 %, late 24 MB (o and gate|up's first 14 MB) +1 to +3 %;
+# late 10 MB +1 to +2 %, late 24 MB (o and gate|up's first 14 MB) +1 to +3 %;
 # Qwen3-0.6B Q4_0 -p 2100 (o and gate|up 4.7 MB together): late 8 MB +1 to +3 %.
 # Carry .carry-release.
 set -u
@@ -15,8 +15,7 @@ case "$GPU" in *H200*) goal_rows ;; esac
 pf_ab () {   # tag model prompt [bench args]: decode tok/s without / with attention's prefetch, two rounds
   local tag=$1 m=$2 p=$3; shift 3
   for r in 1 2; do
-    for v in "X=1" "HONE_DECODE_PF_ATTN=10" "HONE_DECODE_PF_ATTN=10 HONE_DECODE_PF_HOW=5" \
-             "HONE_DECODE_PF_ATTN=24 HONE_DECODE_PF_HOW=5"; do
+    for v in "X=1" "HONE_DECODE_PF_ATTN=10 HONE_DECODE_PF_HOW=5" "HONE_DECODE_PF_ATTN=24 HONE_DECODE_PF_HOW=5"; do
       echo "$tag p=$p [$v]: $(env $v timeout 90 $B/hone bench -m $m --device cuda:0 -p $p -n 128 -r 3 -w 1 "$@" 2>&1 \
         | grep -E 'decode \(tok|rror' | head -2 | tr '\n' ' ')"
     done
@@ -25,6 +24,9 @@ pf_ab () {   # tag model prompt [bench args]: decode tok/s without / with attent
 timeout 120 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/q.gguf -q; el "gen-model 8b q4_0 rc $?"
 pf_ab 8b-q4_0 $M/q.gguf 3900 -c 4096 | tee $W/pf-8b.txt; el "pf 8b"
 rm -f $M/q.gguf
+el "trace"   # call 2's first row, here in case no second machine comes (carry .carry-trace too)
+[ -e .carry-trace/bundle.tar.xz ] && timeout 150 bash -c ". tests/cuda/calls/prelude.sh >/dev/null; trace_attention Q4_0@HONE_TRACE_CTX=16384" \
+  && grep -E "^==|attn  |  (go|main|merged|cl1|exit|pos check) " $W/attn-timeline.txt | head -40
 timeout 60 $B/hone gen-model --shape qwen3-0.6b --type q4_0 -o $M/s.gguf -q; el "gen-model qwen3 q4_0 rc $?"
 pf_ab qwen3-q4_0 $M/s.gguf 2100 | tee $W/pf-qwen3.txt; el "pf qwen3"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
