@@ -541,9 +541,9 @@ attn3_kernel (AttnArgs a)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   if (a.trigger == 0 || (a.trigger == 3 && EARLY < 2))
     pdl_trigger ();
-  const unsigned pf_part = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-  if (warp == 0 && !(a.pf.how & HONE_K_PF_LATE))
-    prefetch_slice (a.pf, pf_part, gridDim.x * gridDim.y * gridDim.z, lane);
+  if (warp == 0)
+    prefetch_slice (a.pf, (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x,
+                    gridDim.x * gridDim.y * gridDim.z, lane);
   /* The split plan from pos: keys k0..k1 of this block, nsplit splits, ncl
    * clusters (CL > 1; a block of an active cluster with no keys still takes
    * part in the cluster's combine). Returns whether this block runs.
@@ -863,11 +863,6 @@ attn3_kernel (AttnArgs a)
   TRACE_MAIN ();
   if (a.trigger == 1)
     pdl_trigger ();
-  /* HONE_DECODE_PF_HOW with HONE_K_PF_LATE: the next weights asked for once
-   * this block's own K/V have landed, when the memory idles through the
-   * merges and the combine, instead of beside the first copies */
-  if (warp == 0 && (a.pf.how & HONE_K_PF_LATE))
-    prefetch_slice (a.pf, pf_part, gridDim.x * gridDim.y * gridDim.z, lane);
 #pragma unroll
   for (int m = 4; m < 32; m <<= 1)
     {

@@ -213,10 +213,8 @@ h16_pack32 (float v, uint16_t *h, float *ds, int cols, size_t t, int i)
 struct HoneKPrefetch {
   const char *p[HONE_K_PF_RANGES];
   unsigned long long n[HONE_K_PF_RANGES];
-  int how;   /* 0: bulk prefetch (copy engine), 1: a prefetch.L2 per line, 2: the same marked evict_last;
-             * | HONE_K_PF_LATE: decode attention issues it after its main loop, not at entry */
+  int how;   /* 0: bulk prefetch (copy engine), 1: a prefetch.L2 per line, 2: the same marked evict_last */
 };
-#define HONE_K_PF_LATE 4
 
 /* Append the first `bytes` (rows-proportional) of matrix w to pf; returns the bytes added. */
 size_t hone_k_prefetch_add_matrix (HoneKPrefetch *pf, const HoneKMatrix *w, size_t bytes);
@@ -268,7 +266,7 @@ prefetch_slice (const HoneKPrefetch &pf, unsigned part, unsigned nparts, int lan
       const unsigned long long a = lo + (unsigned long long) lane * piece;
       const unsigned long long b = a + piece < hi ? a + piece : hi;
       if (a < b)
-        prefetch_l2 (pf.p[r] + a, (unsigned) (b - a), pf.how & 3);
+        prefetch_l2 (pf.p[r] + a, (unsigned) (b - a), pf.how);
     }
 }
 
