@@ -57,6 +57,8 @@ struct AttnArgs {
   float *out_hd;
   HoneKPrefetch pf;
   int trigger;            /* version 3, PDL: let the next kernel launch at entry (0), after the main loop (1), at exit (2) */
+  int max_splits;         /* version 3, clustered shapes (CL > 1): at most this many splits (a multiple of CL; 0: no
+                           * cap), so that every KV head's clusters are resident at once (launch_attn3) */
   int combine;            /* version 3: 0 by the split count (two levels of 8 at ≤ 8 and > 32 splits, else flat),
                            * 1 the last block combines all splits (HONE_ATTN_COMBINE=flat), 2 two levels always (=two) */
   HONE_K_TRACE_FIELD   /* kernel_trace builds only (hone-k-trace.cuh; the version-3 kernel) */
@@ -567,7 +569,8 @@ attn3_kernel (AttnArgs a)
       {
         const int mc = a.min_chunk > 0 ? a.min_chunk : ctx < 256 ? 64 : 32;
         nsplit = ctx / mc;
-        nsplit = nsplit < 1 ? 1 : nsplit > HONE_K_ATTN_MAX_SPLITS ? HONE_K_ATTN_MAX_SPLITS : nsplit;
+        const int cap = CL > 1 && a.max_splits > 0 ? a.max_splits : HONE_K_ATTN_MAX_SPLITS;
+        nsplit = nsplit < 1 ? 1 : nsplit > cap ? cap : nsplit;
         chunk = (ctx + nsplit - 1) / nsplit;
         chunk = (chunk + 15) & ~15;
         nsplit = (ctx + chunk - 1) / chunk;
@@ -1357,6 +1360,27 @@ static char v3_shape = 'A';
 #define SHORT_CTX_DEFAULT 2048
 
 template <int HD, int NW, int RING, bool COAL, int EARLY, int CL, bool TWO>
+static int occupancy3 (bool clusters);
+
+/* Clusters of CL splits: session 4 measured the clustered shapes 20-25 %
+ * slower from 4k keys up, when 8 KV heads × 8 clusters = 64 clusters were
+ * more than the 62 an H100 holds at once (two waves). The splits of a
+ * (KV head, query group) are capped so that all the launch's clusters are
+ * resident together (at least one cluster each). */
+template <int HD, int NW, int RING, bool COAL, int EARLY, int CL, bool TWO>
+static int
+cluster_split_cap (int groups)
+{
+  static int held = -1;                       /* clusters the chip holds at once, 0 if unknown */
+  if (held < 0)
+    held = -occupancy3<HD, NW, RING, COAL, EARLY, CL, TWO> (true);
+  if (held <= 0 || groups <= 0)
+    return 0;
+  const int per = held / groups;
+  return (per < 1 ? 1 : per > HONE_K_ATTN_MAX_SPLITS / CL ? HONE_K_ATTN_MAX_SPLITS / CL : per) * CL;
+}
+
+template <int HD, int NW, int RING, bool COAL, int EARLY, int CL, bool TWO>
 static int
 launch_attn3 (AttnArgs a, cudaStream_t stream)
 {
@@ -1371,6 +1395,9 @@ launch_attn3 (AttnArgs a, cudaStream_t stream)
       raised = 1;
     }
   const dim3 grid (a.nkv, HONE_K_ATTN_MAX_SPLITS, (a.QN + V3_QG - 1) / V3_QG);
+  a.max_splits = CL > 1 && !getenv ("HONE_ATTN_NO_CAP") ? cluster_split_cap<HD, NW, RING, COAL, EARLY, CL, TWO> (
+                                                              (int) (grid.x * grid.z))
+                                                        : 0;
   HONE_K_TRACE_SET (a, HONE_K_TR_ATTN, grid, CL, a.n_tok);
   if (CL == 1)
     return hone_k_launch_role (HONE_K_PDL_ATTN, kernel, grid, dim3 (NW * 32), smem, stream, a);
@@ -1480,6 +1507,21 @@ hone_k_attn_decode_ctx (const float *qkv, int n_tok, int nq, int nkv, int hd, co
                                  NULL, pf, max_ctx, stream);
 }
 
+/* The shape of one- and two-token launches under PDL past the short-context
+ * bound: G, or HONE_ATTN_LONG=<letter> (measurement: I, the clustered
+ * shape with its splits capped to one wave of clusters). */
+static char
+long_shape (void)
+{
+  static char c = 0;
+  if (!c)
+    {
+      const char *e = getenv ("HONE_ATTN_LONG");
+      c = e && e[0] >= 'A' && e[0] <= 'O' ? e[0] : 'G';
+    }
+  return c;
+}
+
 extern "C" int
 hone_k_attn_decode_h16 (const float *qkv, int n_tok, int nq, int nkv, int hd, const int32_t *pos,
                         const void *k_pool, const void *v_pool, const int32_t *block_table,
@@ -1547,7 +1589,7 @@ hone_k_attn_decode_h16 (const float *qkv, int n_tok, int nq, int nkv, int hd, co
       const int lim = hone_k_attn_short_ctx ();
       const char shape = forced                                      ? forced
                          : n_tok == 1 && max_ctx > 0 && max_ctx <= lim ? (hone_k_pdl_for (HONE_K_PDL_ATTN) ? 'I' : 'H')
-                         : hone_k_pdl_for (HONE_K_PDL_ATTN) && n_tok <= 2 ? 'G'
+                         : hone_k_pdl_for (HONE_K_PDL_ATTN) && n_tok <= 2 ? long_shape ()
                                                                         : v3_shape;
       return hd == 128 ? launch_attn3_shape<128> (a, shape, stream) : launch_attn3_shape<64> (a, shape, stream);
     }
