@@ -1342,7 +1342,10 @@ static int min_chunk = 32;
  * off (one more round trip) and at 4–8 tokens at short context, so A there.
  * The cluster shapes (H, I: 5.8 / 6.2 / 7.8 µs at 128 / 512 / 1k, A 7.9 /
  * 10.7 / 11.5) lose 20–25 % from 4k up (64 clusters of 8 > the 62 the chip
- * holds at once): only for launches bounded to short contexts (below). */
+ * holds at once): only for launches bounded to short contexts (below) —
+ * until session 45 capped their splits to the clusters the chip holds at
+ * once, which made I the one-token shape past the short bound too
+ * (long_shape). */
 static char v3_shape = 'A';
 /* ... except that a launch bounded to short contexts (hone_k_attn_decode_ctx,
  * one token, ≤ SHORT_CTX_DEFAULT keys, HONE_ATTN_SHORT_CTX) takes H, whose
@@ -1508,18 +1511,29 @@ hone_k_attn_decode_ctx (const float *qkv, int n_tok, int nq, int nkv, int hd, co
 }
 
 /* The shape of one- and two-token launches under PDL past the short-context
- * bound: G, or HONE_ATTN_LONG=<letter> (measurement: I, the clustered
- * shape with its splits capped to one wave of clusters). */
+ * bound. One token on sm_90: I, the clustered shape, its splits capped so
+ * that every cluster is resident at once (cluster_split_cap): each cluster
+ * of 8 splits merges in distributed shared memory, and only its result goes
+ * through the global fence/atomic handshake. Against G (session 4's default
+ * here, which passes every split through two such handshakes; call 2 of
+ * session 45 traced them at ~6-7 us of a 4k layer) in the engine, same call,
+ * H100 (RESULTS-cuda.md "Session 45"): 8B Q4_0 at -p 2600 / 3900 / 7900
+ * +0.8 / +1.0 / +3.6 % tok/s, Qwen3-0.6B Q4_0 at -p 16000 +1.8 %, though
+ * one layer alone is slower at 4k (17.1 vs 14.9 us) and even at 16k-32k.
+ * Two tokens, and GPUs without clusters: G. HONE_ATTN_LONG=<letter> forces
+ * a shape (measurement). */
 static char
-long_shape (void)
+long_shape (int n_tok)
 {
-  static char c = 0;
-  if (!c)
+  static char forced = 0;
+  if (!forced)
     {
       const char *e = getenv ("HONE_ATTN_LONG");
-      c = e && e[0] >= 'A' && e[0] <= 'O' ? e[0] : 'G';
+      forced = e && e[0] >= 'A' && e[0] <= 'O' ? e[0] : '-';
     }
-  return c;
+  if (forced != '-')
+    return forced;
+  return n_tok == 1 && hone_k_stage_supported () ? 'I' : 'G';
 }
 
 extern "C" int
@@ -1589,7 +1603,7 @@ hone_k_attn_decode_h16 (const float *qkv, int n_tok, int nq, int nkv, int hd, co
       const int lim = hone_k_attn_short_ctx ();
       const char shape = forced                                      ? forced
                          : n_tok == 1 && max_ctx > 0 && max_ctx <= lim ? (hone_k_pdl_for (HONE_K_PDL_ATTN) ? 'I' : 'H')
-                         : hone_k_pdl_for (HONE_K_PDL_ATTN) && n_tok <= 2 ? long_shape ()
+                         : hone_k_pdl_for (HONE_K_PDL_ATTN) && n_tok <= 2 ? long_shape (n_tok)
                                                                         : v3_shape;
       return hd == 128 ? launch_attn3_shape<128> (a, shape, stream) : launch_attn3_shape<64> (a, shape, stream);
     }
