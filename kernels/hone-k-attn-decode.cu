@@ -1337,7 +1337,8 @@ static int min_chunk = 32;
  * ≤ 60 KB that leaves room for the next kernel's staged weights); split size
  * chosen on the device from the context (HONE_ATTN_CHUNK fixes it). With PDL
  * on and 1–2 new tokens the default is G (A with pos and pages read before
- * the PDL wait): measured faster at every context 128..32k, hd 128 and 64
+ * the PDL wait; one token on sm_90 past the short bound: I, see
+ * long_shape): measured faster at every context 128..32k, hd 128 and 64
  * (1.5–4 %, RESULTS-cuda.md "Decode attention, session 4"); slower with PDL
  * off (one more round trip) and at 4–8 tokens at short context, so A there.
  * The cluster shapes (H, I: 5.8 / 6.2 / 7.8 µs at 128 / 512 / 1k, A 7.9 /
