@@ -1370,7 +1370,9 @@ static int occupancy3 (bool clusters);
  * slower from 4k keys up, when 8 KV heads × 8 clusters = 64 clusters were
  * more than the 62 an H100 holds at once (two waves). The splits of a
  * (KV head, query group) are capped so that all the launch's clusters are
- * resident together (at least one cluster each). */
+ * resident together — where there are at most 8 such groups (measured: 8
+ * KV heads, 7 clusters each on an H100); with more, each would keep only a
+ * few splits, an unmeasured trade, so they keep 8 clusters as before. */
 template <int HD, int NW, int RING, bool COAL, int EARLY, int CL, bool TWO>
 static int
 cluster_split_cap (int groups)
@@ -1378,7 +1380,7 @@ cluster_split_cap (int groups)
   static int held = -1;                       /* clusters the chip holds at once, 0 if unknown */
   if (held < 0)
     held = -occupancy3<HD, NW, RING, COAL, EARLY, CL, TWO> (true);
-  if (held <= 0 || groups <= 0)
+  if (held <= 0 || groups <= 0 || groups > 8)
     return 0;
   const int per = held / groups;
   return (per < 1 ? 1 : per > HONE_K_ATTN_MAX_SPLITS / CL ? HONE_K_ATTN_MAX_SPLITS / CL : per) * CL;
@@ -1521,10 +1523,10 @@ hone_k_attn_decode_ctx (const float *qkv, int n_tok, int nq, int nkv, int hd, co
  * H100 (RESULTS-cuda.md "Session 45"): 8B Q4_0 at -p 2600 / 3900 / 7900
  * +0.8 / +1.0 / +3.6 % tok/s, Qwen3-0.6B Q4_0 at -p 16000 +1.8 %, though
  * one layer alone is slower at 4k (17.1 vs 14.9 us) and even at 16k-32k.
- * Two tokens, and GPUs without clusters: G. HONE_ATTN_LONG=<letter> forces
- * a shape (measurement). */
+ * Two tokens, more than 8 KV heads (no cap, above) and GPUs without
+ * clusters: G. HONE_ATTN_LONG=<letter> forces a shape (measurement). */
 static char
-long_shape (int n_tok)
+long_shape (int n_tok, int nkv)
 {
   static char forced = 0;
   if (!forced)
@@ -1534,7 +1536,7 @@ long_shape (int n_tok)
     }
   if (forced != '-')
     return forced;
-  return n_tok == 1 && hone_k_stage_supported () ? 'I' : 'G';
+  return n_tok == 1 && nkv <= 8 && hone_k_stage_supported () ? 'I' : 'G';
 }
 
 extern "C" int
@@ -1604,7 +1606,7 @@ hone_k_attn_decode_h16 (const float *qkv, int n_tok, int nq, int nkv, int hd, co
       const int lim = hone_k_attn_short_ctx ();
       const char shape = forced                                      ? forced
                          : n_tok == 1 && max_ctx > 0 && max_ctx <= lim ? (hone_k_pdl_for (HONE_K_PDL_ATTN) ? 'I' : 'H')
-                         : hone_k_pdl_for (HONE_K_PDL_ATTN) && n_tok <= 2 ? long_shape (n_tok)
+                         : hone_k_pdl_for (HONE_K_PDL_ATTN) && n_tok <= 2 ? long_shape (n_tok, nkv)
                                                                         : v3_shape;
       return hd == 128 ? launch_attn3_shape<128> (a, shape, stream) : launch_attn3_shape<64> (a, shape, stream);
     }
