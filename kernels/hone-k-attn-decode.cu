@@ -1401,9 +1401,8 @@ launch_attn3 (AttnArgs a, cudaStream_t stream)
       raised = 1;
     }
   const dim3 grid (a.nkv, HONE_K_ATTN_MAX_SPLITS, (a.QN + V3_QG - 1) / V3_QG);
-  a.max_splits = CL > 1 && !getenv ("HONE_ATTN_NO_CAP") ? cluster_split_cap<HD, NW, RING, COAL, EARLY, CL, TWO> (
-                                                              (int) (grid.x * grid.z))
-                                                        : 0;
+  static const bool no_cap = getenv ("HONE_ATTN_NO_CAP") != NULL;   /* measurement: session 4's uncapped launch */
+  a.max_splits = CL > 1 && !no_cap ? cluster_split_cap<HD, NW, RING, COAL, EARLY, CL, TWO> ((int) (grid.x * grid.z)) : 0;
   HONE_K_TRACE_SET (a, HONE_K_TR_ATTN, grid, CL, a.n_tok);
   if (CL == 1)
     return hone_k_launch_role (HONE_K_PDL_ATTN, kernel, grid, dim3 (NW * 32), smem, stream, a);
