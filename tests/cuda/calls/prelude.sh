@@ -4,7 +4,7 @@
 # memory), $TV (/usr/bin/time -v where the machine has it), bench (hone bench of a model, its figures kept) and
 # goal_rows (the issues' 8B decode rows through bench); trace_attention (per-block traces of decode steps, summarized;
 # needs .carry-trace carried); engine_ab (hone bench's decode rows with HEAD's kernels and this build's, same call;
-# needs .carry-base carried).
+# needs .carry-base carried); env_ab (the same for environment variants, base among them).
 W=$OUT; T0=$(date +%s); el () { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 C=$PWD/.carry-release
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -36,13 +36,21 @@ trace_attention () {   # variant...: run-trace.sh (carry .carry-trace) into $M/t
     python3 tests/cuda/trace-summary.py "$t" --attention --timeline >> $W/attn-timeline.txt 2>&1
   done
 }
-engine_ab () {   # tag model prompt [hone bench args...]: decode tok/s with .carry-base's libhoneall.so (base), then this build's (new); twice
-  local tag=$1 m=$2 p=$3; shift 3
-  [ -e $M/base/libhoneall.so ] || { mkdir -p $M/base && xz -dc .carry-base/libhoneall.so.xz > $M/base/libhoneall.so; }
+env_ab () {   # tag model prompt "variants" [hone bench args...]: decode tok/s of each variant, two rounds; a variant is
+              # base (.carry-base's libhoneall.so: HEAD's kernels, carry it), or VAR=value[,VAR=value...] on this build
+  local tag=$1 m=$2 p=$3 vs=$4; shift 4
   for r in 1 2; do
-    for v in base new; do
-      local lp=$LD_LIBRARY_PATH; [ $v = base ] && lp=$M/base:$LD_LIBRARY_PATH
-      echo "$tag p=$p $v: $(LD_LIBRARY_PATH=$lp timeout 90 $B/hone bench -m $m --device cuda:0 -p $p -n 128 -r 3 -w 1 "$@" 2>&1 | grep -E 'decode \(tok|rror' | head -2 | tr '\n' ' ')"
+    for v in $vs; do
+      local lp=$LD_LIBRARY_PATH e=${v//,/ }
+      if [ $v = base ]; then
+        [ -e $M/base/libhoneall.so ] || { mkdir -p $M/base && xz -dc .carry-base/libhoneall.so.xz > $M/base/libhoneall.so; }
+        lp=$M/base:$LD_LIBRARY_PATH e=X=1
+      fi
+      echo "$tag p=$p [$v]: $(env $e LD_LIBRARY_PATH=$lp timeout 90 $B/hone bench -m $m --device cuda:0 -p $p -n 128 -r 3 -w 1 "$@" 2>&1 | grep -E 'decode \(tok|rror' | head -2 | tr '\n' ' ')"
     done
   done
+}
+engine_ab () {   # tag model prompt [hone bench args...]: decode tok/s with .carry-base's libhoneall.so (base), then this build's (X=1); twice
+  local tag=$1 m=$2 p=$3; shift 3
+  env_ab $tag $m $p "base X=1" "$@"
 }

@@ -13,22 +13,13 @@
 set -u
 . tests/cuda/calls/prelude.sh
 case "$GPU" in *H200*) goal_rows ;; esac
-pf_ab () {   # tag model prompt [bench args]: decode tok/s without / with attention's prefetch, two rounds
-  local tag=$1 m=$2 p=$3; shift 3
-  for r in 1 2; do
-    for v in "X=1" "HONE_DECODE_PF_ATTN=10 HONE_DECODE_PF_HOW=5" "HONE_DECODE_PF_ATTN=24 HONE_DECODE_PF_HOW=5"; do
-      echo "$tag p=$p [$v]: $(env $v timeout 90 $B/hone bench -m $m --device cuda:0 -p $p -n 128 -r 3 -w 1 "$@" 2>&1 \
-        | grep -E 'decode \(tok|rror' | head -2 | tr '\n' ' ')"
-    done
-  done
-}
 timeout 120 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/q.gguf -q; el "gen-model 8b q4_0 rc $?"
-pf_ab 8b-q4_0 $M/q.gguf 3900 -c 4096 | tee $W/pf-8b.txt; el "pf 8b"
+env_ab 8b-q4_0 $M/q.gguf 3900 "X=1 HONE_DECODE_PF_ATTN=10,HONE_DECODE_PF_HOW=5 HONE_DECODE_PF_ATTN=24,HONE_DECODE_PF_HOW=5" -c 4096 | tee $W/pf-8b.txt; el "pf 8b"
 rm -f $M/q.gguf
 el "trace"   # call 2's first row, here in case no second machine comes (carry .carry-trace too)
 [ -e .carry-trace/bundle.tar.xz ] && timeout 150 bash -c ". tests/cuda/calls/prelude.sh >/dev/null; trace_attention Q4_0@HONE_TRACE_CTX=16384" \
   && grep -E "^==|attn  |  (go|main|merged|cl1|exit|pos check) " $W/attn-timeline.txt | head -40
 timeout 60 $B/hone gen-model --shape qwen3-0.6b --type q4_0 -o $M/s.gguf -q; el "gen-model qwen3 q4_0 rc $?"
-pf_ab qwen3-q4_0 $M/s.gguf 2100 | tee $W/pf-qwen3.txt; el "pf qwen3"
+env_ab qwen3-q4_0 $M/s.gguf 2100 "X=1 HONE_DECODE_PF_ATTN=10,HONE_DECODE_PF_HOW=5 HONE_DECODE_PF_ATTN=24,HONE_DECODE_PF_HOW=5" | tee $W/pf-qwen3.txt; el "pf qwen3"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
 el done

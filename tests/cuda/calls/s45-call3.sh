@@ -5,16 +5,9 @@
 # Predictions: 8B Q4_0 -p 3900 CHUNK=128 within -2..+2 % (session 42, before the split rule: -2.5 %), flat -1..+1 %.
 set -u
 . tests/cuda/calls/prelude.sh
-ab () {   # tag model prompt "variants" [bench args]
-  local tag=$1 m=$2 p=$3 vs=$4; shift 4
-  for r in 1 2; do for v in $vs; do
-    echo "$tag p=$p [$v]: $(env $v timeout 90 $B/hone bench -m $m --device cuda:0 -p $p -n 128 -r 3 -w 1 "$@" 2>&1 \
-      | grep -E 'decode \(tok|rror' | head -2 | tr '\n' ' ')"
-  done; done
-}
 timeout 120 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/q.gguf -q; el "gen 8b rc $?"
-ab 8b $M/q.gguf 3900 "X=1 HONE_ATTN_CHUNK=128 HONE_ATTN_COMBINE=flat HONE_ATTN_CHUNK=256" -c 4096 2>&1 | sed 's/^/  /' | tee $W/ab-8b.txt
+env_ab 8b $M/q.gguf 3900 "X=1 HONE_ATTN_CHUNK=128 HONE_ATTN_COMBINE=flat HONE_ATTN_CHUNK=256" -c 4096 2>&1 | sed 's/^/  /' | tee $W/ab-8b.txt
 rm -f $M/q.gguf
 timeout 60 $B/hone gen-model --shape qwen3-0.6b --type q4_0 -o $M/s.gguf -q; el "gen qwen3 rc $?"
-ab qwen3 $M/s.gguf 16000 "X=1 HONE_ATTN_CHUNK=512 HONE_ATTN_COMBINE=flat" -c 16384 | tee $W/ab-qwen3.txt
+env_ab qwen3 $M/s.gguf 16000 "X=1 HONE_ATTN_CHUNK=512 HONE_ATTN_COMBINE=flat" -c 16384 | tee $W/ab-qwen3.txt
 el done

@@ -12,25 +12,16 @@
 # Carry .carry-release and .carry-base.
 set -u
 . tests/cuda/calls/prelude.sh
-mkdir -p $M/base && xz -dc .carry-base/libhoneall.so.xz > $M/base/libhoneall.so
-ab () {   # tag model prompt [bench args]: base, new, new with HONE_ATTN_LONG=I; two rounds
-  local tag=$1 m=$2 p=$3; shift 3
-  for r in 1 2; do for v in base new long; do
-    local lp=$LD_LIBRARY_PATH e=X=1; [ $v = base ] && lp=$M/base:$LD_LIBRARY_PATH; [ $v = long ] && e=HONE_ATTN_LONG=I
-    echo "$tag p=$p $v: $(env $e LD_LIBRARY_PATH=$lp timeout 90 $B/hone bench -m $m --device cuda:0 -p $p -n 128 -r 3 -w 1 "$@" 2>&1 \
-      | grep -E 'decode \(tok|rror' | head -2 | tr '\n' ' ')"
-  done; done
-}
 timeout 120 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/q.gguf -q; el "gen 8b rc $?"
-ab 8b $M/q.gguf 3900 -c 4096 | tee $W/ab-8b.txt
+env_ab 8b $M/q.gguf 3900 "base X=1 HONE_ATTN_LONG=I" -c 4096 | tee $W/ab-8b.txt
 timeout 60 $B/hone-attn-check --check --shapes I > $W/attn-check-I.txt 2>&1; el "check I rc $?"
 grep -E "passed|FAIL" $W/attn-check-I.txt | tail -3
 timeout 40 $B/hone-attn-check --bench --shapes GI > $W/attn-bench.txt 2>&1; el "bench rc $?"
 sed -n '/decode attention, one layer/,/^again/p' $W/attn-bench.txt | head -14
 HONE_ATTN_NO_CAP=1 timeout 40 $B/hone-attn-check --bench --shapes I > $W/attn-bench-nocap.txt 2>&1; el "bench nocap rc $?"
 sed -n '/decode attention, one layer/,/^again/p' $W/attn-bench-nocap.txt | head -14
-ab 8b $M/q.gguf 1900 | tee $W/ab-8b-1900.txt
+env_ab 8b $M/q.gguf 1900 "base X=1 HONE_ATTN_LONG=I" | tee $W/ab-8b-1900.txt
 rm -f $M/q.gguf
 timeout 60 $B/hone gen-model --shape qwen3-0.6b --type q4_0 -o $M/s.gguf -q; el "gen qwen3 rc $?"
-ab qwen3 $M/s.gguf 16000 -c 16384 | tee $W/ab-qwen3.txt
+env_ab qwen3 $M/s.gguf 16000 "base X=1 HONE_ATTN_LONG=I" -c 16384 | tee $W/ab-qwen3.txt
 el done
