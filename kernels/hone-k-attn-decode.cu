@@ -1522,6 +1522,10 @@ hone_k_attn_decode_ctx (const float *qkv, int n_tok, int nq, int nkv, int hd, co
  * H100 (RESULTS-cuda.md "Session 45"): 8B Q4_0 at -p 2600 / 3900 / 7900
  * +0.8 / +1.0 / +3.6 % tok/s, Qwen3-0.6B Q4_0 at -p 16000 +1.8 %, though
  * one layer alone is slower at 4k (17.1 vs 14.9 us) and even at 16k-32k.
+ * Session 46 (H100): Q4_0 -p 3900 +1.1 % again; AWQ (W4A16, the same
+ * attention writing o's f16 input) -0.5 / -0.8 % at -p 2600 / 3900, +0.9 /
+ * +1.1 % at 5200 / 7900. Past the 2k bound the graph is unbounded, so the
+ * shape cannot follow the context; I stays for both.
  * Two tokens, more than 8 KV heads (no cap, above) and GPUs without
  * clusters: G. HONE_ATTN_LONG=<letter> forces a shape (measurement). */
 static char
