@@ -1372,17 +1372,24 @@ static int occupancy3 (bool clusters);
  * (KV head, query group) are capped so that all the launch's clusters are
  * resident together — where there are at most 8 such groups (measured: 8
  * KV heads, 7 clusters each on an H100); with more, each would keep only a
- * few splits, an unmeasured trade, so they keep 8 clusters as before. */
+ * few splits, an unmeasured trade, so they keep 8 clusters as before.
+ * HONE_ATTN_CAP=<n> sets n clusters a group instead (measurement). */
 template <int HD, int NW, int RING, bool COAL, int EARLY, int CL, bool TWO>
 static int
 cluster_split_cap (int groups)
 {
   static int held = -1;                       /* clusters the chip holds at once, 0 if unknown */
+  static int forced = -1;                     /* HONE_ATTN_CAP=<clusters a group> (measurement), 0 if unset */
   if (held < 0)
     held = -occupancy3<HD, NW, RING, COAL, EARLY, CL, TWO> (true);
+  if (forced < 0)
+    {
+      const char *e = getenv ("HONE_ATTN_CAP");
+      forced = e && atoi (e) > 0 ? atoi (e) : 0;
+    }
   if (held <= 0 || groups <= 0 || groups > 8)
     return 0;
-  const int per = held / groups;
+  const int per = forced ? forced : held / groups;
   return (per < 1 ? 1 : per > HONE_K_ATTN_MAX_SPLITS / CL ? HONE_K_ATTN_MAX_SPLITS / CL : per) * CL;
 }
 
