@@ -1,9 +1,9 @@
 # tests/cuda/calls/prelude.sh — what every device-call script from session 37 on starts with (source it from the
 # repository root on the GPU machine): the GPU's name in $GPU, .carry-release's bundle unpacked, the environment the
 # bundle's programs need, el (a line with the seconds since the start), $B (the programs), $M (a scratch folder in
-# memory), $TV (/usr/bin/time -v where the machine has it), bench (hone bench of a model, its figures kept) and
-# goal_rows (the issues' 8B decode rows through bench); trace_attention (per-block traces of decode steps, summarized;
-# needs .carry-trace carried); engine_ab (hone bench's decode rows with HEAD's kernels and this build's, same call;
+# memory), $TV (/usr/bin/time -v where the machine has it), bench (hone bench of a model, its figures kept),
+# goal_rows (the issues' 8B decode rows through bench), awq_model ($M/awq, an 8B AWQ export) and trace_attention
+# (per-block traces of decode steps, summarized; needs .carry-trace carried); engine_ab (hone bench's decode rows with HEAD's kernels and this build's, same call;
 # needs .carry-base carried); env_ab (the same for environment variants, base among them).
 W=$OUT; T0=$(date +%s); el () { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 C=$PWD/.carry-release
@@ -25,6 +25,11 @@ goal_rows () {   # the issues' H200 decode rows: 8B Q4_0, BF16 and its RTN AWQ g
   timeout 100 $B/hone quantize -m $M/8b-bf16.gguf --rtn -g 128 -f awq -o $M/8b-awq -q; el "rtn awq rc $?"
   rm -f $M/8b-bf16.gguf
   bench awq $M/8b-awq; rm -rf $M/8b-awq
+}
+awq_model () {   # $M/awq: the RTN g128 AWQ export of a generated 8B BF16 model, made unless a warm machine kept it
+  [ -d $M/awq ] && return
+  timeout 120 $B/hone gen-model --shape llama3-8b --type bf16 -o $M/b.gguf -q; el "gen bf16 rc $?"
+  timeout 100 $B/hone quantize -m $M/b.gguf --rtn -g 128 -f awq -o $M/awq -q; el "rtn awq rc $?"; rm -f $M/b.gguf
 }
 trace_attention () {   # variant...: run-trace.sh (carry .carry-trace) into $M/trace, each trace's attention timeline into $W/attn-timeline.txt
   HONE_TRACE_CARRY=.carry-trace OUT=$M/trace bash tests/cuda/run-trace.sh "$@" > $M/trace.log 2>&1

@@ -13,10 +13,7 @@ timeout 120 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/q.gguf -q; el 
 env_ab 8b $M/q.gguf 3900 "HONE_ATTN_LONG=G X=1" -c 4096 | tee $W/ab-8b-4k.txt
 env_ab 8b $M/q.gguf 7900 "HONE_ATTN_LONG=G X=1" -c 8192 | tee $W/ab-8b-8k.txt
 rm -f $M/q.gguf
-if [ ! -d $M/awq ]; then
-  timeout 120 $B/hone gen-model --shape llama3-8b --type bf16 -o $M/b.gguf -q; el "gen bf16 rc $?"
-  timeout 100 $B/hone quantize -m $M/b.gguf --rtn -g 128 -f awq -o $M/awq -q; el "rtn awq rc $?"; rm -f $M/b.gguf
-fi
+awq_model
 env_ab awq $M/awq 3900 "HONE_ATTN_LONG=G X=1" -c 4096 | tee $W/ab-awq-4k.txt
 env_ab awq $M/awq 7900 "HONE_ATTN_LONG=G X=1" -c 8192 | tee $W/ab-awq-8k.txt
 el done

@@ -12,10 +12,7 @@ set -u
 timeout 120 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/q.gguf -q; el "gen 8b rc $?"
 env_ab 8b $M/q.gguf 3900 "X=1 HONE_ATTN_CAP=6 HONE_ATTN_CAP=5 HONE_ATTN_CAP=4 HONE_ATTN_LONG=G" -c 4096 | tee $W/ab-8b-4k.txt
 rm -f $M/q.gguf
-if [ ! -d $M/awq ]; then
-  timeout 120 $B/hone gen-model --shape llama3-8b --type bf16 -o $M/b.gguf -q; el "gen bf16 rc $?"
-  timeout 100 $B/hone quantize -m $M/b.gguf --rtn -g 128 -f awq -o $M/awq -q; el "rtn awq rc $?"; rm -f $M/b.gguf
-fi
+awq_model
 env_ab awq $M/awq 3900 "X=1 HONE_ATTN_CAP=6 HONE_ATTN_CAP=5 HONE_ATTN_CAP=4 HONE_ATTN_LONG=G" -c 4096 | tee $W/ab-awq-4k.txt
 timeout 300 bash -c ". tests/cuda/calls/prelude.sh >/dev/null; trace_attention AWQ@HONE_TRACE_CTX=4096 AWQ@HONE_TRACE_CTX=4096@HONE_ATTN_LONG=G Q4_0@HONE_TRACE_CTX=4096 Q4_0@HONE_TRACE_CTX=4096@HONE_ATTN_LONG=G"
 cp $M/trace/summary.txt $W/trace-summary.txt 2>/dev/null
