@@ -543,10 +543,13 @@ hone_k_state_free (HoneKState *st)
 
 /* Decode tuning: MB of the next matrix each GEMV's last wave prefetches into
  * L2, MB the attention kernel prefetches (the o matrix, then gate|up), how
- * (HoneKPrefetch.how) — all off by default: every form measured slower
- * (tests/bench/RESULTS-cuda.md, "Decode, session 2") — and fuse_quant: 1 =
- * attention writes the quantized o projection's int8 input itself (one
- * launch a layer fewer, same bits). -1: not read from the environment yet. */
+ * (HoneKPrefetch.how) — off by default: every form measured slower
+ * (tests/bench/RESULTS-cuda.md, "Decode, session 2"), but for the GEMVs of a
+ * W4A16 step at the tiny tier (gemv_pf_mb) — and fuse_quant: 1 = attention
+ * writes the quantized o projection's int8 input itself (one launch a layer
+ * fewer, same bits). -1: not read from the environment yet; PF_AUTO:
+ * HONE_DECODE_PF unset, gemv_pf_mb decides. */
+enum { PF_AUTO = -2 };
 static int pf_gemv_mb = -1, pf_attn_mb = -1, fuse_quant = -1, pf_how = -1;
 
 static int
@@ -568,10 +571,28 @@ hone_k_decode_tune (int pf_gemv, int pf_attn, int fuse, int how)
 static void
 decode_tune_read (void)
 {
-  if (pf_gemv_mb < 0) pf_gemv_mb = env_int ("HONE_DECODE_PF", 0);
+  if (pf_gemv_mb == -1) pf_gemv_mb = env_int ("HONE_DECODE_PF", PF_AUTO);
   if (pf_attn_mb < 0) pf_attn_mb = env_int ("HONE_DECODE_PF_ATTN", 0);
   if (fuse_quant < 0) fuse_quant = env_int ("HONE_DECODE_FUSE", 1);
   if (pf_how < 0) pf_how = env_int ("HONE_DECODE_PF_HOW", 1);
+}
+
+/* MB of the next matrix a decode GEMV's last wave prefetches into L2. Unless
+ * HONE_DECODE_PF says: 4 for a one-token W4A16 (AWQ) step bounded to the tiny
+ * attention tier, 0 otherwise. Its GEMVs become resident only once the pack
+ * before them has its loads in (the packs trigger late), so their first wave
+ * reads DRAM after the wait; 4 MB of the next matrix pulled into L2 during the
+ * tail and the pack fill that gap. Same binary, H100, 8B AWQ g128, decode
+ * tok/s at -p 64 (RESULTS-cuda.md, "Session 47"): 0 MB 456.7, 2 MB 456.8,
+ * 4 MB 462.5 (+1.3 %), 6 MB 459.2, 8 MB 447.8; at the 2k tier (-p 1000) 4 MB
+ * -0.2 %, unbounded at 4k -2.1 %; the Q4_0 step at the tiny tier -1.0 %. */
+static int
+gemv_pf_mb (const HoneKModel *m, const HoneKState *st, int n)
+{
+  if (pf_gemv_mb != PF_AUTO)
+    return pf_gemv_mb;
+  const bool tiny = n == 1 && st->ctx_bound > 0 && st->ctx_bound <= hone_k_attn_tiny_ctx ();
+  return tiny && m->cfg.n_layers > 0 && m->layers[0].wgu.type == HONE_K_Q4Z ? 4 : 0;
 }
 
 /* The types whose GEMV takes HoneKActQ8 input (attention can write it for o). */
@@ -949,17 +970,18 @@ decode_step (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n, int 
   const bool epiq = n == 1 && n_logits == 1 && epiq_mode && epiq_bufs (m, st, &eb);
   /* the int8 of h·g for the next normalized GEMV (Σh² in eb.ssq), or NULL */
   const HoneKActQ8 *ready = NULL;
+  const int pf_mb = gemv_pf_mb (m, st, n);
   HONE_K_CHECK ((cudaError_t) hone_k_embed (&m->embd, st->tokens, n, st->h, s));
   for (int l = 0; l < c->n_layers; l++)
     {
       const HoneKLayer *L = &m->layers[l];
       /* what each kernel prefetches: the next matrix in stream order */
       const HoneKMatrix *next_qkv = l + 1 < c->n_layers ? &m->layers[l + 1].wqkv : &m->lm_head;
-      const HoneKPrefetch pf_qkv = prefetch_plan (&L->wo, NULL, pf_gemv_mb);
+      const HoneKPrefetch pf_qkv = prefetch_plan (&L->wo, NULL, pf_mb);
       const HoneKPrefetch pf_attn = prefetch_plan (&L->wo, &L->wgu, pf_attn_mb);
-      const HoneKPrefetch pf_o = prefetch_plan (&L->wgu, NULL, pf_gemv_mb);
-      const HoneKPrefetch pf_gu = prefetch_plan (&L->wdown, NULL, pf_gemv_mb);
-      const HoneKPrefetch pf_down = prefetch_plan (next_qkv, NULL, pf_gemv_mb);
+      const HoneKPrefetch pf_o = prefetch_plan (&L->wgu, NULL, pf_mb);
+      const HoneKPrefetch pf_gu = prefetch_plan (&L->wdown, NULL, pf_mb);
+      const HoneKPrefetch pf_down = prefetch_plan (next_qkv, NULL, pf_mb);
       /* a quantized o projection reads the int8 copy attention writes; a W4A16 one on the
        * register-streamed kernel (one token) the f16 copy */
       const bool attn_q = (fuse_quant & 1) && is_q8q4 (&L->wo);
