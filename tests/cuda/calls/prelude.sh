@@ -18,14 +18,15 @@ bench () {   # tag model: `hone bench -p 64 -n 128 -r 3 -w 1` on cuda:0 into $W/
   timeout 90 $TV $B/hone bench -m $2 --device cuda:0 -p 64 -n 128 -r 3 -w 1 > $W/bench-$1.txt 2>&1
   el "bench $1 rc $?"; grep -E "decode \(tok|TTFT|roofline|Maximum resident" $W/bench-$1.txt
 }
-goal_rows () {   # the issues' H200 decode rows: 8B Q4_0, BF16 and its RTN AWQ g128 export, each through bench
+goal_rows () {   # the issues' H200 decode rows: 8B Q4_0 ($M/q.gguf), BF16 and its RTN AWQ g128 export ($M/awq, as
+                 # awq_model makes it), each through bench; the Q4_0 model and the export are kept for later rows
   timeout 120 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/q.gguf -q; el "gen-model q4_0 rc $?"
-  bench q4_0 $M/q.gguf; rm -f $M/q.gguf
-  timeout 120 $B/hone gen-model --shape llama3-8b --type bf16 -o $M/8b-bf16.gguf -q; el "gen-model bf16 rc $?"
-  bench bf16 $M/8b-bf16.gguf
-  timeout 100 $B/hone quantize -m $M/8b-bf16.gguf --rtn -g 128 -f awq -o $M/8b-awq -q; el "rtn awq rc $?"
-  rm -f $M/8b-bf16.gguf
-  bench awq $M/8b-awq; rm -rf $M/8b-awq
+  bench q4_0 $M/q.gguf
+  timeout 120 $B/hone gen-model --shape llama3-8b --type bf16 -o $M/b.gguf -q; el "gen-model bf16 rc $?"
+  bench bf16 $M/b.gguf
+  rm -rf $M/awq
+  timeout 100 $B/hone quantize -m $M/b.gguf --rtn -g 128 -f awq -o $M/awq -q; el "rtn awq rc $?"; rm -f $M/b.gguf
+  bench awq $M/awq
 }
 awq_model () {   # $M/awq: the RTN g128 AWQ export of a generated 8B BF16 model, made unless a warm machine kept it
   [ -d $M/awq ] && return

@@ -9,14 +9,7 @@
 # Carry .carry-release.
 set -u
 . tests/cuda/calls/prelude.sh
-case "$GPU" in *H200*)
-  timeout 120 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/q.gguf -q; el "gen-model q4_0 rc $?"
-  bench q4_0 $M/q.gguf
-  timeout 120 $B/hone gen-model --shape llama3-8b --type bf16 -o $M/b.gguf -q; el "gen-model bf16 rc $?"
-  bench bf16 $M/b.gguf
-  timeout 100 $B/hone quantize -m $M/b.gguf --rtn -g 128 -f awq -o $M/awq -q; el "rtn awq rc $?"; rm -f $M/b.gguf
-  bench awq $M/awq ;;
-esac
+case "$GPU" in *H200*) goal_rows ;; esac
 [ -e $M/q.gguf ] || { timeout 120 $B/hone gen-model --shape llama3-8b --type q4_0 -o $M/q.gguf -q; el "gen 8b rc $?"; }
 env_ab 8b $M/q.gguf 3900 "X=1 HONE_ATTN_CAP=5 HONE_ATTN_LONG=G" -c 4096 | tee $W/ab-8b-4k.txt
 awq_model
