@@ -581,11 +581,13 @@ decode_tune_read (void)
  * HONE_DECODE_PF says: 4 for a one-token W4A16 (AWQ) step bounded to the tiny
  * attention tier, 0 otherwise. Its GEMVs become resident only once the pack
  * before them has its loads in (the packs trigger late), so their first wave
- * reads DRAM after the wait; 4 MB of the next matrix pulled into L2 during the
- * tail and the pack fill that gap. Same binary, H100, 8B AWQ g128, decode
- * tok/s at -p 64 (RESULTS-cuda.md, "Session 47"): 0 MB 456.7, 2 MB 456.8,
- * 4 MB 462.5 (+1.3 %), 6 MB 459.2, 8 MB 447.8; at the 2k tier (-p 1000) 4 MB
- * -0.2 %, unbounded at 4k -2.1 %; the Q4_0 step at the tiny tier -1.0 %. */
+ * reads DRAM after the wait; a few MB of the next matrix pulled into L2 during
+ * the tail and the pack likely fill part of that gap (not traced at 4 MB; at
+ * 12 MB the prefetch competes with the GEMVs it runs beside). Same binary,
+ * H100, 8B AWQ g128, decode tok/s at -p 64 (RESULTS-cuda.md, "Session 47"):
+ * 0 MB 456.7, 2 MB 456.8, 4 MB 462.5 (+1.3 %), 6 MB 459.2, 8 MB 447.8; at the
+ * 2k tier (-p 1000) 4 MB -0.2 %, unbounded at 4k -2.1 %; the Q4_0 step at the
+ * tiny tier -1.0 %. */
 static int
 gemv_pf_mb (const HoneKModel *m, const HoneKState *st, int n)
 {
