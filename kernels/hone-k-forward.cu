@@ -577,6 +577,14 @@ decode_tune_read (void)
   if (pf_how < 0) pf_how = env_int ("HONE_DECODE_PF_HOW", 1);
 }
 
+/* Whether a step of n_tok tokens is a one-token graph bounded to the tiny
+ * attention kernel's tier (HoneKState.ctx_bound). */
+static bool
+tiny_tier_step (const HoneKState *st, int n_tok)
+{
+  return n_tok == 1 && st->ctx_bound > 0 && st->ctx_bound <= hone_k_attn_tiny_ctx ();
+}
+
 /* MB of the next matrix a decode GEMV's last wave prefetches into L2. Unless
  * HONE_DECODE_PF says: 4 for a one-token W4A16 (AWQ) step bounded to the tiny
  * attention tier, 0 otherwise. Its GEMVs become resident only once the pack
@@ -593,8 +601,7 @@ gemv_pf_mb (const HoneKModel *m, const HoneKState *st, int n)
 {
   if (pf_gemv_mb != PF_AUTO)
     return pf_gemv_mb;
-  const bool tiny = n == 1 && st->ctx_bound > 0 && st->ctx_bound <= hone_k_attn_tiny_ctx ();
-  return tiny && m->cfg.n_layers > 0 && m->layers[0].wgu.type == HONE_K_Q4Z ? 4 : 0;
+  return tiny_tier_step (st, n) && m->cfg.n_layers > 0 && m->layers[0].wgu.type == HONE_K_Q4Z ? 4 : 0;
 }
 
 /* The types whose GEMV takes HoneKActQ8 input (attention can write it for o). */
@@ -1337,7 +1344,7 @@ hone_k_forward (const HoneKModel *m, const HoneKKv *kv, HoneKState *st, int n_to
   bool pdl = m->cfg.n_layers > 0 && !is_f (&m->layers[0].wgu);
   int pdl_roles = HONE_K_PDL_ALL;
   /* a one-token graph bounded to the tiny attention kernel's tier */
-  const bool tiny_tier = n_tok == 1 && st->ctx_bound > 0 && st->ctx_bound <= hone_k_attn_tiny_ctx ();
+  const bool tiny_tier = tiny_tier_step (st, n_tok);
   if (!pdl && m->cfg.n_layers > 0 && n_tok == 1)
     {
       HoneKGemvOp probe;
