@@ -595,7 +595,9 @@ tiny_tier_step (const HoneKState *st, int n_tok)
  * H100, 8B AWQ g128, decode tok/s at -p 64 (RESULTS-cuda.md, "Session 47"):
  * 0 MB 456.7, 2 MB 456.8, 4 MB 462.5 (+1.3 %), 6 MB 459.2, 8 MB 447.8; at the
  * 2k tier (-p 1000) 4 MB -0.2 %, unbounded at 4k -2.1 %; the Q4_0 step at the
- * tiny tier -1.0 %. */
+ * tiny tier -1.0 %. As built (session 48, another H100, against
+ * HONE_DECODE_PF=0): AWQ -p 64 461.8-462.8 vs 456.2-457.0 (+1.2 %), -p 1000
+ * +0.1 %, the Q4_0 step at -p 64 unchanged (it keeps 0). */
 static int
 gemv_pf_mb (const HoneKModel *m, const HoneKState *st, int n)
 {
