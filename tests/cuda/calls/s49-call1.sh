@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 49, call 1: the issues' goal rows on whichever card comes (on an H200 they are the rows issues #5 and #6
-# ask for; on an H100 they are read against its own 3.35 TB/s), then the CUDA checks (test-cuda-awq: CUDA against
-# the CPU backend on AWQ models; hone-w4-check: the int4 kernels against a reference).
+# ask for; on an H100 they are read against its own read ceiling, which `hone bench` measures), then the CUDA checks (test-cuda-awq: CUDA against
+# the CPU backend on AWQ models; hone-w4-check: the int4 kernels against an f64 reference, then its prefill benchmark).
 # Predictions on an H200: AWQ 560-575 tok/s (session 37: 557.7, before the tiny-tier prefetch's +1.2 %), Q4_0 and
 # BF16 within 1 % of session 37's (654.4, 263.4). On an H100: AWQ ~462, Q4_0 within 1 % of session 48's rows.
 # Carry .carry-release.
