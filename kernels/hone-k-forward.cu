@@ -336,6 +336,10 @@ gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, void *y, int
   GemmCtx *g = (GemmCtx *) st->cublas;
   const void *wp = w->q;
   const cudaDataType_t t = w->type == HONE_K_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  if (w->type == HONE_K_Q4Z && n <= hone_k_q4z_gemm_max () && x16 != st->w16 && y != st->w16)
+    /* short chunks: the fused W4A16 GEMM (hone-k-gemm-w4.cu), no dequantization pass; st->w16
+     * (room for this matrix in 16 bits) takes its split partials */
+    return hone_k_q4z_gemm (w, n, x16, y, y16, accumulate, st->w16, (size_t) w->rows * w->cols * 2, s);
   if (!is_f (w))
     {
       /* a q|k|v of parts in different types dequantizes part by part at their row offsets */
@@ -1248,7 +1252,7 @@ warm_gemm (HoneKState *st, const HoneKMatrix *w, int n, void *y, int y16, int ac
   GemmCtx *g = (GemmCtx *) st->cublas;
   const cudaDataType_t t = w->type == HONE_K_BF16 ? CUDA_R_16BF : CUDA_R_16F;
   const void *wp = is_f (w) ? w->q : st->w16;
-  if (!gemm_use_gemmex ()
+  if (!gemm_use_gemmex () && !(w->type == HONE_K_Q4Z && n <= hone_k_q4z_gemm_max ())   /* fused: run it, loads it */
       && lt_find (g, w->rows, n, w->cols, t, y16 ? t : CUDA_R_32F, acc, ptr_align (wp, st->x16, y)))
     return 0;
   return gemm (st, w, n, st->x16, y, y16, acc, s);

@@ -31,6 +31,11 @@
  * embeddings and lm_head) at ctx 128/4k with v1 and v2, and prefill (16..2048
  * tokens) against the BF16 model.
  *
+ * The fused prefill GEMM (hone_k_q4z_gemm, kernels/hone-k-gemm-w4.cu) is checked alone
+ * against float64 and inside the tiny models' prefill (fused and not); --gemm runs only
+ * its checks (compute-sanitizer). Its benchmark times each Llama-3-8B matrix at 16..512
+ * tokens fused and dequantized + cuBLASLt, and the whole prefill both ways.
+ *
  * Usage: hone-w4-check [--check] [--bench]   (default both); exit 1 if a check fails.
  */
 #include <cuda_runtime.h>
@@ -339,6 +344,7 @@ check_gemv (int rows, int cols, int g, int n_tok, int epi, bool norm, bool bias_
  * row), every epilogue; with the other configs they check the same shapes. */
 static int only_staged = 0;   /* --staged: just these, config 3 (memcheck); --staged-small: the small ones (racecheck) */
 static int only_rs = 0;       /* --rs: every check with config 13 only (memcheck) */
+static int only_gemm = 0;     /* --gemm: the fused prefill GEMM's checks only (memcheck, racecheck) */
 static int only_mma = 0;      /* --mma: every check with configs 8, 9, 10 only (memcheck); --mma-small: the small
                                * one-token shapes with them (racecheck) */
 
@@ -391,6 +397,110 @@ check_dequant (int rows, int cols, int g)
       cudaFree (d);
     }
   matrix_free (&m);
+}
+
+/* The fused prefill GEMM (hone_k_q4z_gemm) against float64 on the values it is
+ * defined on: weights round_f16(s·(q − z)) (hone_k_q4z_dequant's, which cuBLASLt
+ * multiplies on the other path) and x in f16; only the f32 sums differ (order,
+ * the tensor cores' accumulation), so the bound is tight: 1e-4 RMS relative, 1e-3
+ * for an f16 output (one f16 rounding). A wrong k order, lane map or split gives
+ * errors of order 1. Outputs poisoned, the bytes past them checked untouched; with
+ * accumulate Y starts at random values. */
+static const double GEMM_BOUND = 1e-4, GEMM_BOUND16 = 1e-3;
+
+static void
+check_gemm (int rows, int cols, int g, int n, bool y16, bool acc, bool split, bool outliers = false)
+{
+  HostQ4Z h = q4z_make (rows, cols, g, 0.02f);
+  HoneKMatrix m = q4z_alloc (rows, cols, g);
+  q4z_upload (m, h, 0, 1);
+  std::vector<uint16_t> xh ((size_t) n * cols);
+  std::vector<double> xd ((size_t) n * cols);
+  for (size_t i = 0; i < xh.size (); i++)
+    {
+      float v = rng_normal ();
+      if (outliers && i % cols == 7)
+        v *= 300.f;
+      xh[i] = f2h (v);
+      xd[i] = h2f (xh[i]);
+    }
+  std::vector<double> wf (h.w.size ());
+  for (size_t i = 0; i < wf.size (); i++)
+    wf[i] = h2f (f2h ((float) h.w[i]));
+  const size_t ny = (size_t) n * rows;
+  std::vector<float> y0 (ny);
+  std::vector<uint16_t> y0h (ny);
+  for (size_t i = 0; i < ny; i++)
+    {
+      y0h[i] = f2h (rng_normal ());
+      y0[i] = h2f (y0h[i]);
+    }
+  std::vector<double> ref (ny);
+  for (int t = 0; t < n; t++)
+    for (int r = 0; r < rows; r++)
+      {
+        const double *w = &wf[(size_t) r * cols], *x = &xd[(size_t) t * cols];
+        double sum = 0;
+        for (int k = 0; k < cols; k++)
+          sum += w[k] * x[k];
+        ref[(size_t) t * rows + r] = sum + (acc ? y0[(size_t) t * rows + r] : 0.0);
+      }
+  uint16_t *dx = dev_upload (xh);
+  const size_t ybytes = ny * (y16 ? 2 : 4);
+  void *dy = dev_poisoned (ybytes);
+  if (acc)
+    CK (cudaMemcpy (dy, y16 ? (const void *) y0h.data () : (const void *) y0.data (), ybytes, cudaMemcpyHostToDevice));
+  /* scratch for the split: as much as the engine gives (this matrix in 16 bits) */
+  const size_t sbytes = split ? (size_t) rows * cols * 2 : 0;
+  void *scratch = split ? dev_poisoned (sbytes) : NULL;
+  CK (hone_k_q4z_gemm (&m, n, dx, dy, y16, acc, scratch, sbytes, 0));
+  CK (cudaGetLastError ());
+  std::vector<float> got (ny);
+  if (y16)
+    {
+      const std::vector<uint16_t> g16 = dev_download<uint16_t> (dy, ny);
+      for (size_t i = 0; i < ny; i++)
+        got[i] = h2f (g16[i]);
+    }
+  else
+    got = dev_download<float> ((float *) dy, ny);
+  bool fin;
+  const double e = rel_err (got.data (), ref.data (), ny, &fin);
+  const double bound = y16 ? GEMM_BOUND16 : GEMM_BOUND;
+  char what[200];
+  snprintf (what, sizeof what, "q4z gemm %dx%d g%d n=%d -> %s%s%s%s", rows, cols, g, n, y16 ? "f16" : "f32",
+            acc ? " +=" : "", split ? " (split k)" : "", outliers ? " outliers" : "");
+  check (fin && e < bound && guard_intact (dy, ybytes), what, e, bound);
+  matrix_free (&m);
+  cudaFree (dx); cudaFree (dy);
+  if (scratch) cudaFree (scratch);
+}
+
+static void
+check_gemms (void)
+{
+  report ("-- fused prefill GEMM (hone_k_q4z_gemm) --\n");
+  check_gemm (262, 256, 32, 9, false, false, false);          /* 2 k steps, 9 tokens: 2 n8 tiles */
+  check_gemm (263, 384, 64, 16, false, true, true);          /* odd rows, 3 k steps */
+  check_gemm (300, 576, 32, 17, true, false, true);          /* a last half step (576 = 4.5 × 128): 4 n8 tiles */
+  check_gemm (130, 96, 32, 33, false, false, false);         /* less than one step, 8 n8 tiles */
+  check_gemm (1000, 4096, 128, 40, false, true, true, true); /* split k, outliers */
+  check_gemm (512, 1024, 128, 130, true, true, true);        /* 3 token tiles, the last part-filled */
+  check_gemm (1024, 14336, 128, 64, false, true, true);      /* down's k, split 28 ways */
+  check_gemm (2048 + 16, 4096, 64, 24, true, false, true);   /* gate|up-like rows, f16 out */
+  check_gemm (4096, 4096, 128, 8 + 1, false, true, false);   /* no scratch: one split */
+  /* bad arguments */
+  HoneKMatrix m = q4z_alloc (64, 128, 128);
+  void *x = dev_poisoned (64 * 128 * 2), *y = dev_poisoned (64 * 64 * 4);
+  const bool refused = hone_k_q4z_gemm (&m, 0, x, y, 0, 0, NULL, 0, 0) != 0
+                       && hone_k_q4z_gemm (&m, 4, (char *) x + 2, y, 0, 0, NULL, 0, 0) != 0
+                       && hone_k_q4z_gemm (&m, 4, x, NULL, 0, 0, NULL, 0, 0) != 0;
+  m.type = HONE_K_Q4_0;
+  const bool refused_type = hone_k_q4z_gemm (&m, 4, x, y, 0, 0, NULL, 0, 0) != 0;
+  m.type = HONE_K_Q4Z;
+  check (refused && refused_type && guard_intact (y, 64 * 64 * 4), "q4z gemm refuses n=0, unaligned x, no y, other types", 0, 0);
+  matrix_free (&m);
+  cudaFree (x); cudaFree (y);
 }
 
 /* Bad arguments are refused with an error, never run. */
@@ -572,7 +682,8 @@ check_tiny_model (int g)
       char what[160];
       const double bound = part ? 1e-2 : 2e-3;
       snprintf (what, sizeof what, "tiny model g%d %s: Q4Z vs F16 weights, top-1 %d/%d", g,
-                part ? "decode (GEMV)" : "prefill (GEMM)", agree, rows);
+                part ? "decode (GEMV)" : n_pre <= hone_k_q4z_gemm_max () ? "prefill (fused GEMM)"
+                : "prefill (dequant+GEMM)", agree, rows);
       check (fin && e < bound && agree >= rows - 1, what, e, bound);
     }
   for (auto &m : q4z) matrix_free (&m);
@@ -880,8 +991,75 @@ time_prefill (BigModel &b, HoneKKv &kv, int n, cudaStream_t s)
   return ts[1];
 }
 
+/* prompt lengths of the prefill rows */
+#define W4_PREFILL_NS 7
+static const int w4_prefill_ns[W4_PREFILL_NS] = { 16, 32, 64, 128, 256, 512, 2048 };
+
+/* The fused prefill GEMM against dequantization + cuBLASLt, per matrix of layer 0 at
+ * 16..512 tokens (hone_k_gemm, the forward pass's entry, with the threshold forced
+ * each way); inputs random f16 in ±1 (tensor-core power depends on the data). */
+struct GemmBench {
+  HoneKState *st;
+  const HoneKMatrix *w;
+  int n, y_type, acc;
+  void *x, *y;
+};
+
 static void
-bench_model (int type, std::vector<double> &prefill_ms)
+gemm_bench_fn (void *p)
+{
+  GemmBench *b = (GemmBench *) p;
+  CK (hone_k_gemm (b->st, b->w, b->n, b->x, b->y, b->y_type, b->acc, 0));
+}
+
+static void
+bench_prefill_gemms (BigModel &b)
+{
+  report ("\n== W4A16 prefill GEMMs: fused (hone_k_q4z_gemm) vs dequantize + cuBLASLt, layer 0 ==\n");
+  const int nmax = 512, nn = 6;
+  HoneKState st;
+  CK (hone_k_state_alloc (&st, &b.m, nmax, HONE_K_MAX_DECODE));
+  void *x, *y;
+  const size_t xb = (size_t) nmax * 14336 * 2, yb = (size_t) nmax * 28672 * 4;
+  CK (cudaMalloc (&x, xb));
+  CK (cudaMalloc (&y, yb));
+  fill_random<<<1024, 256>>> ((uint8_t *) x, xb, 4242, 3);
+  CK (cudaMemset (y, 0, yb));
+  const HoneKLayer &L = b.layers[0];
+  const struct { const HoneKMatrix *w; const char *name; int y_type, acc; } mats[] = {
+    { &L.wqkv, "qkv", HONE_K_F32, 0 }, { &L.wo, "o", HONE_K_F32, 1 },
+    { &L.wgu, "gate|up", HONE_K_F16, 0 }, { &L.wdown, "down", HONE_K_F32, 1 } };
+  double tot[2][nn] = {};
+  for (const auto &mt : mats)
+    for (int i = 0; i < nn; i++)
+      {
+        const int n = 16 << i;
+        double us[2];
+        for (int fused = 0; fused < 2; fused++)
+          {
+            hone_k_q4z_gemm_set_max (fused ? 1 << 30 : 0);
+            GemmBench gb = { &st, mt.w, n, mt.y_type, mt.acc, x, y };
+            us[fused] = bench_ms (0, 20, gemm_bench_fn, &gb) * 1e3;
+            tot[fused][i] += us[fused];
+          }
+        const double wbytes = (double) hone_k_matrix_bytes_g (HONE_K_Q4Z, mt.w->rows, mt.w->cols, 128, NULL, NULL);
+        const double flop = 2.0 * mt.w->rows * mt.w->cols * n;
+        report ("prefill gemm %-7s %5dx%-5d n %3d: dequant+cuBLASLt %8.1f us, fused %8.1f us (%.2fx); fused %5.0f GB/s "
+                "of weights (%4.1f%% of 4.52 TB/s), %4.0f TFLOP/s\n", mt.name, mt.w->rows, mt.w->cols, n, us[0], us[1],
+                us[0] / us[1], wbytes / (us[1] * 1e-6) / 1e9, 100 * wbytes / (us[1] * 1e-6) / READ_CEIL,
+                flop / (us[1] * 1e-6) / 1e12);
+      }
+  for (int i = 0; i < nn; i++)
+    report ("prefill gemms of one layer, n %3d: dequant+cuBLASLt %8.1f us, fused %8.1f us (%.2fx)\n", 16 << i,
+            tot[0][i], tot[1][i], tot[0][i] / tot[1][i]);
+  hone_k_q4z_gemm_set_max (-1);
+  cudaFree (x);
+  cudaFree (y);
+  hone_k_state_free (&st);
+}
+
+static void
+bench_model (int type, std::vector<std::vector<double>> &prefill_ms)
 {
   const bool step_only = getenv ("HONE_W4_STEP_ONLY") != NULL;
   const int max_ctx = 4096 + 2048 + 256;
@@ -1018,17 +1196,24 @@ bench_model (int type, std::vector<double> &prefill_ms)
   hone_k_set_pdl (-1);
   hone_k_gemv_set_pick (-1);
   hone_k_state_free (&st);
-  const int ns[] = { 16, 64, 256, 2048 };
+  if (type == HONE_K_Q4Z && !step_only)
+    bench_prefill_gemms (b);
   const double params = 32.0 * (6144.0 * 4096 + 4096.0 * 4096 + 28672.0 * 4096 + 4096.0 * 14336);
-  for (int i = 0; i < (step_only ? 0 : 4); i++)
-    {
-      const int n = ns[i];
-      const double ms = time_prefill (b, kv, n, s);
-      prefill_ms.push_back (ms);
-      const double flop = 2.0 * params * n + 2.0 * 128256 * 4096 + 32.0 * 32 * 2 * 2.0 * n * (n + 1) / 2 * 128;
-      report ("prefill %-8s %5d tok: %8.2f ms  %8.0f tok/s  %5.1f%% of 781 TFLOP/s\n", name, n, ms, n * 1e3 / ms,
-              100 * flop / (ms * 1e-3) / GEMM_CEIL);
-    }
+  /* AWQ: the default (fused GEMM up to hone_k_q4z_gemm_max tokens), dequantize + cuBLASLt, fused always */
+  static const char *modes[] = { "", " dequant", " fused" };
+  prefill_ms.assign (type == HONE_K_Q4Z ? 3 : 1, std::vector<double> ());
+  for (size_t mode = 0; mode < prefill_ms.size (); mode++)
+    for (int i = 0; i < (step_only ? 0 : W4_PREFILL_NS); i++)
+      {
+        const int n = w4_prefill_ns[i];
+        hone_k_q4z_gemm_set_max (mode == 0 ? -1 : mode == 1 ? 0 : 1 << 30);
+        const double ms = time_prefill (b, kv, n, s);
+        prefill_ms[mode].push_back (ms);
+        const double flop = 2.0 * params * n + 2.0 * 128256 * 4096 + 32.0 * 32 * 2 * 2.0 * n * (n + 1) / 2 * 128;
+        report ("prefill %-8s%-8s %5d tok: %8.2f ms  %8.0f tok/s  %5.1f%% of 781 TFLOP/s\n", name, modes[mode], n, ms,
+                n * 1e3 / ms, 100 * flop / (ms * 1e-3) / GEMM_CEIL);
+      }
+  hone_k_q4z_gemm_set_max (-1);
   cudaStreamDestroy (s);
   big_free (b);
 }
@@ -1232,6 +1417,7 @@ main (int argc, char **argv)
       else if (!strcmp (argv[i], "--mma")) do_bench = false, only_mma = 1;
       else if (!strcmp (argv[i], "--rs")) do_bench = false, only_rs = 1;
       else if (!strcmp (argv[i], "--rs-sweep")) do_bench = do_check = false, do_sweep = true;
+      else if (!strcmp (argv[i], "--gemm")) do_bench = false, only_gemm = 1;
       else if (!strcmp (argv[i], "--mma-small")) do_bench = false, only_mma = 2, only_staged = 2;
     }
   const char *out = getenv ("OUT");
@@ -1256,6 +1442,8 @@ main (int argc, char **argv)
       /* every GEMV check with each kernel: 1 the first, 4 the first with 4 loads a lane, 2 variant 2 */
       for (int cfg : { 1, 4, 2, 3, 5, 8, 9, 10, 11, 13 })
       {
+      if (only_gemm)
+        break;
       if (only_rs ? cfg != 13 : only_mma ? cfg < 8 || cfg > 12 : only_staged && cfg != 3 && cfg != 5)
         continue;
       set_cfg (cfg);
@@ -1319,6 +1507,20 @@ main (int argc, char **argv)
           }
       }
       set_cfg (0);
+      if (only_gemm)
+        check_gemms ();
+      else if (!only_staged && !only_rs && only_mma != 1)
+        {
+          check_gemms ();
+          /* the tiny models' prefill with the fused GEMM off (dequantize + cuBLASLt) and forced on */
+          for (int fused : { 0, 1 })
+            {
+              hone_k_q4z_gemm_set_max (fused ? 1 << 30 : 0);
+              for (int g : { 32, 128 })
+                check_tiny_model (g);
+            }
+          hone_k_q4z_gemm_set_max (-1);
+        }
       check_refusals ();
       report ("w4 checks: %d passed, %d failed\n", n_pass, n_fail);
     }
@@ -1331,14 +1533,14 @@ main (int argc, char **argv)
       if (!getenv ("HONE_PROFILE_STEP") && !step_only)
         bench_gemvs ();
       report ("\n== random Llama-3-8B: decode (CUDA graph, greedy on the GPU) and prefill ==\n");
-      std::vector<double> q, bf;
+      std::vector<std::vector<double>> q, bf;
       bench_model (HONE_K_Q4Z, q);
       if (!step_only)
         bench_model (HONE_K_BF16, bf);
-      const int ns[] = { 16, 64, 256, 2048 };
-      for (size_t i = 0; i < q.size () && i < bf.size (); i++)
-        report ("prefill %5d tok: AWQ %.2f ms vs BF16 %.2f ms = %+.1f %%\n", ns[i], q[i], bf[i],
-                100 * (q[i] / bf[i] - 1));
+      for (size_t i = 0; q.size () == 3 && bf.size () == 1 && i < q[0].size () && i < bf[0].size (); i++)
+        report ("prefill %5d tok: AWQ %.2f ms vs BF16 %.2f ms = %+.1f %% (AWQ dequantize + cuBLASLt %.2f ms, fused "
+                "%.2f ms; default fuses up to %d tokens)\n", w4_prefill_ns[i], q[0][i], bf[0][i],
+                100 * (q[0][i] / bf[0][i] - 1), q[1][i], q[2][i], hone_k_q4z_gemm_max ());
     }
   if (results)
     fclose (results);

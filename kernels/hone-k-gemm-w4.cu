@@ -1,0 +1,369 @@
+/* hone-k-gemm-w4.cu — the fused W4A16 GEMM of prefill chunks (HONE_K_Q4Z weights):
+ * Y[n][rows] (+)= X[n][cols]·Wᵀ with W dequantized in registers, never written out.
+ *
+ * Why: above HONE_K_MAX_DECODE tokens the prefill GEMMs dequantized each matrix
+ * to f16 (st->w16) and ran cuBLASLt on it: per weight 0.52 bytes read + 2 written
+ * + 2 read again, a whole pass over ~19 GB for an 8B model whatever the prompt's
+ * length (AWQ TTFT at 64 tokens 13.4 ms against BF16's 7.3 ms on an H100, session
+ * 49). Here the packed weights are read once a token tile and go straight to the
+ * tensor cores; below the measured threshold (hone_k_q4z_gemm_max) it replaces
+ * that pass, above it cuBLASLt's GEMM efficiency wins back the pass.
+ *
+ * Shape (all from the GPU layout of hone-kernels.h, no repack):
+ *  - a block is 4 warps over 128 rows (2 m16 tiles a warp) × 8·NT tokens (NT n8
+ *    tiles); grid x = token tiles (fastest: the tiles of one row range run
+ *    together and share its weights through L2), y = row ranges, z = k splits;
+ *  - a pipeline step is 128 k: lane (g = lane / 4, t = lane % 4) loads chunk t of
+ *    the step (32 weights, 16 bytes) of its 4 rows g, g + 8, 16 + g, 24 + g, one
+ *    step ahead in registers; each 32-bit word i of a chunk gives, by hone-k-w4.cuh's
+ *    LOP3 conversion, its weights 8i..8i+7 as 4 f16 pairs (q − z), exact, then × s
+ *    (one f16 rounding: the very values hone_k_q4z_dequant writes for cuBLASLt);
+ *  - mma.sync m16n8k16 (f16 in, f32 accumulate) takes them as A with the k order
+ *    permuted per lane: in step 2i + h, a lane's "k = 2t, 2t+1" are its chunk's
+ *    weights 8i + 4h, +1 and "k = 2t + 8, 2t + 9" are 8i + 4h + 2, +3. B follows
+ *    the same order, so a lane's B registers for one n8 tile and two steps are 16
+ *    consecutive bytes of X (its token g, its chunk t, piece i): X is staged into
+ *    shared memory by cp.async already in that order ([tile][piece][lane] of 16
+ *    bytes), and every B read is one conflict-free 16-byte load;
+ *  - X tiles go through STAGES shared buffers (cp.async, zero-filled past n and
+ *    past cols: a row's last partial step multiplies clamped weight loads by 0);
+ *  - a split over k writes f32 partials to @scratch and w4g_reduce_kernel sums
+ *    them in a fixed order (results do not depend on timing), then applies the
+ *    epilogue; without a split the block stores Y itself. */
+#include "hone-k-w4.cuh"
+
+#define W4G_WARPS 4
+#define W4G_ROWS (W4G_WARPS * 32)   /* rows a block: 2 m16 tiles a warp */
+#define W4G_STAGES 3
+#define W4G_MIN_STEPS 4             /* k steps of 128 a split at least */
+
+struct W4GArgs {
+  const uint4 *q;          /* [rows][nchunk] chunks of 32 weights */
+  const uint16_t *s;       /* [rows][ng] f16 scales */
+  const uint8_t *z;        /* [rows][ng] zero points */
+  const __half *x;         /* [n][cols] */
+  void *y;                 /* [n][rows], f32 or f16 */
+  float *part;             /* [split][n][rows] f32, or NULL */
+  int n, rows, cols, nchunk, ng, cshift, ksteps, kper, y16, acc;
+};
+
+static __device__ __forceinline__ void
+w4g_mma (float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800   /* every gpu_archs value is; older ones compute nothing */
+  asm ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+       "{%0,%1,%2,%3};"
+       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+static __device__ __forceinline__ void
+w4g_cp16 (uint32_t dst, const void *src, bool valid)
+{
+  const int n = valid ? 16 : 0;   /* 0: the 16 bytes are zero-filled, nothing read */
+  asm volatile ("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+
+static __device__ __forceinline__ void
+w4g_commit (void)
+{
+  asm volatile ("cp.async.commit_group;" ::: "memory");
+}
+
+template <int N>
+static __device__ __forceinline__ void
+w4g_wait (void)
+{
+  asm volatile ("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* The X tile of k step @ks into buffer @buf: pieces q = [tile j][piece p][lane L]. */
+template <int NT>
+static __device__ __forceinline__ void
+w4g_stage (const W4GArgs &a, uint32_t buf, int tok0, int ks)
+{
+#pragma unroll
+  for (int r = 0; r < NT; r++)
+    {
+      const int q = r * 128 + (int) threadIdx.x;
+      const int j = q >> 7, p = (q >> 5) & 3, L = q & 31;
+      const int tok = tok0 + 8 * j + (L >> 2);
+      const int k = ks * 128 + (L & 3) * 32 + p * 8;
+      const bool ok = tok < a.n && k < a.cols;
+      const __half *src = a.x + (ok ? (size_t) tok * a.cols + k : 0);
+      w4g_cp16 (buf + (uint32_t) q * 16, src, ok);
+    }
+}
+
+/* One lane's weights of a k step: chunk t of its 4 rows, and their scales / zero points. */
+struct W4GRegs {
+  uint4 w[4];
+  uint32_t sz[4];   /* f16 scale bits | zero point << 16 */
+};
+
+/* @row: the rows' indices (a matrix has fewer than 2^31 chunks: hone_k_q4z_gemm checks) */
+static __device__ __forceinline__ void
+w4g_load (const W4GArgs &a, const uint32_t (&row)[4], int ks, int t, W4GRegs &r)
+{
+  int c = ks * 4 + t;
+  if (c >= a.nchunk)
+    c = a.nchunk - 1;   /* past the row: any valid chunk, multiplied by the zero-filled X */
+  const int gi = c >> a.cshift;
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    {
+      const int4 v = ld_stream ((const int4 *) (a.q + (row[i] * (uint32_t) a.nchunk + (uint32_t) c)));
+      r.w[i] = make_uint4 ((uint32_t) v.x, (uint32_t) v.y, (uint32_t) v.z, (uint32_t) v.w);
+      const uint32_t o = row[i] * (uint32_t) a.ng + (uint32_t) gi;
+      r.sz[i] = (uint32_t) __ldg (a.s + o) | ((uint32_t) __ldg (a.z + o) << 16);
+    }
+}
+
+template <int NT>
+__global__ void __launch_bounds__ (W4G_WARPS * 32, NT == 8 ? 2 : 3)   /* NT 8 at 3 blocks an SM spills */
+w4g_kernel (const W4GArgs a)
+{
+  extern __shared__ __align__ (16) uint4 w4g_xs[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int tok0 = blockIdx.x * 8 * NT;
+  const int rowb = blockIdx.y * W4G_ROWS + warp * 32;
+  const int ks0 = blockIdx.z * a.kper;
+  const int nsteps = min (a.kper, a.ksteps - ks0);
+  const uint32_t xs0 = (uint32_t) __cvta_generic_to_shared (w4g_xs);
+  const uint32_t buf_bytes = NT * 128 * 16;
+
+  uint32_t row[4];   /* rows g, g + 8 (tile 0), 16 + g, 24 + g (tile 1), clamped */
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    {
+      const int r = rowb + (i >> 1) * 16 + (i & 1) * 8 + g;
+      row[i] = (uint32_t) (r < a.rows ? r : a.rows - 1);
+    }
+
+  float c[2][NT][4];
+#pragma unroll
+  for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        c[mi][j][e] = 0.f;
+
+#pragma unroll
+  for (int st = 0; st < W4G_STAGES - 1; st++)
+    {
+      if (st < nsteps)
+        w4g_stage<NT> (a, xs0 + st * buf_bytes, tok0, ks0 + st);
+      w4g_commit ();
+    }
+  W4GRegs cur, nxt;
+  if (nsteps > 0)
+    w4g_load (a, row, ks0, t, cur);
+
+  for (int it = 0; it < nsteps; it++)
+    {
+      const int ahead = it + W4G_STAGES - 1;
+      if (ahead < nsteps)
+        w4g_stage<NT> (a, xs0 + (ahead % W4G_STAGES) * buf_bytes, tok0, ks0 + ahead);
+      w4g_commit ();
+      if (it + 1 < nsteps)
+        w4g_load (a, row, ks0 + it + 1, t, nxt);
+
+      /* the rows' (1024 + z) constants and f16 scales of this step */
+      __half2 zc0[4], nzc1[4], s2[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+        {
+          w4_zero (cur.sz[i] >> 16, zc0[i], nzc1[i]);
+          s2[i] = as_h2 ((cur.sz[i] & 0xffffu) | (cur.sz[i] << 16));
+        }
+      w4g_wait<W4G_STAGES - 1> ();
+      __syncthreads ();
+      const uint4 *xb = w4g_xs + (it % W4G_STAGES) * (NT * 128);
+#pragma unroll
+      for (int wi = 0; wi < 4; wi++)
+        {
+          uint32_t A[4][4];   /* [row][pair]: (q − z)·s of weights 8wi + 2p, +1 */
+#pragma unroll
+          for (int i = 0; i < 4; i++)
+            {
+              const uint4 w = cur.w[i];
+              const uint32_t word = wi == 0 ? w.x : wi == 1 ? w.y : wi == 2 ? w.z : w.w;
+              __half2 o[4];
+              w4_word (word, zc0[i], nzc1[i], o);
+#pragma unroll
+              for (int p = 0; p < 4; p++)
+                A[i][p] = h2_bits (__hmul2 (o[p], s2[i]));
+            }
+#pragma unroll
+          for (int j = 0; j < NT; j++)
+            {
+              const uint4 b = xb[j * 128 + wi * 32 + lane];
+#pragma unroll
+              for (int mi = 0; mi < 2; mi++)
+                {
+                  w4g_mma (c[mi][j], A[2 * mi][0], A[2 * mi + 1][0], A[2 * mi][1], A[2 * mi + 1][1], b.x, b.y);
+                  w4g_mma (c[mi][j], A[2 * mi][2], A[2 * mi + 1][2], A[2 * mi][3], A[2 * mi + 1][3], b.z, b.w);
+                }
+            }
+        }
+      __syncthreads ();   /* the buffer is refilled by the next step's cp.async */
+      cur = nxt;
+    }
+  w4g_wait<0> ();
+
+  /* C fragment: c[e] is row g (e < 2) or g + 8, token 2t + (e & 1) of the n8 tile */
+#pragma unroll
+  for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        {
+          const int r = rowb + mi * 16 + (e >> 1) * 8 + g, tok = tok0 + 8 * j + 2 * t + (e & 1);
+          if (r >= a.rows || tok >= a.n)
+            continue;
+          const size_t idx = (size_t) tok * a.rows + r;
+          const float v = c[mi][j][e];
+          if (a.part)
+            a.part[(size_t) blockIdx.z * a.n * a.rows + idx] = v;
+          else if (a.y16)
+            {
+              __half *y = (__half *) a.y + idx;
+              *y = __float2half_rn (a.acc ? __half2float (*y) + v : v);
+            }
+          else
+            {
+              float *y = (float *) a.y + idx;
+              *y = a.acc ? *y + v : v;
+            }
+        }
+}
+
+/* The splits' partials summed in order, then the epilogue: one thread an output. */
+__global__ void __launch_bounds__ (256)
+w4g_reduce_kernel (const float *part, int splits, size_t count, void *y, int y16, int acc)
+{
+  const size_t i = (size_t) blockIdx.x * 256 + threadIdx.x;
+  if (i >= count)
+    return;
+  float v = 0.f;
+  for (int z = 0; z < splits; z++)
+    v += part[(size_t) z * count + i];
+  if (y16)
+    {
+      __half *p = (__half *) y + i;
+      *p = __float2half_rn (acc ? __half2float (*p) + v : v);
+    }
+  else
+    {
+      float *p = (float *) y + i;
+      *p = acc ? *p + v : v;
+    }
+}
+
+static int w4g_sm_count = 0;
+
+template <int NT>
+static int
+w4g_launch (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
+{
+  static int bps = 0;
+  const size_t smem = (size_t) W4G_STAGES * NT * 128 * 16;
+  if (!bps)
+    {
+      HONE_K_CHECK (cudaFuncSetAttribute (w4g_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem));
+      HONE_K_CHECK (cudaOccupancyMaxActiveBlocksPerMultiprocessor (&bps, w4g_kernel<NT>, W4G_WARPS * 32, smem));
+      if (bps < 1)
+        bps = 1;
+    }
+  const int ttiles = (a.n + 8 * NT - 1) / (8 * NT), rtiles = (a.rows + W4G_ROWS - 1) / W4G_ROWS;
+  const long blocks = (long) ttiles * rtiles, wave = (long) bps * w4g_sm_count;
+  /* split k until the grid fills one wave, keeping W4G_MIN_STEPS steps a split and the partials within scratch */
+  int splits = (int) ((wave + blocks - 1) / blocks);
+  const int by_steps = a.ksteps / W4G_MIN_STEPS;
+  const size_t part_bytes = (size_t) a.n * a.rows * 4;
+  const int by_scratch = scratch ? (int) (scratch_bytes / part_bytes) : 1;
+  if (splits > by_steps)
+    splits = by_steps;
+  if (splits > by_scratch)
+    splits = by_scratch;
+  if (splits < 1)
+    splits = 1;
+  a.kper = (a.ksteps + splits - 1) / splits;
+  splits = (a.ksteps + a.kper - 1) / a.kper;
+  a.part = splits > 1 ? (float *) scratch : NULL;
+  const dim3 grid ((unsigned) ttiles, (unsigned) rtiles, (unsigned) splits);
+  w4g_kernel<NT><<<grid, W4G_WARPS * 32, smem, stream>>> (a);
+  HONE_K_CHECK (cudaGetLastError ());
+  if (splits > 1)
+    {
+      const size_t count = (size_t) a.n * a.rows;
+      w4g_reduce_kernel<<<(unsigned) ((count + 255) / 256), 256, 0, stream>>> (a.part, splits, count, a.y, a.y16,
+                                                                              a.acc);
+      HONE_K_CHECK (cudaGetLastError ());
+    }
+  return 0;
+}
+
+extern "C" int
+hone_k_q4z_gemm (const HoneKMatrix *w, int n, const void *x16, void *y, int y16, int accumulate, void *scratch,
+                 size_t scratch_bytes, cudaStream_t stream)
+{
+  const int g = w ? (w->group > 0 ? w->group : 32) : 0;
+  if (!w || w->type != HONE_K_Q4Z || w->rows < 1 || w->cols < 32 || w->cols % 32
+      || (g != 32 && g != 64 && g != 128) || w->cols % g || w->cols % 8 || n < 1 || !x16 || !y
+      || ((uintptr_t) x16 & 15) || (scratch && ((uintptr_t) scratch & 3))
+      || (size_t) w->rows * (w->cols / 32) > (size_t) INT32_MAX)
+    return (int) cudaErrorInvalidValue;
+  if (!w4g_sm_count)
+    {
+      int dev = 0;
+      HONE_K_CHECK (cudaGetDevice (&dev));
+      HONE_K_CHECK (cudaDeviceGetAttribute (&w4g_sm_count, cudaDevAttrMultiProcessorCount, dev));
+    }
+  W4GArgs a;
+  memset (&a, 0, sizeof a);
+  a.q = (const uint4 *) w->q;
+  a.s = (const uint16_t *) w->s;
+  a.ng = w->cols / g;
+  a.z = (const uint8_t *) w->s + (size_t) w->rows * a.ng * 2;
+  a.x = (const __half *) x16;
+  a.y = y;
+  a.n = n;
+  a.rows = w->rows;
+  a.cols = w->cols;
+  a.nchunk = w->cols / 32;
+  a.cshift = g == 32 ? 0 : g == 64 ? 1 : 2;
+  a.ksteps = (w->cols + 127) / 128;
+  a.y16 = y16;
+  a.acc = accumulate;
+  if (n <= 16)
+    return w4g_launch<2> (a, scratch, scratch_bytes, stream);
+  if (n <= 32)
+    return w4g_launch<4> (a, scratch, scratch_bytes, stream);
+  return w4g_launch<8> (a, scratch, scratch_bytes, stream);
+}
+
+/* The largest chunk prefill runs through hone_k_q4z_gemm; above it, dequantization + cuBLASLt. */
+static int w4g_max = -1;
+
+extern "C" void
+hone_k_q4z_gemm_set_max (int n)
+{
+  w4g_max = n;
+}
+
+extern "C" int
+hone_k_q4z_gemm_max (void)
+{
+  if (w4g_max < 0)
+    {
+      const char *e = getenv ("HONE_W4_GEMM_MAX");
+      w4g_max = e && *e ? atoi (e) : HONE_K_Q4Z_GEMM_MAX_DEFAULT;
+      if (w4g_max < 0)
+        w4g_max = 0;
+    }
+  return w4g_max;
+}
