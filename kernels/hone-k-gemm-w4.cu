@@ -6,36 +6,47 @@
  * + 2 read again, a whole pass over ~19 GB for an 8B model whatever the prompt's
  * length (AWQ TTFT at 64 tokens 13.4 ms against BF16's 7.3 ms on an H100, session
  * 49). Here the packed weights are read once a token tile and go straight to the
- * tensor cores; below the measured threshold (hone_k_q4z_gemm_max) it replaces
- * that pass, above it cuBLASLt's GEMM efficiency wins back the pass.
+ * tensor cores; up to the measured threshold (hone_k_q4z_gemm_max) it replaces that
+ * pass, above it cuBLASLt's GEMM efficiency wins the pass back.
  *
  * Shape (all from the GPU layout of hone-kernels.h, no repack):
  *  - a block is 4 warps over 128 rows (2 m16 tiles a warp) × 8·NT tokens (NT n8
  *    tiles); grid x = token tiles (fastest: the tiles of one row range run
  *    together and share its weights through L2), y = row ranges, z = k splits;
- *  - a pipeline step is 128 k: lane (g = lane / 4, t = lane % 4) loads chunk t of
- *    the step (32 weights, 16 bytes) of its 4 rows g, g + 8, 16 + g, 24 + g, one
- *    step ahead in registers; each 32-bit word i of a chunk gives, by hone-k-w4.cuh's
+ *  - a k step is 128 k. Each pipeline stage holds the block's weight tile (128 rows
+ *    × 4 chunks of 32 weights, 8 KB), its X tile and the rows' scales and zero
+ *    points; W4G_STAGES − 1 stages are in flight while one is computed. Weights and
+ *    X come by cp.async; X is read in its natural order (a token's 256 bytes by 16
+ *    consecutive threads) and stored [tile][lane][piece], a lane's 16-byte piece p
+ *    at p ^ ((lane >> 1) & 3), so that the stores and the B reads are free of bank
+ *    conflicts. Scales and zero points (2 + 1 bytes a group, too small for
+ *    cp.async) come by plain loads, thread i for the block's row i, two steps
+ *    before they are stored into their stage, three before they are used;
+ *  - lane (g = lane / 4, t = lane % 4) takes chunk t of its 4 rows g, g + 8, 16 + g,
+ *    24 + g from the stage; each 32-bit word i of a chunk gives, by hone-k-w4.cuh's
  *    LOP3 conversion, its weights 8i..8i+7 as 4 f16 pairs (q − z), exact, then × s
  *    (one f16 rounding: the very values hone_k_q4z_dequant writes for cuBLASLt);
  *  - mma.sync m16n8k16 (f16 in, f32 accumulate) takes them as A with the k order
  *    permuted per lane: in step 2i + h, a lane's "k = 2t, 2t+1" are its chunk's
  *    weights 8i + 4h, +1 and "k = 2t + 8, 2t + 9" are 8i + 4h + 2, +3. B follows
  *    the same order, so a lane's B registers for one n8 tile and two steps are 16
- *    consecutive bytes of X (its token g, its chunk t, piece i): X is staged into
- *    shared memory by cp.async already in that order ([tile][piece][lane] of 16
- *    bytes), and every B read is one conflict-free 16-byte load;
- *  - X tiles go through STAGES shared buffers (cp.async, zero-filled past n and
- *    past cols: a row's last partial step multiplies clamped weight loads by 0);
+ *    consecutive bytes of X (its token g, its chunk t, piece i): one 16-byte load;
+ *  - X is zero-filled past n and past cols (a row's last partial step multiplies
+ *    clamped weight loads by 0);
  *  - a split over k writes f32 partials to @scratch and w4g_reduce_kernel sums
  *    them in a fixed order (results do not depend on timing), then applies the
- *    epilogue; without a split the block stores Y itself. */
+ *    epilogue; without a split the block stores Y itself. The split count is the
+ *    one with the fewest whole waves × (steps a block + a fixed cost).
+ * Measured (tests/bench/RESULTS-cuda.md, "Session 50"): the first version (weights
+ * one step ahead in registers, per-lane scale loads) streamed ~1 TB/s of packed
+ * weights at 16 tokens; ncu found its warps waiting on the scale loads and X's reads
+ * touching twice the sectors they needed, which shaped the stages above. */
 #include "hone-k-w4.cuh"
 
 #define W4G_WARPS 4
 #define W4G_ROWS (W4G_WARPS * 32)   /* rows a block: 2 m16 tiles a warp */
-#define W4G_STAGES 3
 #define W4G_MIN_STEPS 4             /* k steps of 128 a split at least */
+#define W4G_BLOCK_COST 3            /* a block's fixed cost (pipeline fill, stores), in k steps */
 
 struct W4GArgs {
   const uint4 *q;          /* [rows][nchunk] chunks of 32 weights */
@@ -78,141 +89,68 @@ w4g_wait (void)
   asm volatile ("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-/* The X tile of k step @ks into buffer @buf: pieces q = [tile j][piece p][lane L]. */
-template <int NT>
+/* The weight tile of k step @ks into @buf: [row][chunk] of the block's 128 rows × 4 chunks
+ * (rows past the matrix and chunks past the row clamped to valid ones; X is zero there). */
 static __device__ __forceinline__ void
-w4g_stage (const W4GArgs &a, uint32_t buf, int tok0, int ks)
+w4g_stage_w (const W4GArgs &a, uint32_t buf, int row0, int ks)
 {
 #pragma unroll
-  for (int r = 0; r < NT; r++)
+  for (int r = 0; r < 4; r++)
     {
       const int q = r * 128 + (int) threadIdx.x;
-      const int j = q >> 7, p = (q >> 5) & 3, L = q & 31;
-      const int tok = tok0 + 8 * j + (L >> 2);
-      const int k = ks * 128 + (L & 3) * 32 + p * 8;
-      const bool ok = tok < a.n && k < a.cols;
-      const __half *src = a.x + (ok ? (size_t) tok * a.cols + k : 0);
-      w4g_cp16 (buf + (uint32_t) q * 16, src, ok);
+      int row = row0 + (q >> 2), c = ks * 4 + (q & 3);
+      row = row < a.rows ? row : a.rows - 1;
+      c = c < a.nchunk ? c : a.nchunk - 1;
+      w4g_cp16 (buf + (uint32_t) q * 16, a.q + ((uint32_t) row * (uint32_t) a.nchunk + (uint32_t) c), true);
     }
 }
 
-/* One lane's weights of a k step: chunk t of its 4 rows, and their scales / zero points. */
-struct W4GRegs {
-  uint4 w[4];
-  uint32_t sz[4];   /* f16 scale bits | zero point << 16 */
-};
-
-/* @row: the rows' indices (a matrix has fewer than 2^31 chunks: hone_k_q4z_gemm checks) */
-static __device__ __forceinline__ void
-w4g_load (const W4GArgs &a, const uint32_t (&row)[4], int ks, int t, W4GRegs &r)
-{
-  int c = ks * 4 + t;
-  if (c >= a.nchunk)
-    c = a.nchunk - 1;   /* past the row: any valid chunk, multiplied by the zero-filled X */
-  const int gi = c >> a.cshift;
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-    {
-      const int4 v = ld_stream ((const int4 *) (a.q + (row[i] * (uint32_t) a.nchunk + (uint32_t) c)));
-      r.w[i] = make_uint4 ((uint32_t) v.x, (uint32_t) v.y, (uint32_t) v.z, (uint32_t) v.w);
-      const uint32_t o = row[i] * (uint32_t) a.ng + (uint32_t) gi;
-      r.sz[i] = (uint32_t) __ldg (a.s + o) | ((uint32_t) __ldg (a.z + o) << 16);
-    }
-}
-
+/* One k step of a warp: the lane's 4 chunks @w (rows g, g + 8, 16 + g, 24 + g) dequantized
+ * with @sz, times the X tile @xb (w4g_stage_x's layout), into c[m16 tile][n8 tile]. */
 template <int NT>
-__global__ void __launch_bounds__ (W4G_WARPS * 32, NT == 8 ? 2 : 3)   /* NT 8 at 3 blocks an SM spills */
-w4g_kernel (const W4GArgs a)
+static __device__ __forceinline__ void
+w4g_step (float (&c)[2][NT][4], const uint4 (&w)[4], const uint32_t (&sz)[4], const uint4 *xb, int lane)
 {
-  extern __shared__ __align__ (16) uint4 w4g_xs[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int tok0 = blockIdx.x * 8 * NT;
-  const int rowb = blockIdx.y * W4G_ROWS + warp * 32;
-  const int ks0 = blockIdx.z * a.kper;
-  const int nsteps = min (a.kper, a.ksteps - ks0);
-  const uint32_t xs0 = (uint32_t) __cvta_generic_to_shared (w4g_xs);
-  const uint32_t buf_bytes = NT * 128 * 16;
-
-  uint32_t row[4];   /* rows g, g + 8 (tile 0), 16 + g, 24 + g (tile 1), clamped */
+  __half2 zc0[4], nzc1[4], s2[4];
 #pragma unroll
   for (int i = 0; i < 4; i++)
     {
-      const int r = rowb + (i >> 1) * 16 + (i & 1) * 8 + g;
-      row[i] = (uint32_t) (r < a.rows ? r : a.rows - 1);
+      w4_zero (sz[i] >> 16, zc0[i], nzc1[i]);
+      s2[i] = as_h2 ((sz[i] & 0xffffu) | (sz[i] << 16));
     }
-
-  float c[2][NT][4];
 #pragma unroll
-  for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-      for (int e = 0; e < 4; e++)
-        c[mi][j][e] = 0.f;
-
-#pragma unroll
-  for (int st = 0; st < W4G_STAGES - 1; st++)
+  for (int wi = 0; wi < 4; wi++)
     {
-      if (st < nsteps)
-        w4g_stage<NT> (a, xs0 + st * buf_bytes, tok0, ks0 + st);
-      w4g_commit ();
-    }
-  W4GRegs cur, nxt;
-  if (nsteps > 0)
-    w4g_load (a, row, ks0, t, cur);
-
-  for (int it = 0; it < nsteps; it++)
-    {
-      const int ahead = it + W4G_STAGES - 1;
-      if (ahead < nsteps)
-        w4g_stage<NT> (a, xs0 + (ahead % W4G_STAGES) * buf_bytes, tok0, ks0 + ahead);
-      w4g_commit ();
-      if (it + 1 < nsteps)
-        w4g_load (a, row, ks0 + it + 1, t, nxt);
-
-      /* the rows' (1024 + z) constants and f16 scales of this step */
-      __half2 zc0[4], nzc1[4], s2[4];
+      uint32_t A[4][4];   /* [row][pair]: (q − z)·s of weights 8wi + 2p, +1 */
 #pragma unroll
       for (int i = 0; i < 4; i++)
         {
-          w4_zero (cur.sz[i] >> 16, zc0[i], nzc1[i]);
-          s2[i] = as_h2 ((cur.sz[i] & 0xffffu) | (cur.sz[i] << 16));
-        }
-      w4g_wait<W4G_STAGES - 1> ();
-      __syncthreads ();
-      const uint4 *xb = w4g_xs + (it % W4G_STAGES) * (NT * 128);
+          const uint32_t word = wi == 0 ? w[i].x : wi == 1 ? w[i].y : wi == 2 ? w[i].z : w[i].w;
+          __half2 o[4];
+          w4_word (word, zc0[i], nzc1[i], o);
 #pragma unroll
-      for (int wi = 0; wi < 4; wi++)
+          for (int p = 0; p < 4; p++)
+            A[i][p] = h2_bits (__hmul2 (o[p], s2[i]));
+        }
+#pragma unroll
+      for (int j = 0; j < NT; j++)
         {
-          uint32_t A[4][4];   /* [row][pair]: (q − z)·s of weights 8wi + 2p, +1 */
+          const uint4 b = xb[(j * 32 + lane) * 4 + (wi ^ ((lane >> 1) & 3))];   /* w4g_stage_x's layout */
 #pragma unroll
-          for (int i = 0; i < 4; i++)
+          for (int mi = 0; mi < 2; mi++)
             {
-              const uint4 w = cur.w[i];
-              const uint32_t word = wi == 0 ? w.x : wi == 1 ? w.y : wi == 2 ? w.z : w.w;
-              __half2 o[4];
-              w4_word (word, zc0[i], nzc1[i], o);
-#pragma unroll
-              for (int p = 0; p < 4; p++)
-                A[i][p] = h2_bits (__hmul2 (o[p], s2[i]));
-            }
-#pragma unroll
-          for (int j = 0; j < NT; j++)
-            {
-              const uint4 b = xb[j * 128 + wi * 32 + lane];
-#pragma unroll
-              for (int mi = 0; mi < 2; mi++)
-                {
-                  w4g_mma (c[mi][j], A[2 * mi][0], A[2 * mi + 1][0], A[2 * mi][1], A[2 * mi + 1][1], b.x, b.y);
-                  w4g_mma (c[mi][j], A[2 * mi][2], A[2 * mi + 1][2], A[2 * mi][3], A[2 * mi + 1][3], b.z, b.w);
-                }
+              w4g_mma (c[mi][j], A[2 * mi][0], A[2 * mi + 1][0], A[2 * mi][1], A[2 * mi + 1][1], b.x, b.y);
+              w4g_mma (c[mi][j], A[2 * mi][2], A[2 * mi + 1][2], A[2 * mi][3], A[2 * mi + 1][3], b.z, b.w);
             }
         }
-      __syncthreads ();   /* the buffer is refilled by the next step's cp.async */
-      cur = nxt;
     }
-  w4g_wait<0> ();
+}
 
+/* The block's results: partials of its split, or Y (+)= them. */
+template <int NT>
+static __device__ __forceinline__ void
+w4g_store (const W4GArgs &a, const float (&c)[2][NT][4], int rowb, int tok0, int g, int t)
+{
   /* C fragment: c[e] is row g (e < 2) or g + 8, token 2t + (e & 1) of the n8 tile */
 #pragma unroll
   for (int mi = 0; mi < 2; mi++)
@@ -239,6 +177,156 @@ w4g_kernel (const W4GArgs a)
               *y = a.acc ? *y + v : v;
             }
         }
+}
+
+#define W4G_STAGES 4
+#define W4G_WTILE (W4G_ROWS * 4)   /* 16-byte chunks of a weight tile */
+#define W4G_SZ16 W4G_ROWS          /* 16-byte units of a stage's scales: [4 groups][row] words */
+#define W4G_SZ_AHEAD 3             /* a step's scales are loaded this many steps before use */
+
+/* The X tile of k step @ks into @buf: natural order in, [tile][lane][swizzled piece] out. */
+template <int NT>
+static __device__ __forceinline__ void
+w4g_stage_x (const W4GArgs &a, uint32_t buf, int tok0, int ks)
+{
+#pragma unroll
+  for (int r = 0; r < NT; r++)
+    {
+      const int q = r * 128 + (int) threadIdx.x;
+      const int row = q >> 4, c = (q >> 2) & 3, p = q & 3;
+      const int tok = tok0 + row, k = ks * 128 + c * 32 + p * 8;
+      const bool ok = tok < a.n && k < a.cols;
+      const __half *src = a.x + (ok ? (size_t) tok * a.cols + k : 0);
+      const int L = (row & 7) * 4 + c;
+      w4g_cp16 (buf + (uint32_t) (((row >> 3) * 32 + L) * 4 + (p ^ ((L >> 1) & 3))) * 16, src, ok);
+    }
+}
+
+/* The scales / zero points of row @row at k step @ks: groups (4 chunks) >> cshift of them. */
+struct W4GSz {
+  uint32_t s[4], z[4];
+};
+
+static __device__ __forceinline__ void
+w4g_load_sz_row (const W4GArgs &a, uint32_t row, int ks, W4GSz &r)
+{
+#pragma unroll
+  for (int gg = 0; gg < 4; gg++)
+    if (gg < (4 >> a.cshift))
+      {
+        int c = ks * 4 + (gg << a.cshift);
+        c = c < a.nchunk ? c : a.nchunk - 1;
+        const uint32_t o = row * (uint32_t) a.ng + (uint32_t) (c >> a.cshift);
+        r.s[gg] = __ldg (a.s + o);
+        r.z[gg] = __ldg (a.z + o);
+      }
+}
+
+/* into a stage's scale tile, [group][row] words (@dst: this row's word of group 0) */
+static __device__ __forceinline__ void
+w4g_store_sz_row (const W4GArgs &a, const W4GSz &r, uint32_t *dst)
+{
+#pragma unroll
+  for (int gg = 0; gg < 4; gg++)
+    if (gg < (4 >> a.cshift))
+      dst[gg * W4G_ROWS] = r.s[gg] | (r.z[gg] << 16);
+}
+
+template <int NT>
+__global__ void __launch_bounds__ (W4G_WARPS * 32, NT == 8 ? 2 : 3)
+w4g_kernel (const W4GArgs a)
+{
+  extern __shared__ __align__ (16) uint4 w4g_xs[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int tok0 = blockIdx.x * 8 * NT;
+  const int row0 = blockIdx.y * W4G_ROWS, rowb = row0 + warp * 32;
+  const int ks0 = blockIdx.z * a.kper;
+  const int nsteps = min (a.kper, a.ksteps - ks0);
+  const int stage16 = W4G_WTILE + NT * 128 + W4G_SZ16;   /* a stage in 16-byte units: weights, X, scales */
+  const int sz16 = W4G_WTILE + NT * 128;
+  const uint32_t sm0 = (uint32_t) __cvta_generic_to_shared (w4g_xs);
+  const int gsel = t >> a.cshift;   /* this lane's group within a step */
+
+  int wofs[4], sofs[4];   /* rows g, g + 8, 16 + g, 24 + g: chunk t in a weight tile, group word in a scale tile */
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+    {
+      const int rl = warp * 32 + (i >> 1) * 16 + (i & 1) * 8 + g;
+      wofs[i] = rl * 4 + t;
+      sofs[i] = gsel * W4G_ROWS + rl;
+    }
+  /* this thread's row for the scale loads */
+  const uint32_t my_row = (uint32_t) min (row0 + (int) threadIdx.x, a.rows - 1);
+  uint32_t *const sz_base = (uint32_t *) (w4g_xs + sz16) + threadIdx.x;   /* + stage · stage16 · 4 words */
+  float c[2][NT][4];
+#pragma unroll
+  for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        c[mi][j][e] = 0.f;
+
+#pragma unroll
+  for (int st = 0; st < W4G_STAGES - 1; st++)
+    {
+      if (st < nsteps)
+        {
+          w4g_stage_w (a, sm0 + st * stage16 * 16, row0, ks0 + st);
+          w4g_stage_x<NT> (a, sm0 + (st * stage16 + W4G_WTILE) * 16, tok0, ks0 + st);
+        }
+      w4g_commit ();
+    }
+  /* scales: step 0 stored now, steps 1 and 2 in the ring (P, Q) */
+  W4GSz P, Q;
+  if (nsteps > 0)
+    {
+      w4g_load_sz_row (a, my_row, ks0, P);
+      w4g_store_sz_row (a, P, sz_base);
+    }
+  if (nsteps > 1)
+    w4g_load_sz_row (a, my_row, ks0 + 1, P);
+  if (nsteps > 2)
+    w4g_load_sz_row (a, my_row, ks0 + 2, Q);
+  /* one k step; R holds step it + 1's scales (loaded two steps ago) and takes step it + 3's */
+  auto step = [&] (int it, W4GSz &R) {
+    w4g_wait<W4G_STAGES - 2> ();
+    __syncthreads ();   /* stage it is in; every warp is past step it − 1, whose buffer refills now */
+    const int ahead = it + W4G_STAGES - 1;
+    if (ahead < nsteps)
+      {
+        const int b = ahead % W4G_STAGES;
+        w4g_stage_w (a, sm0 + b * stage16 * 16, row0, ks0 + ahead);
+        w4g_stage_x<NT> (a, sm0 + (b * stage16 + W4G_WTILE) * 16, tok0, ks0 + ahead);
+      }
+    w4g_commit ();
+    if (it + 1 < nsteps)
+      w4g_store_sz_row (a, R, sz_base + ((it + 1) % W4G_STAGES) * stage16 * 4);
+    if (it + W4G_SZ_AHEAD < nsteps)
+      w4g_load_sz_row (a, my_row, ks0 + it + W4G_SZ_AHEAD, R);
+    const uint4 *sb = w4g_xs + (it % W4G_STAGES) * stage16;
+    const uint32_t *szs = (const uint32_t *) (sb + sz16);
+    uint4 w[4];
+    uint32_t sz[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+      {
+        w[i] = sb[wofs[i]];
+        sz[i] = szs[sofs[i]];
+      }
+    w4g_step<NT> (c, w, sz, sb + W4G_WTILE, lane);
+  };
+  /* two steps an iteration, so that P and Q keep their roles: a register copy between
+   * them would wait for the loads in flight (session 50, call 6's ncu: such a swap's moves
+   * held 27 % of the stall samples, long scoreboard) */
+  for (int it = 0; it < nsteps; it += 2)
+    {
+      step (it, P);
+      if (it + 1 < nsteps)
+        step (it + 1, Q);
+    }
+  w4g_wait<0> ();
+  w4g_store<NT> (a, c, rowb, tok0, g, t);
 }
 
 /* The splits' partials summed in order, then the epilogue: one thread an output. */
@@ -270,32 +358,45 @@ static int
 w4g_launch (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
 {
   static int bps = 0;
-  const size_t smem = (size_t) W4G_STAGES * NT * 128 * 16;
+  void (*kern) (W4GArgs) = w4g_kernel<NT>;
+  const size_t smem = (size_t) W4G_STAGES * (W4G_WTILE + NT * 128 + W4G_SZ16) * 16;
   if (!bps)
     {
-      HONE_K_CHECK (cudaFuncSetAttribute (w4g_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem));
-      HONE_K_CHECK (cudaOccupancyMaxActiveBlocksPerMultiprocessor (&bps, w4g_kernel<NT>, W4G_WARPS * 32, smem));
+      HONE_K_CHECK (cudaFuncSetAttribute (kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem));
+      HONE_K_CHECK (cudaOccupancyMaxActiveBlocksPerMultiprocessor (&bps, kern, W4G_WARPS * 32, smem));
       if (bps < 1)
         bps = 1;
     }
   const int ttiles = (a.n + 8 * NT - 1) / (8 * NT), rtiles = (a.rows + W4G_ROWS - 1) / W4G_ROWS;
   const long blocks = (long) ttiles * rtiles, wave = (long) bps * w4g_sm_count;
-  /* split k until the grid fills one wave, keeping W4G_MIN_STEPS steps a split and the partials within scratch */
-  int splits = (int) ((wave + blocks - 1) / blocks);
-  const int by_steps = a.ksteps / W4G_MIN_STEPS;
+  /* the split over k with the fewest waves × (steps a block + its fixed cost): whole waves,
+   * since a partial one takes as long as a full one (session 50: gate|up at 16 tokens ran
+   * 1.27 waves under the first rule, "fill one wave"); at least W4G_MIN_STEPS steps a split, the partials within scratch */
   const size_t part_bytes = (size_t) a.n * a.rows * 4;
-  const int by_scratch = scratch ? (int) (scratch_bytes / part_bytes) : 1;
-  if (splits > by_steps)
-    splits = by_steps;
-  if (splits > by_scratch)
-    splits = by_scratch;
-  if (splits < 1)
-    splits = 1;
+  int smax = a.ksteps / W4G_MIN_STEPS;
+  if (!scratch || part_bytes == 0)
+    smax = 1;
+  else if ((size_t) smax > scratch_bytes / part_bytes)
+    smax = (int) (scratch_bytes / part_bytes);
+  int splits = 1;
+  long best = -1;
+  for (int sp = 1; sp <= smax || sp == 1; sp++)
+    {
+      const int kper = (a.ksteps + sp - 1) / sp;
+      if ((a.ksteps + kper - 1) / kper != sp)
+        continue;   /* the same split as a smaller count */
+      const long waves = (blocks * sp + wave - 1) / wave;
+      const long cost = waves * (kper + W4G_BLOCK_COST) + (sp > 1);
+      if (best < 0 || cost < best)
+        {
+          best = cost;
+          splits = sp;
+        }
+    }
   a.kper = (a.ksteps + splits - 1) / splits;
-  splits = (a.ksteps + a.kper - 1) / a.kper;
   a.part = splits > 1 ? (float *) scratch : NULL;
   const dim3 grid ((unsigned) ttiles, (unsigned) rtiles, (unsigned) splits);
-  w4g_kernel<NT><<<grid, W4G_WARPS * 32, smem, stream>>> (a);
+  kern<<<grid, W4G_WARPS * 32, smem, stream>>> (a);
   HONE_K_CHECK (cudaGetLastError ());
   if (splits > 1)
     {

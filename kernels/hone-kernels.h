@@ -132,7 +132,7 @@ int hone_k_q4z_gemm (const HoneKMatrix *w, int n, const void *x16, void *y, int 
  * hone_k_q4z_gemm, longer ones dequantize + cuBLASLt (0: never fused). The default
  * is measured (tests/bench/RESULTS-cuda.md, "Session 50"); HONE_W4_GEMM_MAX=n
  * overrides it, hone_k_q4z_gemm_set_max too (-1: back to the environment/default). */
-#define HONE_K_Q4Z_GEMM_MAX_DEFAULT 96
+#define HONE_K_Q4Z_GEMM_MAX_DEFAULT 192
 int  hone_k_q4z_gemm_max (void);
 void hone_k_q4z_gemm_set_max (int n);
 /* The K-quant (Q4_K, Q6_K) parts of hone_k_repack / hone_k_dequant / hone_k_embed and

@@ -34,7 +34,8 @@
  * The fused prefill GEMM (hone_k_q4z_gemm, kernels/hone-k-gemm-w4.cu) is checked alone
  * against float64 and inside the tiny models' prefill (fused and not); --gemm runs only
  * its checks (compute-sanitizer). Its benchmark times each Llama-3-8B matrix at 16..512
- * tokens fused and dequantized + cuBLASLt, and the whole prefill both ways.
+ * tokens fused and dequantized + cuBLASLt, and the whole prefill both ways; --prefill-bench
+ * runs only those.
  *
  * Usage: hone-w4-check [--check] [--bench]   (default both); exit 1 if a check fails.
  */
@@ -992,8 +993,9 @@ time_prefill (BigModel &b, HoneKKv &kv, int n, cudaStream_t s)
 }
 
 /* prompt lengths of the prefill rows */
-#define W4_PREFILL_NS 7
-static const int w4_prefill_ns[W4_PREFILL_NS] = { 16, 32, 64, 128, 256, 512, 2048 };
+#define W4_PREFILL_NS 9
+static const int w4_prefill_ns[W4_PREFILL_NS] = { 16, 32, 64, 96, 128, 192, 256, 512, 2048 };
+static bool prefill_bench = false;   /* --prefill-bench: the prefill benchmarks only (A/B of the fused GEMM) */
 
 /* The fused prefill GEMM against dequantization + cuBLASLt, per matrix of layer 0 at
  * 16..512 tokens (hone_k_gemm, the forward pass's entry, with the threshold forced
@@ -1089,7 +1091,7 @@ bench_model (int type, std::vector<std::vector<double>> &prefill_ms)
     { 8, -1, 8, " mma" }, { 2, -1, 8, " v2" }, { 9, -1, 8, " mma-sub" } };
   const int nvars = (int) (sizeof vars / sizeof vars[0]);
   std::vector<std::vector<double>> step_ms (nvars, std::vector<double> (2, 0.0));   /* [variant][ctx 128, 4k] */
-  for (int variant = 0; variant < nvars; variant++)
+  for (int variant = 0; variant < nvars && !prefill_bench; variant++)
     {
       const int n_tok = vars[variant].n_tok;
       if (type != HONE_K_Q4Z && variant != 0)
@@ -1173,18 +1175,18 @@ bench_model (int type, std::vector<std::vector<double>> &prefill_ms)
       cudaGraphExecDestroy (ge);
       cudaGraphDestroy (g);
     }
-  if (type == HONE_K_Q4Z && !step_only)
+  if (type == HONE_K_Q4Z && !step_only && !prefill_bench)
     for (int c = 0; c < 2; c++)
       report ("decode step AWQ-g128 tok 1 ctx %s: v1 %.3f ms (%.1f tok/s) -> v2 %.3f ms (%.1f tok/s, %.1f%% of "
               "4.52 TB/s): %.2fx\n", c ? "4096" : " 128", step_ms[0][c], 1e3 / step_ms[0][c], step_ms[1][c],
               1e3 / step_ms[1][c], 100 * (b.weight_bytes + 2.0 * 32 * ((c ? 4096 : 128) + 25) * 8 * 128 * 2)
               / (step_ms[1][c] * 1e-3) / READ_CEIL, step_ms[0][c] / step_ms[1][c]);
-  if (type == HONE_K_Q4Z && !step_only)
+  if (type == HONE_K_Q4Z && !step_only && !prefill_bench)
     for (int c = 0; c < 2; c++)
       report ("decode step AWQ-g128 tok 8 ctx %s: v2 %.3f ms (%.1f tok/s) -> mma-sub %.3f ms (%.1f tok/s): %.2fx\n",
               c ? "4096" : " 128", step_ms[nvars - 2][c], 8e3 / step_ms[nvars - 2][c], step_ms[nvars - 1][c],
               8e3 / step_ms[nvars - 1][c], step_ms[nvars - 2][c] / step_ms[nvars - 1][c]);
-  if (type == HONE_K_Q4Z && !step_only)
+  if (type == HONE_K_Q4Z && !step_only && !prefill_bench)
     for (int v = 2; v < nvars - 4; v++)
       for (int c = 0; c < 2; c++)
         if (step_ms[v][c] > 0)
@@ -1418,6 +1420,7 @@ main (int argc, char **argv)
       else if (!strcmp (argv[i], "--rs")) do_bench = false, only_rs = 1;
       else if (!strcmp (argv[i], "--rs-sweep")) do_bench = do_check = false, do_sweep = true;
       else if (!strcmp (argv[i], "--gemm")) do_bench = false, only_gemm = 1;
+      else if (!strcmp (argv[i], "--prefill-bench")) do_check = false, prefill_bench = true;
       else if (!strcmp (argv[i], "--mma-small")) do_bench = false, only_mma = 2, only_staged = 2;
     }
   const char *out = getenv ("OUT");
@@ -1530,7 +1533,7 @@ main (int argc, char **argv)
     {
       /* HONE_PROFILE_STEP: the step alone under ncu; HONE_W4_STEP_ONLY: the AWQ step's rs rows alone (A/B runs) */
       const bool step_only = getenv ("HONE_W4_STEP_ONLY") != NULL;
-      if (!getenv ("HONE_PROFILE_STEP") && !step_only)
+      if (!getenv ("HONE_PROFILE_STEP") && !step_only && !prefill_bench)
         bench_gemvs ();
       report ("\n== random Llama-3-8B: decode (CUDA graph, greedy on the GPU) and prefill ==\n");
       std::vector<std::vector<double>> q, bf;
