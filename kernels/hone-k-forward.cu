@@ -15,7 +15,10 @@
  * Prefill: cuBLASLt GEMMs (bf16 or f16 operands, an algorithm per shape
  * cached; f32 out with the residual added by beta = 1, or 16-bit out for
  * gate|up), quantized weights dequantized to f16 one matrix at a time, and
- * the causal flash-attention kernel writing the o GEMM's 16-bit input.
+ * the causal flash-attention kernel writing the o GEMM's 16-bit input. Chunks
+ * of at most hone_k_w4_gemm_max () tokens (128 by default) run their Q4Z, Q4_0
+ * and Q4_1 matrices through the fused 4-bit GEMM instead (hone-k-gemm-w4.cu):
+ * no dequantization pass.
  */
 #include "hone-k-common.cuh"
 #include "hone-k-gemv.cuh"
@@ -336,10 +339,10 @@ gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, void *y, int
   GemmCtx *g = (GemmCtx *) st->cublas;
   const void *wp = w->q;
   const cudaDataType_t t = w->type == HONE_K_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-  if (w->type == HONE_K_Q4Z && n <= hone_k_q4z_gemm_max () && x16 != st->w16 && y != st->w16)
-    /* short chunks: the fused W4A16 GEMM (hone-k-gemm-w4.cu), no dequantization pass; st->w16
-     * (room for this matrix in 16 bits) takes its split partials */
-    return hone_k_q4z_gemm (w, n, x16, y, y16, accumulate, st->w16, (size_t) w->rows * w->cols * 2, s);
+  if (n <= hone_k_w4_gemm_max () && hone_k_w4_gemm_supports (w) && x16 != st->w16 && y != st->w16)
+    /* short chunks of Q4Z/Q4_0/Q4_1: the fused GEMM (hone-k-gemm-w4.cu), no dequantization pass;
+     * st->w16 (room for this matrix in 16 bits) takes its split partials */
+    return hone_k_w4_gemm (w, n, x16, y, y16, accumulate, st->w16, (size_t) w->rows * w->cols * 2, s);
   if (!is_f (w))
     {
       /* a q|k|v of parts in different types dequantizes part by part at their row offsets */
@@ -1252,7 +1255,7 @@ warm_gemm (HoneKState *st, const HoneKMatrix *w, int n, void *y, int y16, int ac
   GemmCtx *g = (GemmCtx *) st->cublas;
   const cudaDataType_t t = w->type == HONE_K_BF16 ? CUDA_R_16BF : CUDA_R_16F;
   const void *wp = is_f (w) ? w->q : st->w16;
-  if (!gemm_use_gemmex () && !(w->type == HONE_K_Q4Z && n <= hone_k_q4z_gemm_max ())   /* fused: run it, loads it */
+  if (!gemm_use_gemmex () && !(n <= hone_k_w4_gemm_max () && hone_k_w4_gemm_supports (w))   /* fused: run it, loads it */
       && lt_find (g, w->rows, n, w->cols, t, y16 ? t : CUDA_R_32F, acc, ptr_align (wp, st->x16, y)))
     return 0;
   return gemm (st, w, n, st->x16, y, y16, acc, s);

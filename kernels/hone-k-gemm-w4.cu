@@ -1,4 +1,4 @@
-/* hone-k-gemm-w4.cu — the fused W4A16 GEMM of prefill chunks (HONE_K_Q4Z weights):
+/* hone-k-gemm-w4.cu — the fused 4-bit GEMM of prefill chunks (AWQ HONE_K_Q4Z, GGUF Q4_0/Q4_1):
  * Y[n][rows] (+)= X[n][cols]·Wᵀ with W dequantized in registers, never written out.
  *
  * Why: above HONE_K_MAX_DECODE tokens the prefill GEMMs dequantized each matrix
@@ -6,7 +6,7 @@
  * + 2 read again, a whole pass over ~19 GB for an 8B model whatever the prompt's
  * length (AWQ TTFT at 64 tokens 13.4 ms against BF16's 7.3 ms on an H100, session
  * 49). Here the packed weights are read once a token tile and go straight to the
- * tensor cores; up to the measured threshold (hone_k_q4z_gemm_max) it replaces that
+ * tensor cores; up to the measured threshold (hone_k_w4_gemm_max) it replaces that
  * pass, above it cuBLASLt's GEMM efficiency wins the pass back.
  *
  * Shape (all from the GPU layout of hone-kernels.h, no repack):
@@ -50,8 +50,8 @@
 
 struct W4GArgs {
   const uint4 *q;          /* [rows][nchunk] chunks of 32 weights */
-  const uint16_t *s;       /* [rows][ng] f16 scales */
-  const uint8_t *z;        /* [rows][ng] zero points */
+  const void *s;           /* [rows][ng] f16 scales (Q4Z, Q4_0), or f16 d | m << 16 words (Q4_1) */
+  const uint8_t *z;        /* [rows][ng] zero points (Q4Z) */
   const __half *x;         /* [n][cols] */
   void *y;                 /* [n][rows], f32 or f16 */
   float *part;             /* [split][n][rows] f32, or NULL */
@@ -106,42 +106,71 @@ w4g_stage_w (const W4GArgs &a, uint32_t buf, int row0, int ks)
 }
 
 /* One k step of a warp: the lane's 4 chunks @w (rows g, g + 8, 16 + g, 24 + g) dequantized
- * with @sz, times the X tile @xb (w4g_stage_x's layout), into c[m16 tile][n8 tile]. */
-template <int NT>
+ * with @sz, times the X tile @xb (w4g_stage_x's layout), into c[m16 tile][n8 tile].
+ * Q4Z words hold weights 8i..8i+7 of a chunk (hone-k-w4.cuh). GGUF Q4_0/Q4_1 bytes hold
+ * weight b in the low nibble and b + 16 in the high one; one PRMT (bytes 0, 2, 1, 3) lines
+ * word i up so that the same LOP3s give the pairs (4i, 4i+1), (4i+16, 4i+17), (4i+2, 4i+3),
+ * (4i+18, 4i+19), and B takes the same elements: halves of X pieces i/2 and 2 + i/2. */
+template <int NT, int WT>
 static __device__ __forceinline__ void
 w4g_step (float (&c)[2][NT][4], const uint4 (&w)[4], const uint32_t (&sz)[4], const uint4 *xb, int lane)
 {
-  __half2 zc0[4], nzc1[4], s2[4];
+  constexpr bool GGUF = WT != HONE_K_Q4Z;
+  __half2 zc0[4], nzc1[4], s2[4], m2[4];
 #pragma unroll
   for (int i = 0; i < 4; i++)
     {
-      w4_zero (sz[i] >> 16, zc0[i], nzc1[i]);
+      /* Q4Z/Q4_0: s | z << 16, w = s·(q − z); Q4_1: d | m << 16, w = d·q + m */
+      w4_zero (WT == HONE_K_Q4_1 ? 0u : sz[i] >> 16, zc0[i], nzc1[i]);
       s2[i] = as_h2 ((sz[i] & 0xffffu) | (sz[i] << 16));
+      m2[i] = as_h2 ((sz[i] >> 16) | (sz[i] & 0xffff0000u));
     }
+  const int base = lane * 4, sw = (lane >> 1) & 3;
 #pragma unroll
-  for (int wi = 0; wi < 4; wi++)
+  for (int wp = 0; wp < 2; wp++)
     {
-      uint32_t A[4][4];   /* [row][pair]: (q − z)·s of weights 8wi + 2p, +1 */
+      uint32_t A[2][4][4];   /* [word of the pair][row][pair] */
 #pragma unroll
-      for (int i = 0; i < 4; i++)
-        {
-          const uint32_t word = wi == 0 ? w[i].x : wi == 1 ? w[i].y : wi == 2 ? w[i].z : w[i].w;
-          __half2 o[4];
-          w4_word (word, zc0[i], nzc1[i], o);
+      for (int h = 0; h < 2; h++)
 #pragma unroll
-          for (int p = 0; p < 4; p++)
-            A[i][p] = h2_bits (__hmul2 (o[p], s2[i]));
-        }
+        for (int i = 0; i < 4; i++)
+          {
+            const int wi = 2 * wp + h;
+            uint32_t word = wi == 0 ? w[i].x : wi == 1 ? w[i].y : wi == 2 ? w[i].z : w[i].w;
+            if (GGUF)
+              word = __byte_perm (word, 0, 0x3120);
+            __half2 o[4];
+            w4_word (word, zc0[i], nzc1[i], o);
+#pragma unroll
+            for (int p = 0; p < 4; p++)
+              A[h][i][p] = h2_bits (WT == HONE_K_Q4_1 ? __hfma2 (o[p], s2[i], m2[i]) : __hmul2 (o[p], s2[i]));
+          }
 #pragma unroll
       for (int j = 0; j < NT; j++)
         {
-          const uint4 b = xb[(j * 32 + lane) * 4 + (wi ^ ((lane >> 1) & 3))];   /* w4g_stage_x's layout */
-#pragma unroll
-          for (int mi = 0; mi < 2; mi++)
+          const uint4 *xj = xb + j * 128 + base;   /* this lane's 4 pieces, swizzled */
+          uint4 b[2];
+          if (GGUF)
             {
-              w4g_mma (c[mi][j], A[2 * mi][0], A[2 * mi + 1][0], A[2 * mi][1], A[2 * mi + 1][1], b.x, b.y);
-              w4g_mma (c[mi][j], A[2 * mi][2], A[2 * mi + 1][2], A[2 * mi][3], A[2 * mi + 1][3], b.z, b.w);
+              const uint4 lo = xj[wp ^ sw], hi = xj[(2 + wp) ^ sw];
+              b[0] = make_uint4 (lo.x, hi.x, lo.y, hi.y);
+              b[1] = make_uint4 (lo.z, hi.z, lo.w, hi.w);
             }
+          else
+            {
+              b[0] = xj[(2 * wp) ^ sw];
+              b[1] = xj[(2 * wp + 1) ^ sw];
+            }
+#pragma unroll
+          for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+              {
+                w4g_mma (c[mi][j], A[h][2 * mi][0], A[h][2 * mi + 1][0], A[h][2 * mi][1], A[h][2 * mi + 1][1],
+                         b[h].x, b[h].y);
+                w4g_mma (c[mi][j], A[h][2 * mi][2], A[h][2 * mi + 1][2], A[h][2 * mi][3], A[h][2 * mi + 1][3],
+                         b[h].z, b[h].w);
+              }
         }
     }
 }
@@ -202,11 +231,13 @@ w4g_stage_x (const W4GArgs &a, uint32_t buf, int tok0, int ks)
     }
 }
 
-/* The scales / zero points of row @row at k step @ks: groups (4 chunks) >> cshift of them. */
+/* The scales / zero points of row @row at k step @ks: groups (4 chunks) >> cshift of them
+ * (Q4_0/Q4_1: a group is a 32-weight block, cshift 0). */
 struct W4GSz {
   uint32_t s[4], z[4];
 };
 
+template <int WT>
 static __device__ __forceinline__ void
 w4g_load_sz_row (const W4GArgs &a, uint32_t row, int ks, W4GSz &r)
 {
@@ -217,8 +248,17 @@ w4g_load_sz_row (const W4GArgs &a, uint32_t row, int ks, W4GSz &r)
         int c = ks * 4 + (gg << a.cshift);
         c = c < a.nchunk ? c : a.nchunk - 1;
         const uint32_t o = row * (uint32_t) a.ng + (uint32_t) (c >> a.cshift);
-        r.s[gg] = __ldg (a.s + o);
-        r.z[gg] = __ldg (a.z + o);
+        if (WT == HONE_K_Q4_1)
+          {
+            const uint32_t dm = __ldg ((const uint32_t *) a.s + o);
+            r.s[gg] = dm & 0xffffu;
+            r.z[gg] = dm >> 16;
+          }
+        else
+          {
+            r.s[gg] = __ldg ((const uint16_t *) a.s + o);
+            r.z[gg] = WT == HONE_K_Q4_0 ? 8u : __ldg (a.z + o);
+          }
       }
 }
 
@@ -232,7 +272,7 @@ w4g_store_sz_row (const W4GArgs &a, const W4GSz &r, uint32_t *dst)
       dst[gg * W4G_ROWS] = r.s[gg] | (r.z[gg] << 16);
 }
 
-template <int NT>
+template <int NT, int WT>
 __global__ void __launch_bounds__ (W4G_WARPS * 32, NT == 8 ? 2 : 3)
 w4g_kernel (const W4GArgs a)
 {
@@ -281,13 +321,13 @@ w4g_kernel (const W4GArgs a)
   W4GSz P, Q;
   if (nsteps > 0)
     {
-      w4g_load_sz_row (a, my_row, ks0, P);
+      w4g_load_sz_row<WT> (a, my_row, ks0, P);
       w4g_store_sz_row (a, P, sz_base);
     }
   if (nsteps > 1)
-    w4g_load_sz_row (a, my_row, ks0 + 1, P);
+    w4g_load_sz_row<WT> (a, my_row, ks0 + 1, P);
   if (nsteps > 2)
-    w4g_load_sz_row (a, my_row, ks0 + 2, Q);
+    w4g_load_sz_row<WT> (a, my_row, ks0 + 2, Q);
   /* one k step; R holds step it + 1's scales (loaded two steps ago) and takes step it + 3's */
   auto step = [&] (int it, W4GSz &R) {
     w4g_wait<W4G_STAGES - 2> ();
@@ -303,7 +343,7 @@ w4g_kernel (const W4GArgs a)
     if (it + 1 < nsteps)
       w4g_store_sz_row (a, R, sz_base + ((it + 1) % W4G_STAGES) * stage16 * 4);
     if (it + W4G_SZ_AHEAD < nsteps)
-      w4g_load_sz_row (a, my_row, ks0 + it + W4G_SZ_AHEAD, R);
+      w4g_load_sz_row<WT> (a, my_row, ks0 + it + W4G_SZ_AHEAD, R);
     const uint4 *sb = w4g_xs + (it % W4G_STAGES) * stage16;
     const uint32_t *szs = (const uint32_t *) (sb + sz16);
     uint4 w[4];
@@ -314,7 +354,7 @@ w4g_kernel (const W4GArgs a)
         w[i] = sb[wofs[i]];
         sz[i] = szs[sofs[i]];
       }
-    w4g_step<NT> (c, w, sz, sb + W4G_WTILE, lane);
+    w4g_step<NT, WT> (c, w, sz, sb + W4G_WTILE, lane);
   };
   /* two steps an iteration, so that P and Q keep their roles: a register copy between
    * them would wait for the loads in flight (session 50, call 6's ncu: such a swap's moves
@@ -353,12 +393,12 @@ w4g_reduce_kernel (const float *part, int splits, size_t count, void *y, int y16
 
 static int w4g_sm_count = 0;
 
-template <int NT>
+template <int NT, int WT>
 static int
 w4g_launch (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
 {
   static int bps = 0;
-  void (*kern) (W4GArgs) = w4g_kernel<NT>;
+  void (*kern) (W4GArgs) = w4g_kernel<NT, WT>;
   const size_t smem = (size_t) W4G_STAGES * (W4G_WTILE + NT * 128 + W4G_SZ16) * 16;
   if (!bps)
     {
@@ -408,15 +448,34 @@ w4g_launch (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
   return 0;
 }
 
-extern "C" int
-hone_k_q4z_gemm (const HoneKMatrix *w, int n, const void *x16, void *y, int y16, int accumulate, void *scratch,
-                 size_t scratch_bytes, cudaStream_t stream)
+template <int WT>
+static int
+w4g_launch_n (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
 {
-  const int g = w ? (w->group > 0 ? w->group : 32) : 0;
-  if (!w || w->type != HONE_K_Q4Z || w->rows < 1 || w->cols < 32 || w->cols % 32
-      || (g != 32 && g != 64 && g != 128) || w->cols % g || w->cols % 8 || n < 1 || !x16 || !y
-      || ((uintptr_t) x16 & 15) || (scratch && ((uintptr_t) scratch & 3))
-      || (size_t) w->rows * (w->cols / 32) > (size_t) INT32_MAX)
+  if (a.n <= 16)
+    return w4g_launch<2, WT> (a, scratch, scratch_bytes, stream);
+  if (a.n <= 32)
+    return w4g_launch<4, WT> (a, scratch, scratch_bytes, stream);
+  return w4g_launch<8, WT> (a, scratch, scratch_bytes, stream);
+}
+
+extern "C" int
+hone_k_w4_gemm_supports (const HoneKMatrix *w)
+{
+  if (!w || w->rows < 1 || w->cols < 32 || w->cols % 32 || (size_t) w->rows * (w->cols / 32) > (size_t) INT32_MAX)
+    return 0;
+  if (w->type == HONE_K_Q4_0 || w->type == HONE_K_Q4_1)
+    return 1;
+  const int g = w->group > 0 ? w->group : 32;
+  return w->type == HONE_K_Q4Z && (g == 32 || g == 64 || g == 128) && w->cols % g == 0;
+}
+
+extern "C" int
+hone_k_w4_gemm (const HoneKMatrix *w, int n, const void *x16, void *y, int y16, int accumulate, void *scratch,
+                size_t scratch_bytes, cudaStream_t stream)
+{
+  if (!hone_k_w4_gemm_supports (w) || n < 1 || !x16 || !y || ((uintptr_t) x16 & 15)
+      || (scratch && ((uintptr_t) scratch & 3)))
     return (int) cudaErrorInvalidValue;
   if (!w4g_sm_count)
     {
@@ -424,12 +483,13 @@ hone_k_q4z_gemm (const HoneKMatrix *w, int n, const void *x16, void *y, int y16,
       HONE_K_CHECK (cudaGetDevice (&dev));
       HONE_K_CHECK (cudaDeviceGetAttribute (&w4g_sm_count, cudaDevAttrMultiProcessorCount, dev));
     }
+  const int g = w->type == HONE_K_Q4Z && w->group > 0 ? w->group : 32;   /* GGUF blocks: 32 weights a scale */
   W4GArgs a;
   memset (&a, 0, sizeof a);
   a.q = (const uint4 *) w->q;
-  a.s = (const uint16_t *) w->s;
+  a.s = w->s;
   a.ng = w->cols / g;
-  a.z = (const uint8_t *) w->s + (size_t) w->rows * a.ng * 2;
+  a.z = w->type == HONE_K_Q4Z ? (const uint8_t *) w->s + (size_t) w->rows * a.ng * 2 : NULL;
   a.x = (const __half *) x16;
   a.y = y;
   a.n = n;
@@ -440,29 +500,30 @@ hone_k_q4z_gemm (const HoneKMatrix *w, int n, const void *x16, void *y, int y16,
   a.ksteps = (w->cols + 127) / 128;
   a.y16 = y16;
   a.acc = accumulate;
-  if (n <= 16)
-    return w4g_launch<2> (a, scratch, scratch_bytes, stream);
-  if (n <= 32)
-    return w4g_launch<4> (a, scratch, scratch_bytes, stream);
-  return w4g_launch<8> (a, scratch, scratch_bytes, stream);
+  switch (w->type)
+    {
+    case HONE_K_Q4_0: return w4g_launch_n<HONE_K_Q4_0> (a, scratch, scratch_bytes, stream);
+    case HONE_K_Q4_1: return w4g_launch_n<HONE_K_Q4_1> (a, scratch, scratch_bytes, stream);
+    default: return w4g_launch_n<HONE_K_Q4Z> (a, scratch, scratch_bytes, stream);
+    }
 }
 
-/* The largest chunk prefill runs through hone_k_q4z_gemm; above it, dequantization + cuBLASLt. */
+/* The largest chunk prefill runs through hone_k_w4_gemm; above it, dequantization + cuBLASLt. */
 static int w4g_max = -1;
 
 extern "C" void
-hone_k_q4z_gemm_set_max (int n)
+hone_k_w4_gemm_set_max (int n)
 {
   w4g_max = n;
 }
 
 extern "C" int
-hone_k_q4z_gemm_max (void)
+hone_k_w4_gemm_max (void)
 {
   if (w4g_max < 0)
     {
       const char *e = getenv ("HONE_W4_GEMM_MAX");
-      w4g_max = e && *e ? atoi (e) : HONE_K_Q4Z_GEMM_MAX_DEFAULT;
+      w4g_max = e && *e ? atoi (e) : HONE_K_W4_GEMM_MAX_DEFAULT;
       if (w4g_max < 0)
         w4g_max = 0;
     }

@@ -122,19 +122,20 @@ int hone_k_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t st
 /* The Q4Z parts of hone_k_repack / hone_k_dequant (called by them; the GEMV is reached through hone_k_gemv_ex). */
 int hone_k_q4z_repack (const void *src, int rows, int cols, HoneKMatrix *dst, int row0, int step, cudaStream_t stream);
 int hone_k_q4z_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream);
-/* Fused W4A16 GEMM of prefill chunks (kernels/hone-k-gemm-w4.cu): y[n][w->rows] (+)=
- * x16[n][w->cols]·Wᵀ for a Q4Z matrix, x16 f16 (16-byte aligned), y f32 or (y16) f16,
- * the weights dequantized in registers. @scratch (NULL: none) takes the f32 partials
- * of a split over k when n·rows·4 bytes a split fit in @scratch_bytes. */
-int hone_k_q4z_gemm (const HoneKMatrix *w, int n, const void *x16, void *y, int y16, int accumulate,
+/* Fused 4-bit GEMM of prefill chunks (kernels/hone-k-gemm-w4.cu): y[n][w->rows] (+)=
+ * x16[n][w->cols]·Wᵀ for a Q4Z (AWQ), Q4_0 or Q4_1 matrix, x16 f16 (16-byte aligned),
+ * y f32 or (y16) f16, the weights dequantized in registers. @scratch (NULL: none) takes
+ * the f32 partials of a split over k when n·rows·4 bytes a split fit in @scratch_bytes. */
+int  hone_k_w4_gemm (const HoneKMatrix *w, int n, const void *x16, void *y, int y16, int accumulate,
                      void *scratch, size_t scratch_bytes, cudaStream_t stream);
-/* Prefill chunks of at most this many tokens run their Q4Z GEMMs through
- * hone_k_q4z_gemm, longer ones dequantize + cuBLASLt (0: never fused). The default
+int  hone_k_w4_gemm_supports (const HoneKMatrix *w);   /* 1 for a type and shape hone_k_w4_gemm takes */
+/* Prefill chunks of at most this many tokens run their Q4Z/Q4_0/Q4_1 GEMMs through
+ * hone_k_w4_gemm, longer ones dequantize + cuBLASLt (0: never fused). The default
  * is measured (tests/bench/RESULTS-cuda.md, "Session 50"); HONE_W4_GEMM_MAX=n
- * overrides it, hone_k_q4z_gemm_set_max too (-1: back to the environment/default). */
-#define HONE_K_Q4Z_GEMM_MAX_DEFAULT 192
-int  hone_k_q4z_gemm_max (void);
-void hone_k_q4z_gemm_set_max (int n);
+ * overrides it, hone_k_w4_gemm_set_max too (-1: back to the environment/default). */
+#define HONE_K_W4_GEMM_MAX_DEFAULT 128
+int  hone_k_w4_gemm_max (void);
+void hone_k_w4_gemm_set_max (int n);
 /* The K-quant (Q4_K, Q6_K) parts of hone_k_repack / hone_k_dequant / hone_k_embed and
  * hone_k_gemv_ex (called by them; kernels/hone-k-gemv-kquant.cu). The GEMV takes
  * op->xq, epilogues STORE/ADD/SWIGLU/ROPE_KV and bias, no norm_g. */

@@ -9,11 +9,12 @@
 #      against it, GLib & co. → CARRY/bundle.tar.xz (≈ 16 MB);
 #   3. tests/cuda/hone-chain-bench.cu and hone-f16act-probe.cu by nvcc → CARRY/*.xz;
 #      tests/cuda/keep-file-pages.c → CARRY/keep-file-pages.so (an LD_PRELOAD shim for memory A/Bs);
-#   4. the default model's cut (tests/cuda/shrink-gguf.py, 3 layers), xz-packed
+#   4. the default model's cut (tests/cuda/shrink-gguf.py, 2 layers), xz-packed
 #      so tree + bundle + model stay under the tool's 64 MiB carry limit (a
-#      4-layer cut left less than 0.1 MB in session 23):
-#      CARRY/model/smollm2-3l.gguf.xz (run-release.sh and the run scripts unpack
-#      the first CARRY/model/*.gguf.xz; an older 4-layer cut there is used as is).
+#      4-layer cut left less than 0.1 MB in session 23; in session 50 the 3-layer
+#      cut, 35 MB, put tree + carry 0.2 MB over it):
+#      CARRY/model/smollm2-2l.gguf.xz (run-release.sh and the run scripts unpack
+#      the first CARRY/model/*.gguf.xz; an older cut there is used as is).
 #   usage: tests/cuda/build-carry.sh        env: BUILD, CARRY (default .carry-release),
 #          HARNESSES (default: the five harnesses run-release.sh runs), NO_MODEL=1,
 #          TRACE=1 (a measurement build: -Dkernel_trace=true, the harnesses with
@@ -49,7 +50,7 @@ if [ -z "${NO_MODEL:-}" ] && ! ls "$C"/model/*.gguf.xz > /dev/null 2>&1; then
   M=$(.ci/fetch-model | tail -1) || { echo "build-carry: could not fetch the default model; bundle only" >&2; exit 0; }
   python3 -c "import gguf" 2>/dev/null || python3 -m pip install --quiet gguf
   mkdir -p "$C/model"
-  python3 tests/cuda/shrink-gguf.py "$M" "$C/model/smollm2-3l.gguf" 3
-  xz -T2 -9e "$C/model/smollm2-3l.gguf"
+  python3 tests/cuda/shrink-gguf.py "$M" "$C/model/smollm2-2l.gguf" 2
+  xz -T2 -9e "$C/model/smollm2-2l.gguf"
 fi
 ls -la "$C" "$C/model" 2>/dev/null || true

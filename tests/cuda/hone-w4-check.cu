@@ -31,7 +31,7 @@
  * embeddings and lm_head) at ctx 128/4k with v1 and v2, and prefill (16..2048
  * tokens) against the BF16 model.
  *
- * The fused prefill GEMM (hone_k_q4z_gemm, kernels/hone-k-gemm-w4.cu) is checked alone
+ * The fused prefill GEMM (hone_k_w4_gemm, kernels/hone-k-gemm-w4.cu) is checked alone
  * against float64 and inside the tiny models' prefill (fused and not); --gemm runs only
  * its checks (compute-sanitizer). Its benchmark times each Llama-3-8B matrix at 16..512
  * tokens fused and dequantized + cuBLASLt, and the whole prefill both ways; --prefill-bench
@@ -400,21 +400,76 @@ check_dequant (int rows, int cols, int g)
   matrix_free (&m);
 }
 
-/* The fused prefill GEMM (hone_k_q4z_gemm) against float64 on the values it is
- * defined on: weights round_f16(s·(q − z)) (hone_k_q4z_dequant's, which cuBLASLt
- * multiplies on the other path) and x in f16; only the f32 sums differ (order,
- * the tensor cores' accumulation), so the bound is tight: 1e-4 RMS relative, 1e-3
- * for an f16 output (one f16 rounding). A wrong k order, lane map or split gives
- * errors of order 1. Outputs poisoned, the bytes past them checked untouched; with
- * accumulate Y starts at random values. */
+/* GGUF Q4_0 / Q4_1 rows from their block layout (f16 d, [f16 m,] qs[16], element j
+ * in the low nibble of qs[j], j + 16 in the high one; w = d·(q − 8) or d·q + m),
+ * uploaded through hone_k_repack like the loader's; f64 values in w. */
+static HoneKMatrix
+gguf4_make (int type, int rows, int cols, std::vector<double> &w)
+{
+  const int nb = cols / 32, bsz = type == HONE_K_Q4_0 ? 18 : 20;
+  std::vector<uint8_t> bytes ((size_t) rows * nb * bsz);
+  w.resize ((size_t) rows * cols);
+  for (int r = 0; r < rows; r++)
+    for (int j = 0; j < nb; j++)
+      {
+        uint8_t *blk = &bytes[((size_t) r * nb + j) * bsz];
+        const uint16_t d = f2h (0.02f * (float) (0.25 + rng_uniform ())), m = f2h (-0.16f * (float) rng_uniform ());
+        blk[0] = (uint8_t) d;
+        blk[1] = (uint8_t) (d >> 8);
+        if (type == HONE_K_Q4_1)
+          {
+            blk[2] = (uint8_t) m;
+            blk[3] = (uint8_t) (m >> 8);
+          }
+        uint8_t *qs = blk + bsz - 16;
+        for (int i = 0; i < 16; i++)
+          qs[i] = (uint8_t) rng_u64 ();
+        for (int i = 0; i < 32; i++)
+          {
+            const int q = i < 16 ? qs[i] & 15 : qs[i - 16] >> 4;
+            w[(size_t) r * cols + j * 32 + i] = type == HONE_K_Q4_0 ? (double) h2f (d) * (q - 8)
+                                                                     : (double) h2f (d) * q + h2f (m);
+          }
+      }
+  HoneKMatrix mt;
+  memset (&mt, 0, sizeof mt);
+  mt.type = type;
+  mt.rows = rows;
+  mt.cols = cols;
+  size_t qb, sb;
+  hone_k_matrix_bytes (type, rows, cols, &qb, &sb);
+  CK (cudaMalloc (&mt.q, qb + 16));
+  CK (cudaMalloc (&mt.s, sb + 16));
+  uint8_t *src = dev_upload (bytes);
+  CK (hone_k_repack (type, src, rows, cols, &mt, 0, 1, 0));
+  CK (cudaDeviceSynchronize ());
+  cudaFree (src);
+  return mt;
+}
+
+/* The fused prefill GEMM (hone_k_w4_gemm) against float64 on the values it is
+ * defined on: weights rounded to f16 (hone_k_dequant's, which cuBLASLt multiplies
+ * on the other path) and x in f16; only the f32 sums differ (order, the tensor
+ * cores' accumulation), so the bound is tight: 1e-4 RMS relative, 1e-3 for an f16
+ * output (one f16 rounding). A wrong k order, lane map or split gives errors of
+ * order 1. Outputs poisoned, the bytes past them checked untouched; with
+ * accumulate Y starts at random values. @type Q4Z (group @g), Q4_0 or Q4_1. */
 static const double GEMM_BOUND = 1e-4, GEMM_BOUND16 = 1e-3;
 
 static void
-check_gemm (int rows, int cols, int g, int n, bool y16, bool acc, bool split, bool outliers = false)
+check_gemm (int type, int rows, int cols, int g, int n, bool y16, bool acc, bool split, bool outliers = false)
 {
-  HostQ4Z h = q4z_make (rows, cols, g, 0.02f);
-  HoneKMatrix m = q4z_alloc (rows, cols, g);
-  q4z_upload (m, h, 0, 1);
+  std::vector<double> wexact;
+  HoneKMatrix m;
+  if (type == HONE_K_Q4Z)
+    {
+      HostQ4Z h = q4z_make (rows, cols, g, 0.02f);
+      m = q4z_alloc (rows, cols, g);
+      q4z_upload (m, h, 0, 1);
+      wexact = h.w;
+    }
+  else
+    m = gguf4_make (type, rows, cols, wexact);
   std::vector<uint16_t> xh ((size_t) n * cols);
   std::vector<double> xd ((size_t) n * cols);
   for (size_t i = 0; i < xh.size (); i++)
@@ -425,9 +480,9 @@ check_gemm (int rows, int cols, int g, int n, bool y16, bool acc, bool split, bo
       xh[i] = f2h (v);
       xd[i] = h2f (xh[i]);
     }
-  std::vector<double> wf (h.w.size ());
+  std::vector<double> wf (wexact.size ());
   for (size_t i = 0; i < wf.size (); i++)
-    wf[i] = h2f (f2h ((float) h.w[i]));
+    wf[i] = h2f (f2h ((float) wexact[i]));
   const size_t ny = (size_t) n * rows;
   std::vector<float> y0 (ny);
   std::vector<uint16_t> y0h (ny);
@@ -454,7 +509,7 @@ check_gemm (int rows, int cols, int g, int n, bool y16, bool acc, bool split, bo
   /* scratch for the split: as much as the engine gives (this matrix in 16 bits) */
   const size_t sbytes = split ? (size_t) rows * cols * 2 : 0;
   void *scratch = split ? dev_poisoned (sbytes) : NULL;
-  CK (hone_k_q4z_gemm (&m, n, dx, dy, y16, acc, scratch, sbytes, 0));
+  CK (hone_k_w4_gemm (&m, n, dx, dy, y16, acc, scratch, sbytes, 0));
   CK (cudaGetLastError ());
   std::vector<float> got (ny);
   if (y16)
@@ -469,7 +524,9 @@ check_gemm (int rows, int cols, int g, int n, bool y16, bool acc, bool split, bo
   const double e = rel_err (got.data (), ref.data (), ny, &fin);
   const double bound = y16 ? GEMM_BOUND16 : GEMM_BOUND;
   char what[200];
-  snprintf (what, sizeof what, "q4z gemm %dx%d g%d n=%d -> %s%s%s%s", rows, cols, g, n, y16 ? "f16" : "f32",
+  snprintf (what, sizeof what, "%s gemm %dx%d g%d n=%d -> %s%s%s%s",
+            type == HONE_K_Q4Z ? "q4z" : type == HONE_K_Q4_0 ? "q4_0" : "q4_1", rows, cols,
+            type == HONE_K_Q4Z ? g : 32, n, y16 ? "f16" : "f32",
             acc ? " +=" : "", split ? " (split k)" : "", outliers ? " outliers" : "");
   check (fin && e < bound && guard_intact (dy, ybytes), what, e, bound);
   matrix_free (&m);
@@ -480,26 +537,36 @@ check_gemm (int rows, int cols, int g, int n, bool y16, bool acc, bool split, bo
 static void
 check_gemms (void)
 {
-  report ("-- fused prefill GEMM (hone_k_q4z_gemm) --\n");
-  check_gemm (262, 256, 32, 9, false, false, false);          /* 2 k steps, 9 tokens: 2 n8 tiles */
-  check_gemm (263, 384, 64, 16, false, true, true);          /* odd rows, 3 k steps */
-  check_gemm (300, 576, 32, 17, true, false, true);          /* a last half step (576 = 4.5 × 128): 4 n8 tiles */
-  check_gemm (130, 96, 32, 33, false, false, false);         /* less than one step, 8 n8 tiles */
-  check_gemm (1000, 4096, 128, 40, false, true, true, true); /* split k, outliers */
-  check_gemm (512, 1024, 128, 130, true, true, true);        /* 3 token tiles, the last part-filled */
-  check_gemm (1024, 14336, 128, 64, false, true, true);      /* down's k, split 28 ways */
-  check_gemm (2048 + 16, 4096, 64, 24, true, false, true);   /* gate|up-like rows, f16 out */
-  check_gemm (4096, 4096, 128, 8 + 1, false, true, false);   /* no scratch: one split */
+  report ("-- fused prefill GEMM (hone_k_w4_gemm) --\n");
+  const int Z = HONE_K_Q4Z;
+  check_gemm (Z, 262, 256, 32, 9, false, false, false);          /* 2 k steps, 9 tokens: 2 n8 tiles */
+  check_gemm (Z, 263, 384, 64, 16, false, true, true);          /* odd rows, 3 k steps */
+  check_gemm (Z, 300, 576, 32, 17, true, false, true);          /* a last half step (576 = 4.5 × 128): 4 n8 tiles */
+  check_gemm (Z, 130, 96, 32, 33, false, false, false);         /* less than one step, 8 n8 tiles */
+  check_gemm (Z, 1000, 4096, 128, 40, false, true, true, true); /* split k, outliers */
+  check_gemm (Z, 512, 1024, 128, 130, true, true, true);        /* 3 token tiles, the last part-filled */
+  check_gemm (Z, 1024, 14336, 128, 64, false, true, true);      /* down's k, split many ways */
+  check_gemm (Z, 2048 + 16, 4096, 64, 24, true, false, true);   /* gate|up-like rows, f16 out */
+  check_gemm (Z, 4096, 4096, 128, 8 + 1, false, true, false);   /* no scratch: one split */
+  for (int t : { HONE_K_Q4_0, HONE_K_Q4_1 })
+    {
+      check_gemm (t, 262, 256, 32, 9, false, false, false);
+      check_gemm (t, 300, 576, 32, 17, true, true, true);         /* half step, f16 out */
+      check_gemm (t, 130, 96, 32, 40, false, true, false);        /* less than one step */
+      check_gemm (t, 1000, 4096, 32, 64, false, true, true, true);
+      check_gemm (t, 512, 1024, 32, 150, true, false, true);      /* 3 token tiles */
+      check_gemm (t, 1024, 14336, 32, 33, false, true, true);
+    }
   /* bad arguments */
   HoneKMatrix m = q4z_alloc (64, 128, 128);
   void *x = dev_poisoned (64 * 128 * 2), *y = dev_poisoned (64 * 64 * 4);
-  const bool refused = hone_k_q4z_gemm (&m, 0, x, y, 0, 0, NULL, 0, 0) != 0
-                       && hone_k_q4z_gemm (&m, 4, (char *) x + 2, y, 0, 0, NULL, 0, 0) != 0
-                       && hone_k_q4z_gemm (&m, 4, x, NULL, 0, 0, NULL, 0, 0) != 0;
-  m.type = HONE_K_Q4_0;
-  const bool refused_type = hone_k_q4z_gemm (&m, 4, x, y, 0, 0, NULL, 0, 0) != 0;
+  const bool refused = hone_k_w4_gemm (&m, 0, x, y, 0, 0, NULL, 0, 0) != 0
+                       && hone_k_w4_gemm (&m, 4, (char *) x + 2, y, 0, 0, NULL, 0, 0) != 0
+                       && hone_k_w4_gemm (&m, 4, x, NULL, 0, 0, NULL, 0, 0) != 0;
+  m.type = HONE_K_Q8_0;
+  const bool refused_type = hone_k_w4_gemm (&m, 4, x, y, 0, 0, NULL, 0, 0) != 0 && !hone_k_w4_gemm_supports (&m);
   m.type = HONE_K_Q4Z;
-  check (refused && refused_type && guard_intact (y, 64 * 64 * 4), "q4z gemm refuses n=0, unaligned x, no y, other types", 0, 0);
+  check (refused && refused_type && guard_intact (y, 64 * 64 * 4), "w4 gemm refuses n=0, unaligned x, no y, Q8_0", 0, 0);
   matrix_free (&m);
   cudaFree (x); cudaFree (y);
 }
@@ -683,7 +750,7 @@ check_tiny_model (int g)
       char what[160];
       const double bound = part ? 1e-2 : 2e-3;
       snprintf (what, sizeof what, "tiny model g%d %s: Q4Z vs F16 weights, top-1 %d/%d", g,
-                part ? "decode (GEMV)" : n_pre <= hone_k_q4z_gemm_max () ? "prefill (fused GEMM)"
+                part ? "decode (GEMV)" : n_pre <= hone_k_w4_gemm_max () ? "prefill (fused GEMM)"
                 : "prefill (dequant+GEMM)", agree, rows);
       check (fin && e < bound && agree >= rows - 1, what, e, bound);
     }
@@ -1017,7 +1084,7 @@ gemm_bench_fn (void *p)
 static void
 bench_prefill_gemms (BigModel &b)
 {
-  report ("\n== W4A16 prefill GEMMs: fused (hone_k_q4z_gemm) vs dequantize + cuBLASLt, layer 0 ==\n");
+  report ("\n== W4A16 prefill GEMMs: fused (hone_k_w4_gemm) vs dequantize + cuBLASLt, layer 0 ==\n");
   const int nmax = 512, nn = 6;
   HoneKState st;
   CK (hone_k_state_alloc (&st, &b.m, nmax, HONE_K_MAX_DECODE));
@@ -1039,7 +1106,7 @@ bench_prefill_gemms (BigModel &b)
         double us[2];
         for (int fused = 0; fused < 2; fused++)
           {
-            hone_k_q4z_gemm_set_max (fused ? 1 << 30 : 0);
+            hone_k_w4_gemm_set_max (fused ? 1 << 30 : 0);
             GemmBench gb = { &st, mt.w, n, mt.y_type, mt.acc, x, y };
             us[fused] = bench_ms (0, 20, gemm_bench_fn, &gb) * 1e3;
             tot[fused][i] += us[fused];
@@ -1054,7 +1121,7 @@ bench_prefill_gemms (BigModel &b)
   for (int i = 0; i < nn; i++)
     report ("prefill gemms of one layer, n %3d: dequant+cuBLASLt %8.1f us, fused %8.1f us (%.2fx)\n", 16 << i,
             tot[0][i], tot[1][i], tot[0][i] / tot[1][i]);
-  hone_k_q4z_gemm_set_max (-1);
+  hone_k_w4_gemm_set_max (-1);
   cudaFree (x);
   cudaFree (y);
   hone_k_state_free (&st);
@@ -1201,21 +1268,21 @@ bench_model (int type, std::vector<std::vector<double>> &prefill_ms)
   if (type == HONE_K_Q4Z && !step_only)
     bench_prefill_gemms (b);
   const double params = 32.0 * (6144.0 * 4096 + 4096.0 * 4096 + 28672.0 * 4096 + 4096.0 * 14336);
-  /* AWQ: the default (fused GEMM up to hone_k_q4z_gemm_max tokens), dequantize + cuBLASLt, fused always */
+  /* AWQ: the default (fused GEMM up to hone_k_w4_gemm_max tokens), dequantize + cuBLASLt, fused always */
   static const char *modes[] = { "", " dequant", " fused" };
   prefill_ms.assign (type == HONE_K_Q4Z ? 3 : 1, std::vector<double> ());
   for (size_t mode = 0; mode < prefill_ms.size (); mode++)
     for (int i = 0; i < (step_only ? 0 : W4_PREFILL_NS); i++)
       {
         const int n = w4_prefill_ns[i];
-        hone_k_q4z_gemm_set_max (mode == 0 ? -1 : mode == 1 ? 0 : 1 << 30);
+        hone_k_w4_gemm_set_max (mode == 0 ? -1 : mode == 1 ? 0 : 1 << 30);
         const double ms = time_prefill (b, kv, n, s);
         prefill_ms[mode].push_back (ms);
         const double flop = 2.0 * params * n + 2.0 * 128256 * 4096 + 32.0 * 32 * 2 * 2.0 * n * (n + 1) / 2 * 128;
         report ("prefill %-8s%-8s %5d tok: %8.2f ms  %8.0f tok/s  %5.1f%% of 781 TFLOP/s\n", name, modes[mode], n, ms,
                 n * 1e3 / ms, 100 * flop / (ms * 1e-3) / GEMM_CEIL);
       }
-  hone_k_q4z_gemm_set_max (-1);
+  hone_k_w4_gemm_set_max (-1);
   cudaStreamDestroy (s);
   big_free (b);
 }
@@ -1518,11 +1585,11 @@ main (int argc, char **argv)
           /* the tiny models' prefill with the fused GEMM off (dequantize + cuBLASLt) and forced on */
           for (int fused : { 0, 1 })
             {
-              hone_k_q4z_gemm_set_max (fused ? 1 << 30 : 0);
+              hone_k_w4_gemm_set_max (fused ? 1 << 30 : 0);
               for (int g : { 32, 128 })
                 check_tiny_model (g);
             }
-          hone_k_q4z_gemm_set_max (-1);
+          hone_k_w4_gemm_set_max (-1);
         }
       check_refusals ();
       report ("w4 checks: %d passed, %d failed\n", n_pass, n_fail);
@@ -1543,7 +1610,7 @@ main (int argc, char **argv)
       for (size_t i = 0; q.size () == 3 && bf.size () == 1 && i < q[0].size () && i < bf[0].size (); i++)
         report ("prefill %5d tok: AWQ %.2f ms vs BF16 %.2f ms = %+.1f %% (AWQ dequantize + cuBLASLt %.2f ms, fused "
                 "%.2f ms; default fuses up to %d tokens)\n", w4_prefill_ns[i], q[0][i], bf[0][i],
-                100 * (q[0][i] / bf[0][i] - 1), q[1][i], q[2][i], hone_k_q4z_gemm_max ());
+                100 * (q[0][i] / bf[0][i] - 1), q[1][i], q[2][i], hone_k_w4_gemm_max ());
     }
   if (results)
     fclose (results);
