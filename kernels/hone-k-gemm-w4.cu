@@ -59,17 +59,6 @@ struct W4GArgs {
 };
 
 static __device__ __forceinline__ void
-w4g_mma (float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800   /* every gpu_archs value is; older ones compute nothing */
-  asm ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-       "{%0,%1,%2,%3};"
-       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-
-static __device__ __forceinline__ void
 w4g_cp16 (uint32_t dst, const void *src, bool valid)
 {
   const int n = valid ? 16 : 0;   /* 0: the 16 bytes are zero-filled, nothing read */
@@ -166,9 +155,9 @@ w4g_step (float (&c)[2][NT][4], const uint4 (&w)[4], const uint32_t (&sz)[4], co
 #pragma unroll
             for (int mi = 0; mi < 2; mi++)
               {
-                w4g_mma (c[mi][j], A[h][2 * mi][0], A[h][2 * mi + 1][0], A[h][2 * mi][1], A[h][2 * mi + 1][1],
+                w4_mma (c[mi][j], A[h][2 * mi][0], A[h][2 * mi + 1][0], A[h][2 * mi][1], A[h][2 * mi + 1][1],
                          b[h].x, b[h].y);
-                w4g_mma (c[mi][j], A[h][2 * mi][2], A[h][2 * mi + 1][2], A[h][2 * mi][3], A[h][2 * mi + 1][3],
+                w4_mma (c[mi][j], A[h][2 * mi][2], A[h][2 * mi + 1][2], A[h][2 * mi][3], A[h][2 * mi + 1][3],
                          b[h].z, b[h].w);
               }
         }
@@ -307,16 +296,19 @@ w4g_kernel (const W4GArgs a)
       for (int e = 0; e < 4; e++)
         c[mi][j][e] = 0.f;
 
+  /* weights and X of the split's step s into stage buffer s % W4G_STAGES, one commit group */
+  auto fill = [&] (int s) {
+    if (s < nsteps)
+      {
+        const int b = s % W4G_STAGES;
+        w4g_stage_w (a, sm0 + b * stage16 * 16, row0, ks0 + s);
+        w4g_stage_x<NT> (a, sm0 + (b * stage16 + W4G_WTILE) * 16, tok0, ks0 + s);
+      }
+    w4g_commit ();
+  };
 #pragma unroll
   for (int st = 0; st < W4G_STAGES - 1; st++)
-    {
-      if (st < nsteps)
-        {
-          w4g_stage_w (a, sm0 + st * stage16 * 16, row0, ks0 + st);
-          w4g_stage_x<NT> (a, sm0 + (st * stage16 + W4G_WTILE) * 16, tok0, ks0 + st);
-        }
-      w4g_commit ();
-    }
+    fill (st);
   /* scales: step 0 stored now, steps 1 and 2 in the ring (P, Q) */
   W4GSz P, Q;
   if (nsteps > 0)
@@ -332,14 +324,7 @@ w4g_kernel (const W4GArgs a)
   auto step = [&] (int it, W4GSz &R) {
     w4g_wait<W4G_STAGES - 2> ();
     __syncthreads ();   /* stage it is in; every warp is past step it − 1, whose buffer refills now */
-    const int ahead = it + W4G_STAGES - 1;
-    if (ahead < nsteps)
-      {
-        const int b = ahead % W4G_STAGES;
-        w4g_stage_w (a, sm0 + b * stage16 * 16, row0, ks0 + ahead);
-        w4g_stage_x<NT> (a, sm0 + (b * stage16 + W4G_WTILE) * 16, tok0, ks0 + ahead);
-      }
-    w4g_commit ();
+    fill (it + W4G_STAGES - 1);
     if (it + 1 < nsteps)
       w4g_store_sz_row (a, R, sz_base + ((it + 1) % W4G_STAGES) * stage16 * 4);
     if (it + W4G_SZ_AHEAD < nsteps)
@@ -357,8 +342,8 @@ w4g_kernel (const W4GArgs a)
     w4g_step<NT, WT> (c, w, sz, sb + W4G_WTILE, lane);
   };
   /* two steps an iteration, so that P and Q keep their roles: a register copy between
-   * them would wait for the loads in flight (session 50, call 6's ncu: such a swap's moves
-   * held 27 % of the stall samples, long scoreboard) */
+   * them waits for the load in flight into its source (session 50, call 6's ncu: 12 % of
+   * the stall samples on such a move) */
   for (int it = 0; it < nsteps; it += 2)
     {
       step (it, P);

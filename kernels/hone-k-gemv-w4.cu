@@ -1099,17 +1099,6 @@ w4s_gemv_kernel (W4Args a)
 #define W4M_SPAN (4 * W4M_U)   /* chunks of a row a warp item covers */
 enum { W4M_CORR = 0, W4M_SUB = 1, W4M_SCALED = 2 };
 
-static __device__ __forceinline__ void
-w4m_mma (float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800   /* every gpu_archs value is; older ones compute nothing */
-  asm ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-       "{%0,%1,%2,%3};"
-       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-
 static __device__ __forceinline__ uint32_t
 h2_sub (uint32_t a, uint32_t b)
 {
@@ -1302,13 +1291,13 @@ w4m_gemv_kernel (W4Args a)
                     l1g = h2_mul (l1g, s2[0]); h1g = h2_mul (h1g, s2[0]);
                     l0e = h2_mul (l0e, s2[1]); h0e = h2_mul (h0e, s2[1]);
                     l1e = h2_mul (l1e, s2[1]); h1e = h2_mul (h1e, s2[1]);
-                    w4m_mma (acc, l0g, l0e, h0g, h0e, bx[i].x, bx[i].y);
-                    w4m_mma (acc, l1g, l1e, h1g, h1e, bx[i].z, bx[i].w);
+                    w4_mma (acc, l0g, l0e, h0g, h0e, bx[i].x, bx[i].y);
+                    w4_mma (acc, l1g, l1e, h1g, h1e, bx[i].z, bx[i].w);
                   }
                 else
                   {
-                    w4m_mma (cl, l0g, l0e, h0g, h0e, bx[i].x, bx[i].y);
-                    w4m_mma (cl, l1g, l1e, h1g, h1e, bx[i].z, bx[i].w);
+                    w4_mma (cl, l0g, l0e, h0g, h0e, bx[i].x, bx[i].y);
+                    w4_mma (cl, l1g, l1e, h1g, h1e, bx[i].z, bx[i].w);
                   }
               }
             if (MODE != W4M_SCALED)

@@ -1,5 +1,6 @@
 /* hone-k-w4.cuh — the int4 → f16x2 arithmetic of the W4A16 (HONE_K_Q4Z) GPU
- * layout (internal), shared by the W4A16 kernels of hone-k-gemv-w4.cu so that
+ * layout (internal), shared by the W4A16 kernels of hone-k-gemv-w4.cu and the
+ * fused 4-bit GEMM of hone-k-gemm-w4.cu so that
  * they dequantize alike (the register-streamed GEMV of hone-k-gemv.cu does not
  * dequantize: dot_chunk_w4 multiplies the nibbles in integers).
  * Layout (hone-kernels.h): in 32-bit word i of a 16-byte chunk of 32 weights,
@@ -54,3 +55,15 @@ w4_zero (uint32_t z, __half2 &zc0, __half2 &nzc1)
   nzc1 = as_h2 (0xD400D400u | (z << 4) | (z << 20));
 }
 
+/* c += A·B on the tensor cores: mma.sync m16n8k16, f16 in, f32 accumulate (A 4 registers
+ * of f16 pairs, B 2), the W4A16 GEMV's and the fused 4-bit GEMM's (hone-k-gemm-w4.cu). */
+static __device__ __forceinline__ void
+w4_mma (float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800   /* every gpu_archs value is; older ones compute nothing */
+  asm ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+       "{%0,%1,%2,%3};"
+       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
