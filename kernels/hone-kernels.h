@@ -521,7 +521,8 @@ size_t hone_k_state_bytes (const HoneKModel *m, int max_tok, int logits_rows);
 
 /* Prefill GEMM: y[n][w->rows] (+)= x16[n][w->cols]·Wᵀ through cuBLASLt (an
  * algorithm per shape, cached in @st); x16 bf16 for BF16 weights, else f16
- * (quantized W dequantized to f16 into st->w16 first); y f32 (y_type
+ * (quantized W dequantized to f16 into st->w16 first, except Q4Z/Q4_0/Q4_1 at
+ * n <= hone_k_w4_gemm_max (): hone_k_w4_gemm, st->w16 its split scratch); y f32 (y_type
  * HONE_K_F32, accumulate adds into it) or W's 16-bit type. Needs a state
  * allocated for more than HONE_K_MAX_DECODE tokens. */
 int hone_k_gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, void *y, int y_type,
