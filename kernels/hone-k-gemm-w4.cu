@@ -47,6 +47,10 @@
 #define W4G_ROWS (W4G_WARPS * 32)   /* rows a block: 2 m16 tiles a warp */
 #define W4G_MIN_STEPS 4             /* k steps of 128 a split at least */
 #define W4G_BLOCK_COST 3            /* a block's fixed cost (pipeline fill, stores), in k steps */
+#define W4G_STAGES 4                /* pipeline stages, W4G_STAGES − 1 in flight */
+#define W4G_WTILE (W4G_ROWS * 4)    /* 16-byte chunks of a stage's weight tile */
+#define W4G_SZ16 W4G_ROWS           /* 16-byte units of a stage's scales: [4 groups][row] words */
+#define W4G_SZ_AHEAD 3              /* a step's scales are loaded this many steps before use */
 
 struct W4GArgs {
   const uint4 *q;          /* [rows][nchunk] chunks of 32 weights */
@@ -196,11 +200,6 @@ w4g_store (const W4GArgs &a, const float (&c)[2][NT][4], int rowb, int tok0, int
             }
         }
 }
-
-#define W4G_STAGES 4
-#define W4G_WTILE (W4G_ROWS * 4)   /* 16-byte chunks of a weight tile */
-#define W4G_SZ16 W4G_ROWS          /* 16-byte units of a stage's scales: [4 groups][row] words */
-#define W4G_SZ_AHEAD 3             /* a step's scales are loaded this many steps before use */
 
 /* The X tile of k step @ks into @buf: natural order in, [tile][lane][swizzled piece] out. */
 template <int NT>
