@@ -144,6 +144,51 @@ test_qwen3_q4_0 (void)
   g_assert_cmpint (g_unlink (path), ==, 0);
 }
 
+/* --type q4_k_m: llama.cpp's Q4_K_M layout. With 4 layers its use_more_bits rule
+ * (i < n/8 || i >= 7n/8 || (i − n/8) % 3 == 2) picks layers 2 and 3 for Q6_K
+ * attn_v and ffn_down; everything else that is a matrix is Q4_K (Qwen3 ties
+ * the output to the embeddings, so there is no Q6_K output matrix). */
+static void
+test_qwen3_q4_k_m (void)
+{
+  g_autofree char *path = g_build_filename (tmp_dir, "qwen3-km.gguf", NULL);
+  const char *args[] = { "--shape", "qwen3-0.6b", "--type", "q4_k_m", "--layers", "4", "-t", "2", "-o", path, NULL };
+  g_autofree char *err = NULL;
+  g_autoptr (HoneModel) m = NULL;
+  GError *error = NULL;
+  double mean, sd, max_abs;
+
+  g_assert_cmpint (run_gen (args, &err), ==, 0);
+  g_assert_cmpstr (err, ==, "");
+  m = hone_model_open (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (m->config.n_layers, ==, 4);
+  g_assert_cmpint (m->tok_embd.type, ==, HONE_DTYPE_Q4_K);
+  for (int i = 0; i < 4; i++)
+    {
+      const HoneDType wide = i >= 2 ? HONE_DTYPE_Q6_K : HONE_DTYPE_Q4_K;
+      g_assert_cmpint (m->layers[i].wq.type, ==, HONE_DTYPE_Q4_K);
+      g_assert_cmpint (m->layers[i].wk.type, ==, HONE_DTYPE_Q4_K);
+      g_assert_cmpint (m->layers[i].wv.type, ==, wide);
+      g_assert_cmpint (m->layers[i].wo.type, ==, HONE_DTYPE_Q4_K);
+      g_assert_cmpint (m->layers[i].w_gate.type, ==, HONE_DTYPE_Q4_K);
+      g_assert_cmpint (m->layers[i].w_up.type, ==, HONE_DTYPE_Q4_K);
+      g_assert_cmpint (m->layers[i].w_down.type, ==, wide);
+    }
+  /* the values survive both types (the library's own K-quant readers) */
+  row_stats (&m->layers[0].w_down, 16, &mean, &sd, &max_abs);
+  g_assert_cmpfloat (fabs (mean), <, 1e-3);
+  g_assert_cmpfloat (sd, >, 0.018);
+  g_assert_cmpfloat (sd, <, 0.022);
+  row_stats (&m->layers[3].w_down, 16, &mean, &sd, &max_abs);
+  g_assert_cmpfloat (fabs (mean), <, 1e-3);
+  g_assert_cmpfloat (sd, >, 0.019);
+  g_assert_cmpfloat (sd, <, 0.021);
+  g_assert_cmpfloat (max_abs, <, 0.036);
+  g_clear_pointer (&m, hone_model_unref);
+  g_assert_cmpint (g_unlink (path), ==, 0);
+}
+
 static void
 test_bad_args (void)
 {
@@ -178,6 +223,7 @@ main (int argc, char **argv)
   tmp_dir = g_dir_make_tmp ("hone-gen-model-XXXXXX", NULL);
   g_assert_nonnull (tmp_dir);
   g_test_add_func ("/gen-model/qwen3-0.6b-q4_0", test_qwen3_q4_0);
+  g_test_add_func ("/gen-model/qwen3-0.6b-q4_k_m", test_qwen3_q4_k_m);
   g_test_add_func ("/gen-model/bad-args", test_bad_args);
   rc = g_test_run ();
   g_rmdir (tmp_dir);

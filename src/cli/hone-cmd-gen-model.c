@@ -12,6 +12,12 @@
  * the scale of an initialised transformer), norms 1 ± 0.02, from a per-row
  * xorshift generator so the threads need no shared state and a seed gives
  * the same file every time.
+ *
+ * --type q4_k_m lays the K-quant types out as llama.cpp's Q4_K_M recipe does
+ * for these shapes (its use_more_bits rule: the first and last eighth of the
+ * layers and every third one between keep attn_v and ffn_down in Q6_K; the
+ * output matrix Q6_K; every other matrix Q4_K), so that a mixed file — the
+ * format most GGUF downloads come in — can be measured too.
  */
 #include "hone-cli.h"
 #include "hone-backend.h"
@@ -45,6 +51,32 @@ static const GenShape shapes[] = {
 };
 
 typedef enum { FILL_WEIGHT, FILL_NORM, FILL_BIAS } GenFill;
+
+/* --type: one matrix type, or a mix (q4_k_m) */
+typedef struct {
+  const char *name;          /* as --type takes it */
+  const char *human;         /* in general.name and the summary */
+  HoneDType type;            /* every matrix's, or the mix's main type */
+  gboolean k_m;              /* llama.cpp's Q4_K_M layout of Q4_K and Q6_K */
+} GenType;
+
+static const GenType gen_types[] = {
+  { "f16", "F16", HONE_DTYPE_F16, FALSE },
+  { "bf16", "BF16", HONE_DTYPE_BF16, FALSE },
+  { "q8_0", "Q8_0", HONE_DTYPE_Q8_0, FALSE },
+  { "q4_0", "Q4_0", HONE_DTYPE_Q4_0, FALSE },
+  { "q4_1", "Q4_1", HONE_DTYPE_Q4_1, FALSE },
+  { "q4_k", "Q4_K", HONE_DTYPE_Q4_K, FALSE },
+  { "q6_k", "Q6_K", HONE_DTYPE_Q6_K, FALSE },
+  { "q4_k_m", "Q4_K_M", HONE_DTYPE_Q4_K, TRUE },
+};
+
+/* The matrices a Q4_K_M file keeps in Q6_K (llama.cpp's use_more_bits) */
+static gboolean
+more_bits (int layer, int n_layers)
+{
+  return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
+}
 
 typedef struct {
   char *name;
@@ -88,8 +120,9 @@ add_tensor (GPtrArray *list, HoneDType type, GenFill fill, int64_t ne0, int64_t 
 
 /* llama.cpp's tensor order: embeddings, the layers, the final norm and head. */
 static GPtrArray *
-tensor_list (const GenShape *s, int n_layers, HoneDType type)
+tensor_list (const GenShape *s, int n_layers, const GenType *gt)
 {
+  const HoneDType type = gt->type;
   GPtrArray *list = g_ptr_array_new_with_free_func (gen_tensor_free);
   int64_t q = (int64_t) s->n_heads * s->head_dim, kv = (int64_t) s->n_kv_heads * s->head_dim;
   gboolean qkv_bias = strcmp (s->arch, "qwen2") == 0, qk_norm = strcmp (s->arch, "qwen3") == 0;
@@ -98,10 +131,13 @@ tensor_list (const GenShape *s, int n_layers, HoneDType type)
   add_tensor (list, type, FILL_WEIGHT, s->hidden, s->vocab, "token_embd.weight");
   for (int i = 0; i < n_layers; i++)
     {
+      /* attn_v and ffn_down: Q6_K in the layers a Q4_K_M file widens */
+      const HoneDType wide = gt->k_m && more_bits (i, n_layers) ? HONE_DTYPE_Q6_K : type;
+
       add_tensor (list, HONE_DTYPE_F32, FILL_NORM, s->hidden, 0, "blk.%d.attn_norm.weight", i);
       add_tensor (list, type, FILL_WEIGHT, s->hidden, q, "blk.%d.attn_q.weight", i);
       add_tensor (list, type, FILL_WEIGHT, s->hidden, kv, "blk.%d.attn_k.weight", i);
-      add_tensor (list, type, FILL_WEIGHT, s->hidden, kv, "blk.%d.attn_v.weight", i);
+      add_tensor (list, wide, FILL_WEIGHT, s->hidden, kv, "blk.%d.attn_v.weight", i);
       if (qkv_bias)
         {
           add_tensor (list, HONE_DTYPE_F32, FILL_BIAS, q, 0, "blk.%d.attn_q.bias", i);
@@ -117,11 +153,11 @@ tensor_list (const GenShape *s, int n_layers, HoneDType type)
       add_tensor (list, HONE_DTYPE_F32, FILL_NORM, s->hidden, 0, "blk.%d.ffn_norm.weight", i);
       add_tensor (list, type, FILL_WEIGHT, s->hidden, s->ffn, "blk.%d.ffn_gate.weight", i);
       add_tensor (list, type, FILL_WEIGHT, s->hidden, s->ffn, "blk.%d.ffn_up.weight", i);
-      add_tensor (list, type, FILL_WEIGHT, s->ffn, s->hidden, "blk.%d.ffn_down.weight", i);
+      add_tensor (list, wide, FILL_WEIGHT, s->ffn, s->hidden, "blk.%d.ffn_down.weight", i);
     }
   add_tensor (list, HONE_DTYPE_F32, FILL_NORM, s->hidden, 0, "output_norm.weight");
   if (!s->tied)
-    add_tensor (list, type, FILL_WEIGHT, s->hidden, s->vocab, "output.weight");
+    add_tensor (list, gt->k_m ? HONE_DTYPE_Q6_K : type, FILL_WEIGHT, s->hidden, s->vocab, "output.weight");
   for (guint i = 0; i < list->len; i++)
     {
       GenTensor *t = g_ptr_array_index (list, i);
@@ -149,7 +185,7 @@ byte_char (int b)
 /* Everything before the data section: the writer's metadata block with the
  * tensor count patched in, then the tensor table, padded to the alignment. */
 static GByteArray *
-build_header (const GenShape *s, int n_layers, HoneDType type, GPtrArray *tensors, GError **error)
+build_header (const GenShape *s, int n_layers, const GenType *gt, GPtrArray *tensors, GError **error)
 {
   g_autoptr (HoneGgufWriter) w = hone_gguf_writer_new ();
   g_autoptr (GBytes) meta = NULL;
@@ -209,8 +245,7 @@ build_header (const GenShape *s, int n_layers, HoneDType type, GPtrArray *tensor
   g_ptr_array_unref (tokens);
   /* Last on purpose: its value ends in a non-zero byte, so the writer's
    * zero padding after it can be told apart and dropped below. */
-  name = g_strdup_printf ("%s (random weights, %s, %d layers)", s->human,
-                          hone_dtype_name (type), n_layers);
+  name = g_strdup_printf ("%s (random weights, %s, %d layers)", s->human, gt->human, n_layers);
   hone_gguf_writer_add_string (w, "general.name", name, -1);
 
   meta = hone_gguf_writer_to_bytes (w, error);
@@ -346,11 +381,11 @@ write_tensor (int fd, const char *path, const GenTensor *t, guint64 seed, int n_
 }
 
 static gboolean
-generate (const GenShape *s, int n_layers, HoneDType type, guint64 seed, int n_threads,
+generate (const GenShape *s, int n_layers, const GenType *gt, guint64 seed, int n_threads,
           const char *path, gboolean quiet, GError **error)
 {
-  g_autoptr (GPtrArray) tensors = tensor_list (s, n_layers, type);
-  g_autoptr (GByteArray) header = build_header (s, n_layers, type, tensors, error);
+  g_autoptr (GPtrArray) tensors = tensor_list (s, n_layers, gt);
+  g_autoptr (GByteArray) header = build_header (s, n_layers, gt, tensors, error);
   g_autofree char *tmp = NULL;
   gint64 t0 = g_get_monotonic_time ();
   guint64 total = 0;
@@ -398,7 +433,7 @@ generate (const GenShape *s, int n_layers, HoneDType type, guint64 seed, int n_t
     }
   if (!quiet)
     printf (_("%s: %s, %s, %d layers, %u tensors, %.2f GB of weights in %.1f s\n"), path, s->name,
-            hone_dtype_name (type), n_layers, tensors->len, (double) total / 1e9,
+            gt->human, n_layers, tensors->len, (double) total / 1e9,
             (double) (g_get_monotonic_time () - t0) / 1e6);
   return TRUE;
 }
@@ -414,7 +449,9 @@ hone_cmd_gen_model (int argc, char **argv)
   gboolean quiet = FALSE;
   GOptionEntry entries[] = {
     { "shape", 's', 0, G_OPTION_ARG_STRING, &shape, N_("llama3-8b, qwen2.5-7b or qwen3-0.6b"), N_("SHAPE") },
-    { "type", 'T', 0, G_OPTION_ARG_STRING, &type_name, N_("Matrix type: f16, bf16 (default), q8_0, q4_0, q4_1"), N_("TYPE") },
+    { "type", 'T', 0, G_OPTION_ARG_STRING, &type_name,
+      N_("Matrix type: f16, bf16 (default), q8_0, q4_0, q4_1, q4_k, q6_k, or q4_k_m (llama.cpp's Q4_K/Q6_K mix)"),
+      N_("TYPE") },
     { "layers", 'l', 0, G_OPTION_ARG_INT, &layers, N_("Keep only the first N layers (default: all)"), N_("N") },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, N_("The GGUF file to write"), N_("FILE") },
     { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, N_("Random seed (default 1)"), N_("SEED") },
@@ -426,7 +463,7 @@ hone_cmd_gen_model (int argc, char **argv)
       _("Write a GGUF with random weights and the real shapes of a known model, "
         "with a byte-level tokenizer padded to the real vocabulary (for speed measurements)."));
   const GenShape *s = NULL;
-  HoneDType type = HONE_DTYPE_BF16;
+  const GenType *gt = &gen_types[1];   /* bf16 */
   GError *error = NULL;
 
   g_option_context_add_main_entries (ctx, entries, GETTEXT_PACKAGE);
@@ -444,11 +481,12 @@ hone_cmd_gen_model (int argc, char **argv)
     return hone_cli_fail_literal (_("--shape must be llama3-8b, qwen2.5-7b or qwen3-0.6b"));
   if (type_name != NULL)
     {
-      int t = hone_dtype_from_name (type_name);
-      if (t != HONE_DTYPE_F16 && t != HONE_DTYPE_BF16 && t != HONE_DTYPE_Q8_0
-          && t != HONE_DTYPE_Q4_0 && t != HONE_DTYPE_Q4_1)
-        return hone_cli_fail_literal (_("--type must be f16, bf16, q8_0, q4_0 or q4_1"));
-      type = (HoneDType) t;
+      gt = NULL;
+      for (guint i = 0; i < G_N_ELEMENTS (gen_types); i++)
+        if (g_ascii_strcasecmp (type_name, gen_types[i].name) == 0)
+          gt = &gen_types[i];
+      if (gt == NULL)
+        return hone_cli_fail_literal (_("--type must be f16, bf16, q8_0, q4_0, q4_1, q4_k, q6_k or q4_k_m"));
     }
   if (output == NULL)
     return hone_cli_fail_literal (_("give the output file with -o FILE"));
@@ -461,7 +499,7 @@ hone_cmd_gen_model (int argc, char **argv)
     return hone_cli_fail_literal (_("--threads must be ≥ 0"));
   if (threads == 0)
     threads = hone_cpu_backend_default_threads ();
-  if (!generate (s, layers ? layers : s->n_layers, type, (guint64) seed, MIN (threads, 256), output, quiet, &error))
+  if (!generate (s, layers ? layers : s->n_layers, gt, (guint64) seed, MIN (threads, 256), output, quiet, &error))
     return hone_cli_fail (error);
   return 0;
 }
