@@ -16,9 +16,9 @@
  * cached; f32 out with the residual added by beta = 1, or 16-bit out for
  * gate|up), quantized weights dequantized to f16 one matrix at a time, and
  * the causal flash-attention kernel writing the o GEMM's 16-bit input. Chunks
- * of at most hone_k_w4_gemm_max () tokens (128 by default) run their Q4Z, Q4_0
- * and Q4_1 matrices through the fused 4-bit GEMM instead (hone-k-gemm-w4.cu):
- * no dequantization pass.
+ * of at most hone_k_w4_gemm_max () tokens (128 by default) run their Q4Z, Q4_0,
+ * Q4_1, Q4_K and Q6_K matrices (and q|k|v parts of those types) through the
+ * fused 4-bit GEMM instead (hone-k-gemm-w4.cu): no dequantization pass.
  */
 #include "hone-k-common.cuh"
 #include "hone-k-gemv.cuh"
@@ -340,7 +340,7 @@ gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, void *y, int
   const void *wp = w->q;
   const cudaDataType_t t = w->type == HONE_K_BF16 ? CUDA_R_16BF : CUDA_R_16F;
   if (n <= hone_k_w4_gemm_max () && hone_k_w4_gemm_supports (w) && x16 != st->w16 && y != st->w16)
-    /* short chunks of Q4Z/Q4_0/Q4_1: the fused GEMM (hone-k-gemm-w4.cu), no dequantization pass;
+    /* short chunks of Q4Z/Q4_0/Q4_1/Q4_K/Q6_K (parts too): the fused GEMM (hone-k-gemm-w4.cu), no dequantization pass;
      * st->w16 (room for this matrix in 16 bits) takes its split partials */
     return hone_k_w4_gemm (w, n, x16, y, y16, accumulate, st->w16, (size_t) w->rows * w->cols * 2, s);
   if (!is_f (w))

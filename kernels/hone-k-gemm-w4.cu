@@ -1,4 +1,5 @@
-/* hone-k-gemm-w4.cu — the fused 4-bit GEMM of prefill chunks (AWQ HONE_K_Q4Z, GGUF Q4_0/Q4_1):
+/* hone-k-gemm-w4.cu — the fused 4-bit GEMM of prefill chunks (AWQ HONE_K_Q4Z, GGUF Q4_0/Q4_1,
+ * the K-quants Q4_K/Q6_K, and q|k|v parts of those types):
  * Y[n][rows] (+)= X[n][cols]·Wᵀ with W dequantized in registers, never written out.
  *
  * Why: above HONE_K_MAX_DECODE tokens the prefill GEMMs dequantized each matrix
@@ -31,6 +32,12 @@
  *    weights 8i + 4h, +1 and "k = 2t + 8, 2t + 9" are 8i + 4h + 2, +3. B follows
  *    the same order, so a lane's B registers for one n8 tile and two steps are 16
  *    consecutive bytes of X (its token g, its chunk t, piece i): one 16-byte load;
+ *  - the K-quants (session 51) share Q4_0's nibble layout; their scales come as raw
+ *    words (Q4_K's 16-byte super-block record, Q6_K's int8 scales and d) and are
+ *    decoded to f16 words of the Q4_1 form (Q4_K: d·sc | −dmin·m) or a scale per
+ *    16 values (Q6_K: d·sc) when stored into the stage; Q6_K's 2 high bits a
+ *    weight come as a fifth 4 KB of the stage and are OR'ed into the same f16
+ *    patterns (w6_word), so its pairs come out as q − 32, exact;
  *  - X is zero-filled past n and past cols (a row's last partial step multiplies
  *    clamped weight loads by 0);
  *  - a split over k writes f32 partials to @scratch and w4g_reduce_kernel sums
@@ -42,6 +49,7 @@
  * weights at 16 tokens; ncu found its warps waiting on the scale loads and X's reads
  * touching twice the sectors they needed, which shaped the stages above. */
 #include "hone-k-w4.cuh"
+#include "hone-k-kquant.cuh"
 
 #define W4G_WARPS 4
 #define W4G_ROWS (W4G_WARPS * 32)   /* rows a block: 2 m16 tiles a warp */
@@ -53,14 +61,30 @@
 #define W4G_SZ_AHEAD 3              /* a step's scales are loaded this many steps before use */
 
 struct W4GArgs {
-  const uint4 *q;          /* [rows][nchunk] chunks of 32 weights */
-  const void *s;           /* [rows][ng] f16 scales (Q4Z, Q4_0), or f16 d | m << 16 words (Q4_1) */
+  const uint4 *q;          /* [rows][nchunk] chunks of 32 weights (low nibbles for Q6_K) */
+  const void *s;           /* [rows][ng] f16 scales (Q4Z, Q4_0), f16 d | m << 16 words (Q4_1), 16-byte
+                            * super-block records (Q4_K, ng = cols / 256), int8 scales [rows][cols / 16] (Q6_K) */
   const uint8_t *z;        /* [rows][ng] zero points (Q4Z) */
+  const uint2 *qh;         /* Q6_K: [rows][nchunk] the chunks' 2 high bits, 8 bytes a chunk */
+  const uint16_t *d6;      /* Q6_K: [rows][cols / 256] f16 d */
   const __half *x;         /* [n][cols] */
-  void *y;                 /* [n][rows], f32 or f16 */
+  void *y;                 /* [n][ldy], f32 or f16 */
   float *part;             /* [split][n][rows] f32, or NULL */
-  int n, rows, cols, nchunk, ng, cshift, ksteps, kper, y16, acc;
+  int n, rows, cols, nchunk, ng, cshift, ksteps, kper, y16, acc, ldy;
 };
+
+/* A stage in 16-byte units: the weight tile, Q6_K's high bits (128 rows × 32 bytes), X, the scales */
+static __host__ __device__ constexpr int
+w4g_htile (int wt)
+{
+  return wt == HONE_K_Q6_K ? W4G_ROWS * 2 : 0;
+}
+
+static __host__ __device__ constexpr int
+w4g_stage16 (int nt, int wt)
+{
+  return W4G_WTILE + w4g_htile (wt) + nt * 128 + W4G_SZ16;
+}
 
 static __device__ __forceinline__ void
 w4g_cp16 (uint32_t dst, const void *src, bool valid)
@@ -83,10 +107,22 @@ w4g_wait (void)
 }
 
 /* The weight tile of k step @ks into @buf: [row][chunk] of the block's 128 rows × 4 chunks
- * (rows past the matrix and chunks past the row clamped to valid ones; X is zero there). */
+ * (rows past the matrix and chunks past the row clamped to valid ones; X is zero there),
+ * for Q6_K then the chunks' high bits, [row][chunk] 8 bytes each (cols % 256 == 0: whole steps). */
+template <int WT>
 static __device__ __forceinline__ void
 w4g_stage_w (const W4GArgs &a, uint32_t buf, int row0, int ks)
 {
+  if (WT == HONE_K_Q6_K)
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+      {
+        const int q = r * 128 + (int) threadIdx.x;
+        int row = row0 + (q >> 1);
+        row = row < a.rows ? row : a.rows - 1;
+        w4g_cp16 (buf + (uint32_t) (W4G_WTILE + q) * 16,
+                  a.qh + ((uint32_t) row * (uint32_t) a.nchunk + (uint32_t) (ks * 4 + (q & 1) * 2)), true);
+      }
 #pragma unroll
   for (int r = 0; r < 4; r++)
     {
@@ -98,23 +134,50 @@ w4g_stage_w (const W4GArgs &a, uint32_t buf, int row0, int ks)
     }
 }
 
-/* One k step of a warp: the lane's 4 chunks @w (rows g, g + 8, 16 + g, 24 + g) dequantized
- * with @sz, times the X tile @xb (w4g_stage_x's layout), into c[m16 tile][n8 tile].
- * Q4Z words hold weights 8i..8i+7 of a chunk (hone-k-w4.cuh). GGUF Q4_0/Q4_1 bytes hold
- * weight b in the low nibble and b + 16 in the high one; one PRMT (bytes 0, 2, 1, 3) lines
- * word i up so that the same LOP3s give the pairs (4i, 4i+1), (4i+16, 4i+17), (4i+2, 4i+3),
- * (4i+18, 4i+19), and B takes the same elements: halves of X pieces i/2 and 2 + i/2. */
+/* Q6_K: the 2 high bits of word @wi's pairs (w4_word's order after the PRMT) moved onto the
+ * f16 patterns w4_word builds, so that its pairs come out as 6-bit q − z: a chunk's high-bit
+ * word h0 (values 0..15) holds value 4k + b at bits 8b + 2k, 8b + 2k + 1, h1 the same for 16..31;
+ * a low-nibble pair wants them at bits 4, 5 (and 20, 21), a high-nibble pair (taken × 1/16) at 8, 9. */
+static __device__ __forceinline__ void
+w6_word (uint32_t v, uint32_t h0, uint32_t h1, int wi, __half2 zc0, __half2 nzc1, __half2 (&o)[4])
+{
+  const __half2 sixteenth = as_h2 (0x2C002C00u);
+  const uint32_t u0 = h0 >> (2 * wi), u1 = h1 >> (2 * wi);
+  const uint32_t e0 = __byte_perm (u0, 0, 0x4140) << 4, e2 = __byte_perm (u0, 0, 0x4342) << 4;
+  const uint32_t e1 = __byte_perm (u1, 0, 0x4140) << 8, e3 = __byte_perm (u1, 0, 0x4342) << 8;
+  const uint32_t a0 = lop3_and_or (e0, 0x00300030u, lop3_and_or (v, 0x000f000fu, 0x64006400u));
+  const uint32_t a1 = lop3_and_or (e1, 0x03000300u, lop3_and_or (v, 0x00f000f0u, 0x64006400u));
+  v >>= 8;
+  const uint32_t a2 = lop3_and_or (e2, 0x00300030u, lop3_and_or (v, 0x000f000fu, 0x64006400u));
+  const uint32_t a3 = lop3_and_or (e3, 0x03000300u, lop3_and_or (v, 0x00f000f0u, 0x64006400u));
+  o[0] = __hsub2 (as_h2 (a0), zc0);
+  o[1] = __hfma2 (as_h2 (a1), sixteenth, nzc1);
+  o[2] = __hsub2 (as_h2 (a2), zc0);
+  o[3] = __hfma2 (as_h2 (a3), sixteenth, nzc1);
+}
+
+/* One k step of a warp: the lane's 4 chunks @w (rows g, g + 8, 16 + g, 24 + g; Q6_K's high
+ * bits @hb) dequantized with @sz, times the X tile @xb (w4g_stage_x's layout), into
+ * c[m16 tile][n8 tile]. Q4Z words hold weights 8i..8i+7 of a chunk (hone-k-w4.cuh). GGUF
+ * bytes (Q4_0, Q4_1, Q4_K, Q6_K's low nibbles) hold weight b in the low nibble and b + 16
+ * in the high one; one PRMT (bytes 0, 2, 1, 3) lines word i up so that the same LOP3s give
+ * the pairs (4i, 4i+1), (4i+16, 4i+17), (4i+2, 4i+3), (4i+18, 4i+19), and B takes the same
+ * elements: halves of X pieces i/2 and 2 + i/2. A scale word @sz is, per type:
+ *   Q4Z, Q4_0: s | z << 16, w = s·(q − z);
+ *   Q4_1, Q4_K: d | m << 16, w = d·q + m (Q4_K: d·sc and −dmin·m of the 32-block, in f16);
+ *   Q6_K: the f16 d·sc of values 0..15 | that of 16..31 << 16, w = d·sc·(q − 32). */
 template <int NT, int WT>
 static __device__ __forceinline__ void
-w4g_step (float (&c)[2][NT][4], const uint4 (&w)[4], const uint32_t (&sz)[4], const uint4 *xb, int lane)
+w4g_step (float (&c)[2][NT][4], const uint4 (&w)[4], const uint2 (&hb)[4], const uint32_t (&sz)[4],
+          const uint4 *xb, int lane)
 {
   constexpr bool GGUF = WT != HONE_K_Q4Z;
+  constexpr bool AFFINE = WT == HONE_K_Q4_1 || WT == HONE_K_Q4_K;
   __half2 zc0[4], nzc1[4], s2[4], m2[4];
 #pragma unroll
   for (int i = 0; i < 4; i++)
     {
-      /* Q4Z/Q4_0: s | z << 16, w = s·(q − z); Q4_1: d | m << 16, w = d·q + m */
-      w4_zero (WT == HONE_K_Q4_1 ? 0u : sz[i] >> 16, zc0[i], nzc1[i]);
+      w4_zero (AFFINE ? 0u : WT == HONE_K_Q6_K ? 32u : sz[i] >> 16, zc0[i], nzc1[i]);
       s2[i] = as_h2 ((sz[i] & 0xffffu) | (sz[i] << 16));
       m2[i] = as_h2 ((sz[i] >> 16) | (sz[i] & 0xffff0000u));
     }
@@ -133,10 +196,15 @@ w4g_step (float (&c)[2][NT][4], const uint4 (&w)[4], const uint32_t (&sz)[4], co
             if (GGUF)
               word = __byte_perm (word, 0, 0x3120);
             __half2 o[4];
-            w4_word (word, zc0[i], nzc1[i], o);
+            if (WT == HONE_K_Q6_K)
+              w6_word (word, hb[i].x, hb[i].y, wi, zc0[i], nzc1[i], o);
+            else
+              w4_word (word, zc0[i], nzc1[i], o);
 #pragma unroll
             for (int p = 0; p < 4; p++)
-              A[h][i][p] = h2_bits (WT == HONE_K_Q4_1 ? __hfma2 (o[p], s2[i], m2[i]) : __hmul2 (o[p], s2[i]));
+              A[h][i][p] = h2_bits (AFFINE                 ? __hfma2 (o[p], s2[i], m2[i])
+                                    : WT == HONE_K_Q6_K ? __hmul2 (o[p], (p & 1) ? m2[i] : s2[i])
+                                                        : __hmul2 (o[p], s2[i]));
           }
 #pragma unroll
       for (int j = 0; j < NT; j++)
@@ -184,10 +252,10 @@ w4g_store (const W4GArgs &a, const float (&c)[2][NT][4], int rowb, int tok0, int
           const int r = rowb + mi * 16 + (e >> 1) * 8 + g, tok = tok0 + 8 * j + 2 * t + (e & 1);
           if (r >= a.rows || tok >= a.n)
             continue;
-          const size_t idx = (size_t) tok * a.rows + r;
+          const size_t idx = (size_t) tok * a.ldy + r;
           const float v = c[mi][j][e];
           if (a.part)
-            a.part[(size_t) blockIdx.z * a.n * a.rows + idx] = v;
+            a.part[(size_t) blockIdx.z * a.n * a.rows + (size_t) tok * a.rows + r] = v;
           else if (a.y16)
             {
               __half *y = (__half *) a.y + idx;
@@ -220,7 +288,9 @@ w4g_stage_x (const W4GArgs &a, uint32_t buf, int tok0, int ks)
 }
 
 /* The scales / zero points of row @row at k step @ks: groups (4 chunks) >> cshift of them
- * (Q4_0/Q4_1: a group is a 32-weight block, cshift 0). */
+ * (Q4_0/Q4_1: a group is a 32-weight block, cshift 0); the K-quants' raw words, decoded
+ * when stored (w4g_store_sz_row), two steps after the loads were issued: Q4_K the
+ * super-block's record in s[0..3], Q6_K the step's 8 int8 scales in s[0..1] and d in z[0]. */
 struct W4GSz {
   uint32_t s[4], z[4];
 };
@@ -229,6 +299,18 @@ template <int WT>
 static __device__ __forceinline__ void
 w4g_load_sz_row (const W4GArgs &a, uint32_t row, int ks, W4GSz &r)
 {
+  if constexpr (WT == HONE_K_Q4_K)
+    {
+      const uint4 rec = __ldg ((const uint4 *) a.s + (row * (uint32_t) a.ng + (uint32_t) (ks >> 1)));
+      r.s[0] = rec.x; r.s[1] = rec.y; r.s[2] = rec.z; r.s[3] = rec.w;
+    }
+  else if constexpr (WT == HONE_K_Q6_K)
+    {
+      const uint2 sc = __ldg ((const uint2 *) a.s + (row * (uint32_t) a.ksteps + (uint32_t) ks));
+      r.s[0] = sc.x; r.s[1] = sc.y;
+      r.z[0] = __ldg (a.d6 + (row * (uint32_t) a.ng + (uint32_t) (ks >> 1)));
+    }
+  else
 #pragma unroll
   for (int gg = 0; gg < 4; gg++)
     if (gg < (4 >> a.cshift))
@@ -250,10 +332,43 @@ w4g_load_sz_row (const W4GArgs &a, uint32_t row, int ks, W4GSz &r)
       }
 }
 
-/* into a stage's scale tile, [group][row] words (@dst: this row's word of group 0) */
-static __device__ __forceinline__ void
-w4g_store_sz_row (const W4GArgs &a, const W4GSz &r, uint32_t *dst)
+static __device__ __forceinline__ uint32_t
+w4g_f16_bits (float v)
 {
+  return (uint32_t) __half_as_ushort (__float2half_rn (v));
+}
+
+/* into a stage's scale tile, [group][row] words (@dst: this row's word of group 0); @ks the step */
+template <int WT>
+static __device__ __forceinline__ void
+w4g_store_sz_row (const W4GArgs &a, const W4GSz &r, uint32_t *dst, int ks)
+{
+  if constexpr (WT == HONE_K_Q4_K)
+    {
+      /* sub-blocks 4h..4h+3 of the record (h = ks & 1; q4k_scale_min's packing, 4 at a time) */
+      const float d = __half2float (__ushort_as_half ((unsigned short) (r.s[0] & 0xffffu)));
+      const float dmin = __half2float (__ushort_as_half ((unsigned short) (r.s[0] >> 16)));
+      const uint32_t sc = (ks & 1) ? (r.s[3] & 0x0f0f0f0fu) | ((r.s[1] >> 2) & 0x30303030u) : r.s[1] & 0x3f3f3f3fu;
+      const uint32_t mn = (ks & 1) ? ((r.s[3] >> 4) & 0x0f0f0f0fu) | ((r.s[2] >> 2) & 0x30303030u)
+                                   : r.s[2] & 0x3f3f3f3fu;
+#pragma unroll
+      for (int gg = 0; gg < 4; gg++)
+        dst[gg * W4G_ROWS] = w4g_f16_bits (d * (float) ((sc >> (8 * gg)) & 63u))
+                             | (w4g_f16_bits (-dmin * (float) ((mn >> (8 * gg)) & 63u)) << 16);
+    }
+  else if constexpr (WT == HONE_K_Q6_K)
+    {
+      /* chunk gg's scales are int8 bytes 2gg (values 0..15) and 2gg + 1 (16..31) */
+      const float d = __half2float (__ushort_as_half ((unsigned short) r.z[0]));
+#pragma unroll
+      for (int gg = 0; gg < 4; gg++)
+        {
+          const uint32_t w = r.s[gg >> 1] >> (16 * (gg & 1));
+          dst[gg * W4G_ROWS] = w4g_f16_bits (d * (float) (int8_t) (w & 0xffu))
+                               | (w4g_f16_bits (d * (float) (int8_t) ((w >> 8) & 0xffu)) << 16);
+        }
+    }
+  else
 #pragma unroll
   for (int gg = 0; gg < 4; gg++)
     if (gg < (4 >> a.cshift))
@@ -270,12 +385,13 @@ w4g_kernel (const W4GArgs a)
   const int row0 = blockIdx.y * W4G_ROWS, rowb = row0 + warp * 32;
   const int ks0 = blockIdx.z * a.kper;
   const int nsteps = min (a.kper, a.ksteps - ks0);
-  const int stage16 = W4G_WTILE + NT * 128 + W4G_SZ16;   /* a stage in 16-byte units: weights, X, scales */
-  const int sz16 = W4G_WTILE + NT * 128;
+  constexpr int stage16 = w4g_stage16 (NT, WT);   /* a stage in 16-byte units: weights, [high bits,] X, scales */
+  constexpr int x16 = W4G_WTILE + w4g_htile (WT), sz16 = x16 + NT * 128;
   const uint32_t sm0 = (uint32_t) __cvta_generic_to_shared (w4g_xs);
   const int gsel = t >> a.cshift;   /* this lane's group within a step */
 
-  int wofs[4], sofs[4];   /* rows g, g + 8, 16 + g, 24 + g: chunk t in a weight tile, group word in a scale tile */
+  int wofs[4], sofs[4];   /* rows g, g + 8, 16 + g, 24 + g: chunk t in a weight tile (Q6_K: its high bits'
+                           * 8-byte unit too), group word in a scale tile */
 #pragma unroll
   for (int i = 0; i < 4; i++)
     {
@@ -300,8 +416,8 @@ w4g_kernel (const W4GArgs a)
     if (s < nsteps)
       {
         const int b = s % W4G_STAGES;
-        w4g_stage_w (a, sm0 + b * stage16 * 16, row0, ks0 + s);
-        w4g_stage_x<NT> (a, sm0 + (b * stage16 + W4G_WTILE) * 16, tok0, ks0 + s);
+        w4g_stage_w<WT> (a, sm0 + b * stage16 * 16, row0, ks0 + s);
+        w4g_stage_x<NT> (a, sm0 + (b * stage16 + x16) * 16, tok0, ks0 + s);
       }
     w4g_commit ();
   };
@@ -313,7 +429,7 @@ w4g_kernel (const W4GArgs a)
   if (nsteps > 0)
     {
       w4g_load_sz_row<WT> (a, my_row, ks0, P);
-      w4g_store_sz_row (a, P, sz_base);
+      w4g_store_sz_row<WT> (a, P, sz_base, ks0);
     }
   if (nsteps > 1)
     w4g_load_sz_row<WT> (a, my_row, ks0 + 1, P);
@@ -325,20 +441,22 @@ w4g_kernel (const W4GArgs a)
     __syncthreads ();   /* stage it is in; every warp is past step it − 1, whose buffer refills now */
     fill (it + W4G_STAGES - 1);
     if (it + 1 < nsteps)
-      w4g_store_sz_row (a, R, sz_base + ((it + 1) % W4G_STAGES) * stage16 * 4);
+      w4g_store_sz_row<WT> (a, R, sz_base + ((it + 1) % W4G_STAGES) * stage16 * 4, ks0 + it + 1);
     if (it + W4G_SZ_AHEAD < nsteps)
       w4g_load_sz_row<WT> (a, my_row, ks0 + it + W4G_SZ_AHEAD, R);
     const uint4 *sb = w4g_xs + (it % W4G_STAGES) * stage16;
     const uint32_t *szs = (const uint32_t *) (sb + sz16);
     uint4 w[4];
+    uint2 hb[4];
     uint32_t sz[4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
       {
         w[i] = sb[wofs[i]];
+        hb[i] = WT == HONE_K_Q6_K ? ((const uint2 *) (sb + W4G_WTILE))[wofs[i]] : make_uint2 (0, 0);
         sz[i] = szs[sofs[i]];
       }
-    w4g_step<NT, WT> (c, w, sz, sb + W4G_WTILE, lane);
+    w4g_step<NT, WT> (c, w, hb, sz, sb + x16, lane);
   };
   /* two steps an iteration, so that P and Q keep their roles: a register copy between
    * them waits for the load in flight into its source (session 50, call 6's ncu: 12 % of
@@ -355,7 +473,7 @@ w4g_kernel (const W4GArgs a)
 
 /* The splits' partials summed in order, then the epilogue: one thread an output. */
 __global__ void __launch_bounds__ (256)
-w4g_reduce_kernel (const float *part, int splits, size_t count, void *y, int y16, int acc)
+w4g_reduce_kernel (const float *part, int splits, size_t count, int rows, int ldy, void *y, int y16, int acc)
 {
   const size_t i = (size_t) blockIdx.x * 256 + threadIdx.x;
   if (i >= count)
@@ -363,14 +481,15 @@ w4g_reduce_kernel (const float *part, int splits, size_t count, void *y, int y16
   float v = 0.f;
   for (int z = 0; z < splits; z++)
     v += part[(size_t) z * count + i];
+  const size_t tok = i / (size_t) rows, o = tok * (size_t) ldy + (i - tok * (size_t) rows);
   if (y16)
     {
-      __half *p = (__half *) y + i;
+      __half *p = (__half *) y + o;
       *p = __float2half_rn (acc ? __half2float (*p) + v : v);
     }
   else
     {
-      float *p = (float *) y + i;
+      float *p = (float *) y + o;
       *p = acc ? *p + v : v;
     }
 }
@@ -383,7 +502,7 @@ w4g_launch (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
 {
   static int bps = 0;
   void (*kern) (W4GArgs) = w4g_kernel<NT, WT>;
-  const size_t smem = (size_t) W4G_STAGES * (W4G_WTILE + NT * 128 + W4G_SZ16) * 16;
+  const size_t smem = (size_t) W4G_STAGES * w4g_stage16 (NT, WT) * 16;
   if (!bps)
     {
       HONE_K_CHECK (cudaFuncSetAttribute (kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem));
@@ -425,8 +544,8 @@ w4g_launch (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
   if (splits > 1)
     {
       const size_t count = (size_t) a.n * a.rows;
-      w4g_reduce_kernel<<<(unsigned) ((count + 255) / 256), 256, 0, stream>>> (a.part, splits, count, a.y, a.y16,
-                                                                              a.acc);
+      w4g_reduce_kernel<<<(unsigned) ((count + 255) / 256), 256, 0, stream>>> (a.part, splits, count, a.rows, a.ldy,
+                                                                              a.y, a.y16, a.acc);
       HONE_K_CHECK (cudaGetLastError ());
     }
   return 0;
@@ -443,15 +562,78 @@ w4g_launch_n (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t strea
   return w4g_launch<8, WT> (a, scratch, scratch_bytes, stream);
 }
 
-extern "C" int
-hone_k_w4_gemm_supports (const HoneKMatrix *w)
+/* One matrix in a native layout (not PARTS) */
+static int
+w4g_supports_one (const HoneKMatrix *w)
 {
   if (!w || w->rows < 1 || w->cols < 32 || w->cols % 32 || (size_t) w->rows * (w->cols / 32) > (size_t) INT32_MAX)
     return 0;
-  if (w->type == HONE_K_Q4_0 || w->type == HONE_K_Q4_1)
-    return 1;
-  const int g = w->group > 0 ? w->group : 32;
-  return w->type == HONE_K_Q4Z && (g == 32 || g == 64 || g == 128) && w->cols % g == 0;
+  switch (w->type)
+    {
+    case HONE_K_Q4_0: case HONE_K_Q4_1: return 1;
+    case HONE_K_Q4_K: case HONE_K_Q6_K: return w->cols % 256 == 0;
+    case HONE_K_Q4Z:
+      {
+        const int g = w->group > 0 ? w->group : 32;
+        return (g == 32 || g == 64 || g == 128) && w->cols % g == 0;
+      }
+    default: return 0;
+    }
+}
+
+extern "C" int
+hone_k_w4_gemm_supports (const HoneKMatrix *w)
+{
+  if (!w || w->type != HONE_K_PARTS)
+    return w4g_supports_one (w);
+  if (w->n_parts < 2 || w->n_parts > HONE_K_MAX_PARTS || !w->parts)
+    return 0;
+  int rows = 0;
+  for (int i = 0; i < w->n_parts; i++)
+    {
+      if (!w4g_supports_one (&w->parts[i]) || w->parts[i].cols != w->cols)
+        return 0;
+      rows += w->parts[i].rows;
+    }
+  return rows == w->rows;
+}
+
+/* y's columns [0, w->rows) of its rows of @ldy elements (+)= x16·Wᵀ */
+static int
+w4g_run (const HoneKMatrix *w, int n, const void *x16, void *y, int ldy, int y16, int accumulate, void *scratch,
+         size_t scratch_bytes, cudaStream_t stream)
+{
+  const int g = w->type == HONE_K_Q4Z && w->group > 0 ? w->group : 32;   /* GGUF blocks: 32 weights a scale */
+  W4GArgs a;
+  memset (&a, 0, sizeof a);
+  a.q = (const uint4 *) w->q;
+  a.s = w->s;
+  a.ng = w->type == HONE_K_Q4_K || w->type == HONE_K_Q6_K ? w->cols / 256 : w->cols / g;
+  a.z = w->type == HONE_K_Q4Z ? (const uint8_t *) w->s + (size_t) w->rows * a.ng * 2 : NULL;
+  if (w->type == HONE_K_Q6_K)
+    {
+      a.qh = (const uint2 *) ((const uint8_t *) w->q + q6k_qh_offset (w->rows, w->cols));
+      a.d6 = (const uint16_t *) ((const uint8_t *) w->s + q6k_d_offset (w->rows, w->cols));
+    }
+  a.x = (const __half *) x16;
+  a.y = y;
+  a.ldy = ldy;
+  a.n = n;
+  a.rows = w->rows;
+  a.cols = w->cols;
+  a.nchunk = w->cols / 32;
+  a.cshift = g == 32 ? 0 : g == 64 ? 1 : 2;
+  a.ksteps = (w->cols + 127) / 128;
+  a.y16 = y16;
+  a.acc = accumulate;
+  switch (w->type)
+    {
+    case HONE_K_Q4_0: return w4g_launch_n<HONE_K_Q4_0> (a, scratch, scratch_bytes, stream);
+    case HONE_K_Q4_1: return w4g_launch_n<HONE_K_Q4_1> (a, scratch, scratch_bytes, stream);
+    case HONE_K_Q4_K: return w4g_launch_n<HONE_K_Q4_K> (a, scratch, scratch_bytes, stream);
+    case HONE_K_Q6_K: return w4g_launch_n<HONE_K_Q6_K> (a, scratch, scratch_bytes, stream);
+    default: return w4g_launch_n<HONE_K_Q4Z> (a, scratch, scratch_bytes, stream);
+    }
 }
 
 extern "C" int
@@ -467,29 +649,20 @@ hone_k_w4_gemm (const HoneKMatrix *w, int n, const void *x16, void *y, int y16, 
       HONE_K_CHECK (cudaGetDevice (&dev));
       HONE_K_CHECK (cudaDeviceGetAttribute (&w4g_sm_count, cudaDevAttrMultiProcessorCount, dev));
     }
-  const int g = w->type == HONE_K_Q4Z && w->group > 0 ? w->group : 32;   /* GGUF blocks: 32 weights a scale */
-  W4GArgs a;
-  memset (&a, 0, sizeof a);
-  a.q = (const uint4 *) w->q;
-  a.s = w->s;
-  a.ng = w->cols / g;
-  a.z = w->type == HONE_K_Q4Z ? (const uint8_t *) w->s + (size_t) w->rows * a.ng * 2 : NULL;
-  a.x = (const __half *) x16;
-  a.y = y;
-  a.n = n;
-  a.rows = w->rows;
-  a.cols = w->cols;
-  a.nchunk = w->cols / 32;
-  a.cshift = g == 32 ? 0 : g == 64 ? 1 : 2;
-  a.ksteps = (w->cols + 127) / 128;
-  a.y16 = y16;
-  a.acc = accumulate;
-  switch (w->type)
+  if (w->type != HONE_K_PARTS)
+    return w4g_run (w, n, x16, y, w->rows, y16, accumulate, scratch, scratch_bytes, stream);
+  /* a q|k|v of parts in different types (Q4_K_M's Q4_K q|k + Q6_K v): one GEMM a part into its
+   * columns of y, in order (the scratch is reused: the launches are ordered on @stream) */
+  int row0 = 0;
+  for (int i = 0; i < w->n_parts; i++)
     {
-    case HONE_K_Q4_0: return w4g_launch_n<HONE_K_Q4_0> (a, scratch, scratch_bytes, stream);
-    case HONE_K_Q4_1: return w4g_launch_n<HONE_K_Q4_1> (a, scratch, scratch_bytes, stream);
-    default: return w4g_launch_n<HONE_K_Q4Z> (a, scratch, scratch_bytes, stream);
+      void *yp = (char *) y + (size_t) row0 * (y16 ? 2 : 4);
+      const int r = w4g_run (&w->parts[i], n, x16, yp, w->rows, y16, accumulate, scratch, scratch_bytes, stream);
+      if (r)
+        return r;
+      row0 += w->parts[i].rows;
     }
+  return 0;
 }
 
 /* The largest chunk prefill runs through hone_k_w4_gemm; above it, dequantization + cuBLASLt. */

@@ -28,41 +28,9 @@
  * Prefetch hints (HoneKPrefetch) are not taken: decode_step leaves them off.
  */
 #include "hone-k-gemv.cuh"   /* GemvArgs and the epilogues, shared with hone-k-gemv.cu */
+#include "hone-k-kquant.cuh" /* the layouts' offsets, Q4_K's scale decode */
 #include <string.h>
 #include <stdlib.h>
-
-/* ---- layout ---------------------------------------------------------------- */
-
-/* Q6_K: the high-bit array follows the nibbles in q; d follows the scales in s. */
-static __host__ __device__ __forceinline__ size_t
-q6k_qh_offset (int rows, int cols)
-{
-  return (size_t) rows * cols / 2;
-}
-
-static __host__ __device__ __forceinline__ size_t
-q6k_d_offset (int rows, int cols)
-{
-  return (size_t) rows * cols / 16;
-}
-
-/* Scale and min (6 bits each) of sub-block j (0..7) from a Q4_K record's
- * words w1 w2 w3 (GGUF bytes 4..15, get_scale_min_k4's packing). */
-static __device__ __forceinline__ void
-q4k_scale_min (uint32_t w1, uint32_t w2, uint32_t w3, int j, int &sc, int &m)
-{
-  const int sh = 8 * (j & 3);
-  if (j < 4)
-    {
-      sc = (int) ((w1 >> sh) & 63);
-      m = (int) ((w2 >> sh) & 63);
-    }
-  else
-    {
-      sc = (int) (((w3 >> sh) & 15) | ((w1 >> (sh + 2)) & 48));
-      m = (int) (((w3 >> (sh + 4)) & 15) | ((w2 >> (sh + 2)) & 48));
-    }
-}
 
 /* ---- repack: GGUF super-blocks → GPU layout ------------------------------------ */
 

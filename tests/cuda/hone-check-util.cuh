@@ -18,6 +18,7 @@
 #include <string.h>
 #include <math.h>
 #include <stdint.h>
+#include <algorithm>
 #include <string>
 #include <vector>
 #include "hone-kernels.h"
@@ -262,6 +263,132 @@ matrix_free (HoneKMatrix *m)
   cudaFree (m->q);
   if (m->s)
     cudaFree (m->s);
+}
+
+/* ---- K-quant blocks and their reference values (hone-kquant-check, hone-w4-check) ---- */
+
+static double
+h2d (uint16_t h)
+{
+  return (double) h2f (h);   /* every f16 is exact in float */
+}
+
+/* A random f16 of magnitude lo..hi (sign negative with probability neg). */
+static uint16_t
+rand_f16 (double lo, double hi, double neg)
+{
+  double v = lo + (hi - lo) * rng_uniform ();
+  if (rng_uniform () < neg)
+    v = -v;
+  return f2h ((float) v);
+}
+
+/* Nearest-even rounding of an f64 to f16 / bf16 bits (mantissa bits mb, min normal exponent emin). */
+static uint16_t
+round16 (double v, bool bf)
+{
+  const int mb = bf ? 7 : 10, emin = bf ? -126 : -14;
+  const double a = fabs (v);
+  double r = 0;
+  if (a > 0)
+    {
+      int e;
+      frexp (a, &e);
+      const int E = std::max (e - 1, emin);
+      const double q = ldexp (1.0, E - mb);
+      r = nearbyint (a / q) * q;   /* the default rounding mode: ties to even */
+    }
+  if (signbit (v))   /* −0 stays −0 (d < 0 times a zero quant) */
+    r = -r;
+  /* r is representable (or overflows to inf in both conversions), so these are exact */
+  return bf ? f2bf ((float) r) : f2h ((float) r);
+}
+
+/* v rounded to the nearest f16 (one rounding) */
+static double
+r16 (double v)
+{
+  return h2d (round16 (v, false));
+}
+
+/* rows GGUF rows of cols values (cols % 256 == 0) of random Q4_K or Q6_K blocks (llama.cpp's block_q4_K /
+ * block_q6_K byte layouts, dequantize_row_q4_K / _q6_K's rules); deq = their values in f64. @f16w (optional):
+ * the values the fused 4-bit GEMM (kernels/hone-k-gemm-w4.cu) forms in f16 from the same bytes: Q4_K
+ * r16(q·r16(d·sc) + r16(−dmin·m)) (one f16 FMA), Q6_K r16((q − 32)·r16(d·sc)). */
+static std::vector<uint8_t>
+kquant_make_gguf (int type, int rows, int cols, std::vector<double> &deq, std::vector<double> *f16w = NULL)
+{
+  const int nb = cols / 256;
+  const int bs = type == HONE_K_Q4_K ? 144 : 210;
+  std::vector<uint8_t> out ((size_t) rows * nb * bs);
+  deq.assign ((size_t) rows * cols, 0.0);
+  if (f16w)
+    f16w->assign ((size_t) rows * cols, 0.0);
+  for (size_t b = 0; b < (size_t) rows * nb; b++)
+    {
+      uint8_t *blk = &out[b * bs];
+      double *y = &deq[b * 256];
+      double *fw = f16w ? &(*f16w)[b * 256] : NULL;
+      for (int i = 0; i < bs; i++)
+        blk[i] = (uint8_t) rng_u64 ();
+      if (type == HONE_K_Q4_K)
+        {
+          const uint16_t d = rand_f16 (2e-4, 2e-3, 0.05), dmin = rand_f16 (0, 2e-3, 0.05);
+          blk[0] = d & 0xff; blk[1] = d >> 8; blk[2] = dmin & 0xff; blk[3] = dmin >> 8;
+          const uint8_t *sc = blk + 4, *qs = blk + 16;
+          for (int j = 0; j < 8; j++)
+            {
+              int s, m;
+              if (j < 4)
+                {
+                  s = sc[j] & 63;
+                  m = sc[j + 4] & 63;
+                }
+              else
+                {
+                  s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
+                  m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+                }
+              /* sub-block j: values 32j..32j+31, nibbles of qs[32(j/2) + l], low for even j */
+              for (int l = 0; l < 32; l++)
+                {
+                  const uint8_t byte = qs[32 * (j / 2) + l];
+                  const int q = (j & 1) ? byte >> 4 : byte & 15;
+                  y[32 * j + l] = h2d (d) * s * q - h2d (dmin) * m;
+                  if (fw)
+                    fw[32 * j + l] = r16 (q * r16 (h2d (d) * s) + r16 (-h2d (dmin) * m));
+                }
+            }
+        }
+      else
+        {
+          const uint16_t d = rand_f16 (2e-5, 2e-4, 0.05);
+          blk[208] = d & 0xff; blk[209] = d >> 8;
+          const uint8_t *ql = blk, *qh = blk + 128;
+          const int8_t *sc = (const int8_t *) (blk + 192);
+          for (int n = 0; n < 2; n++)
+            for (int l = 0; l < 32; l++)
+              {
+                const int q1 = ((ql[64 * n + l] & 15) | (((qh[32 * n + l] >> 0) & 3) << 4)) - 32;
+                const int q2 = ((ql[64 * n + l + 32] & 15) | (((qh[32 * n + l] >> 2) & 3) << 4)) - 32;
+                const int q3 = ((ql[64 * n + l] >> 4) | (((qh[32 * n + l] >> 4) & 3) << 4)) - 32;
+                const int q4 = ((ql[64 * n + l + 32] >> 4) | (((qh[32 * n + l] >> 6) & 3) << 4)) - 32;
+                const int is = 8 * n + l / 16;
+                y[128 * n + l] = h2d (d) * sc[is] * q1;
+                y[128 * n + l + 32] = h2d (d) * sc[is + 2] * q2;
+                y[128 * n + l + 64] = h2d (d) * sc[is + 4] * q3;
+                y[128 * n + l + 96] = h2d (d) * sc[is + 6] * q4;
+                if (fw)
+                  {
+                    fw[128 * n + l] = r16 (q1 * r16 (h2d (d) * sc[is]));
+                    fw[128 * n + l + 32] = r16 (q2 * r16 (h2d (d) * sc[is + 2]));
+                    fw[128 * n + l + 64] = r16 (q3 * r16 (h2d (d) * sc[is + 4]));
+                    fw[128 * n + l + 96] = r16 (q4 * r16 (h2d (d) * sc[is + 6]));
+                  }
+              }
+        }
+    }
+  return out;
 }
 
 static std::vector<float>

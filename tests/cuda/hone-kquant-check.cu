@@ -40,7 +40,10 @@
  * and 4 tokens; the dequantization (prefill path; alone: --bench-dequant, with
  * Q4_1 and Q8_0 too).
  *
- * Usage: hone-kquant-check [--check] [--bench] [--bench-mixed] [--bench-dequant] [--sweep-tok] [--small]
+ * The fused 4-bit prefill GEMM on Q4_K / Q6_K (--bench-gemm; its checks are
+ * hone-w4-check --gemm's): see bench_gemm.
+ *
+ * Usage: hone-kquant-check [--check] [--bench] [--bench-mixed] [--bench-dequant] [--bench-gemm] [--sweep-tok] [--small]
  *   (default --check --bench; --bench-mixed, --sweep-tok: see there;
  * --small: the checks on small shapes only, for compute-sanitizer). Exit 1
  * if a check fails.
@@ -81,108 +84,6 @@ tname (int t)
     case HONE_K_F16: return "F16";
     default: return "?";
     }
-}
-
-static double
-h2d (uint16_t h)
-{
-  return (double) h2f (h);   /* every f16 is exact in float */
-}
-
-/* A random f16 of magnitude lo..hi (sign negative with probability neg). */
-static uint16_t
-rand_f16 (double lo, double hi, double neg)
-{
-  double v = lo + (hi - lo) * rng_uniform ();
-  if (rng_uniform () < neg)
-    v = -v;
-  return f2h ((float) v);
-}
-
-/* rows GGUF rows of cols values (cols % 256 == 0) of random blocks; deq = their values in f64. */
-static std::vector<uint8_t>
-make_gguf (int type, int rows, int cols, std::vector<double> &deq)
-{
-  const int nb = cols / 256;
-  const int bs = type == HONE_K_Q4_K ? 144 : 210;
-  std::vector<uint8_t> out ((size_t) rows * nb * bs);
-  deq.assign ((size_t) rows * cols, 0.0);
-  for (size_t b = 0; b < (size_t) rows * nb; b++)
-    {
-      uint8_t *blk = &out[b * bs];
-      double *y = &deq[b * 256];
-      for (int i = 0; i < bs; i++)
-        blk[i] = (uint8_t) rng_u64 ();
-      if (type == HONE_K_Q4_K)
-        {
-          const uint16_t d = rand_f16 (2e-4, 2e-3, 0.05), dmin = rand_f16 (0, 2e-3, 0.05);
-          blk[0] = d & 0xff; blk[1] = d >> 8; blk[2] = dmin & 0xff; blk[3] = dmin >> 8;
-          const uint8_t *sc = blk + 4, *qs = blk + 16;
-          for (int j = 0; j < 8; j++)
-            {
-              int s, m;
-              if (j < 4)
-                {
-                  s = sc[j] & 63;
-                  m = sc[j + 4] & 63;
-                }
-              else
-                {
-                  s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
-                  m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-                }
-              /* sub-block j: values 32j..32j+31, nibbles of qs[32(j/2) + l], low for even j */
-              for (int l = 0; l < 32; l++)
-                {
-                  const uint8_t byte = qs[32 * (j / 2) + l];
-                  const int q = (j & 1) ? byte >> 4 : byte & 15;
-                  y[32 * j + l] = h2d (d) * s * q - h2d (dmin) * m;
-                }
-            }
-        }
-      else
-        {
-          const uint16_t d = rand_f16 (2e-5, 2e-4, 0.05);
-          blk[208] = d & 0xff; blk[209] = d >> 8;
-          const uint8_t *ql = blk, *qh = blk + 128;
-          const int8_t *sc = (const int8_t *) (blk + 192);
-          for (int n = 0; n < 2; n++)
-            for (int l = 0; l < 32; l++)
-              {
-                const int q1 = ((ql[64 * n + l] & 15) | (((qh[32 * n + l] >> 0) & 3) << 4)) - 32;
-                const int q2 = ((ql[64 * n + l + 32] & 15) | (((qh[32 * n + l] >> 2) & 3) << 4)) - 32;
-                const int q3 = ((ql[64 * n + l] >> 4) | (((qh[32 * n + l] >> 4) & 3) << 4)) - 32;
-                const int q4 = ((ql[64 * n + l + 32] >> 4) | (((qh[32 * n + l] >> 6) & 3) << 4)) - 32;
-                const int is = 8 * n + l / 16;
-                y[128 * n + l] = h2d (d) * sc[is] * q1;
-                y[128 * n + l + 32] = h2d (d) * sc[is + 2] * q2;
-                y[128 * n + l + 64] = h2d (d) * sc[is + 4] * q3;
-                y[128 * n + l + 96] = h2d (d) * sc[is + 6] * q4;
-              }
-        }
-    }
-  return out;
-}
-
-/* Nearest-even rounding of an f64 to f16 / bf16 bits (mantissa bits mb, min normal exponent emin). */
-static uint16_t
-round16 (double v, bool bf)
-{
-  const int mb = bf ? 7 : 10, emin = bf ? -126 : -14;
-  const double a = fabs (v);
-  double r = 0;
-  if (a > 0)
-    {
-      int e;
-      frexp (a, &e);
-      const int E = std::max (e - 1, emin);
-      const double q = ldexp (1.0, E - mb);
-      r = nearbyint (a / q) * q;   /* the default rounding mode: ties to even */
-    }
-  if (signbit (v))   /* −0 stays −0 (d < 0 times a zero quant) */
-    r = -r;
-  /* r is representable (or overflows to inf in both conversions), so these are exact */
-  return bf ? f2bf ((float) r) : f2h ((float) r);
 }
 
 static HoneKMatrix
@@ -250,7 +151,7 @@ check_layout (int type)
   /* bad input is refused, nothing written */
   HoneKMatrix m = kmatrix_alloc (type, 4, 512);
   std::vector<double> deq;
-  std::vector<uint8_t> g = make_gguf (type, 4, 512, deq);
+  std::vector<uint8_t> g = kquant_make_gguf (type, 4, 512, deq);
   uint8_t *src = dev_upload (g);
   HoneKMatrix bad = m;
   bad.cols = 300;
@@ -292,7 +193,7 @@ static void
 check_dequant (int type, int rows, int cols)
 {
   std::vector<double> deq;
-  const std::vector<uint8_t> g = make_gguf (type, rows, cols, deq);
+  const std::vector<uint8_t> g = kquant_make_gguf (type, rows, cols, deq);
   HoneKMatrix m = kmatrix_from_gguf (type, g, rows, cols);
   const size_t n = (size_t) rows * cols;
   char what[160];
@@ -333,7 +234,7 @@ check_interleave (int type)
 {
   const int rows = 37, cols = 768;
   std::vector<double> da, db;
-  const std::vector<uint8_t> ga = make_gguf (type, rows, cols, da), gb = make_gguf (type, rows, cols, db);
+  const std::vector<uint8_t> ga = kquant_make_gguf (type, rows, cols, da), gb = kquant_make_gguf (type, rows, cols, db);
   HoneKMatrix m = kmatrix_alloc (type, 2 * rows, cols);
   uint8_t *sa = dev_upload (ga), *sb = dev_upload (gb);
   CK (hone_k_repack (type, sa, rows, cols, &m, 0, 2, 0));
@@ -384,7 +285,7 @@ check_gemv (int type, int rows, int cols, int n_tok, int epi, bool with_norm, in
   for (auto &v : res) v = rng_normal ();
   for (auto &v : g) v = 1.f + 0.3f * rng_normal ();
   std::vector<double> wd;
-  const std::vector<uint8_t> bytes = make_gguf (type, rows, cols, wd);
+  const std::vector<uint8_t> bytes = kquant_make_gguf (type, rows, cols, wd);
   HoneKMatrix m = kmatrix_from_gguf (type, bytes, rows, cols);
 
   std::vector<double> xin ((size_t) n_tok * cols);
@@ -488,7 +389,7 @@ check_rope (int type, int n_tok, int pos, int cfg = -1)
   for (auto &v : x) v = rng_normal ();
   for (auto &v : bias) v = rng_normal ();
   std::vector<double> wd;
-  const std::vector<uint8_t> bytes = make_gguf (type, W, cols, wd);
+  const std::vector<uint8_t> bytes = kquant_make_gguf (type, W, cols, wd);
   HoneKMatrix m = kmatrix_from_gguf (type, bytes, W, cols);
   std::vector<double> xin (x.begin (), x.end ());
   const std::vector<double> xs = act_q8_roundtrip (xin);
@@ -648,7 +549,7 @@ check_parts (int variant, int n_tok, int pos)
       else if (p.first == HONE_K_F16)
         m = make_f16 (p.second, cols, d);
       else
-        m = kmatrix_from_gguf (p.first, make_gguf (p.first, p.second, cols, d), p.second, cols);
+        m = kmatrix_from_gguf (p.first, kquant_make_gguf (p.first, p.second, cols, d), p.second, cols);
       std::copy (d.begin (), d.end (), wd.begin () + (size_t) row0 * cols);
       for (int r = 0; r < p.second; r++)
         row_f32[row0 + r] = p.first == HONE_K_F16;
@@ -1039,6 +940,69 @@ run_bench (void)
   cudaFree (x); cudaFree (y); cudaFree (res); cudaFree (xq.q); cudaFree (xq.ds);
 }
 
+/* The fused 4-bit prefill GEMM (hone_k_w4_gemm, kernels/hone-k-gemm-w4.cu) on the
+ * K-quants at the Llama-3-8B shapes, Q4_0 beside them (session 50's type), for 16,
+ * 64 and 128 tokens (f32 out; the engine's split scratch): µs, GB/s of weights and
+ * TFLOP/s, weight copies rotated through >= 256 MB so that L2 holds none; and the
+ * f16 dequantization of the same matrix alone, the pass the fused GEMM removes
+ * (dequantize + cuBLASLt pays it and the GEMM on top). --bench-gemm. */
+struct GemmRun {
+  std::vector<HoneKMatrix> *m;
+  int n, next;
+  void *x, *y, *scratch;
+  size_t scratch_bytes;
+};
+
+static void
+bench_gemm (void)
+{
+  report ("\n== Fused 4-bit prefill GEMM (hone_k_w4_gemm), Llama-3-8B shapes, weights rotated ==\n");
+  const struct { const char *name; int rows, cols; } shapes[] = {
+    { "q|k|v", 6144, 4096 }, { "o", 4096, 4096 }, { "gate|up", 28672, 4096 }, { "down", 4096, 14336 } };
+  void *x, *y, *scratch;
+  const size_t sbytes = (size_t) 28672 * 4096 * 2;
+  CK (cudaMalloc (&x, (size_t) 128 * 14336 * 2));
+  CK (cudaMalloc (&y, (size_t) 128 * 28672 * 4));
+  CK (cudaMalloc (&scratch, sbytes));
+  fill_random<<<1024, 256>>> ((uint8_t *) x, (size_t) 128 * 14336 * 2, 77, 3);
+  for (int type : { HONE_K_Q4_K, HONE_K_Q6_K, HONE_K_Q4_0 })
+    for (const auto &sh : shapes)
+      {
+        const size_t wb = hone_k_matrix_bytes (type, sh.rows, sh.cols, NULL, NULL);
+        const int copies = (int) std::max<size_t> (1, ((size_t) 256 << 20) / wb + 1);
+        std::vector<HoneKMatrix> ms;
+        for (int c = 0; c < copies; c++)
+          {
+            ms.push_back (kmatrix_alloc (type, sh.rows, sh.cols));
+            fill_layout (ms.back (), 100 + c);
+          }
+        void *d;
+        CK (cudaMalloc (&d, (size_t) sh.rows * sh.cols * 2));
+        struct Dq { HoneKMatrix *m; void *d; } dq = { &ms[0], d };
+        const double dq_us = bench_ms (0, 10, [] (void *p) { Dq *q = (Dq *) p; hone_k_dequant (q->m, q->d, 1, 0); },
+                                       &dq) * 1e3;
+        cudaFree (d);
+        for (int n : { 16, 64, 128 })
+          {
+            GemmRun r = { &ms, n, 0, x, y, scratch, sbytes };
+            const double us = bench_ms (0, 20, [] (void *p) {
+              GemmRun *g = (GemmRun *) p;
+              const HoneKMatrix &w = (*g->m)[g->next++ % g->m->size ()];
+              CK (hone_k_w4_gemm (&w, g->n, g->x, g->y, 0, 0, g->scratch, g->scratch_bytes, 0));
+            }, &r) * 1e3;
+            report ("  %-5s %-7s %5dx%-5d n %3d: fused %7.1f us, %5.0f GB/s of weights (%4.1f%% of 4.52 TB/s), "
+                    "%4.0f TFLOP/s; the f16 dequantization alone %7.1f us\n", tname (type), sh.name, sh.rows, sh.cols,
+                    n, us, wb / (us * 1e-6) / 1e9, 100 * wb / (us * 1e-6) / READ_CEIL,
+                    2.0 * sh.rows * sh.cols * n / (us * 1e-6) / 1e12, dq_us);
+          }
+        for (auto &m : ms)
+          matrix_free (&m);
+      }
+  cudaFree (x);
+  cudaFree (y);
+  cudaFree (scratch);
+}
+
 /* ---- session 4: mixed q|k|v, and launch shapes for 2..8 tokens --------------------
  * --bench-mixed: the Llama-3-8B q|k|v (4096 + 1024 + 1024 rows of 4096) with
  * RMSNorm, RoPE and the KV writes, as decode runs it for a Q4_K_M file — old:
@@ -1260,22 +1224,24 @@ sweep_tok (void)
 int
 main (int argc, char **argv)
 {
-  bool do_check = false, do_bench = false, do_mixed = false, do_sweep = false, do_dequant = false;
+  bool do_check = false, do_bench = false, do_mixed = false, do_sweep = false, do_dequant = false, do_gemm = false;
   for (int i = 1; i < argc; i++)
     {
       if (!strcmp (argv[i], "--check")) do_check = true;
       else if (!strcmp (argv[i], "--bench")) do_bench = true;
       else if (!strcmp (argv[i], "--bench-mixed")) do_mixed = true;
       else if (!strcmp (argv[i], "--bench-dequant")) do_dequant = true;
+      else if (!strcmp (argv[i], "--bench-gemm")) do_gemm = true;
       else if (!strcmp (argv[i], "--sweep-tok")) do_sweep = true;
       else if (!strcmp (argv[i], "--small")) { small_only = true; do_check = true; }
       else
         {
-          fprintf (stderr, "usage: %s [--check] [--bench] [--bench-mixed] [--sweep-tok] [--small]\n", argv[0]);
+          fprintf (stderr, "usage: %s [--check] [--bench] [--bench-mixed] [--bench-dequant] [--bench-gemm] [--sweep-tok] "
+                   "[--small]\n", argv[0]);
           return 2;
         }
     }
-  if (!do_check && !do_bench && !do_mixed && !do_sweep && !do_dequant)
+  if (!do_check && !do_bench && !do_mixed && !do_sweep && !do_dequant && !do_gemm)
     do_check = do_bench = true;
   const char *out = getenv ("OUT");
   if (out && *out)
@@ -1294,6 +1260,8 @@ main (int argc, char **argv)
     bench_mixed ();
   if (do_dequant)
     bench_dequant ();
+  if (do_gemm)
+    bench_gemm ();
   if (do_sweep)
     sweep_tok ();
   report ("\n%d passed, %d failed\n", n_pass, n_fail);

@@ -400,6 +400,26 @@ check_dequant (int rows, int cols, int g)
   matrix_free (&m);
 }
 
+/* GGUF rows (@bytes) of @type uploaded through hone_k_repack like the loader's */
+static HoneKMatrix
+gguf_upload (int type, const std::vector<uint8_t> &bytes, int rows, int cols)
+{
+  HoneKMatrix mt;
+  memset (&mt, 0, sizeof mt);
+  mt.type = type;
+  mt.rows = rows;
+  mt.cols = cols;
+  size_t qb, sb;
+  hone_k_matrix_bytes (type, rows, cols, &qb, &sb);
+  CK (cudaMalloc (&mt.q, qb + 16));
+  CK (cudaMalloc (&mt.s, sb + 16));
+  uint8_t *src = dev_upload (bytes);
+  CK (hone_k_repack (type, src, rows, cols, &mt, 0, 1, 0));
+  CK (cudaDeviceSynchronize ());
+  cudaFree (src);
+  return mt;
+}
+
 /* GGUF Q4_0 / Q4_1 rows from their block layout (f16 d, [f16 m,] qs[16], element j
  * in the low nibble of qs[j], j + 16 in the high one; w = d·(q − 8) or d·q + m),
  * uploaded through hone_k_repack like the loader's; f64 values in w. */
@@ -431,20 +451,7 @@ gguf4_make (int type, int rows, int cols, std::vector<double> &w)
                                                                      : (double) h2f (d) * q + h2f (m);
           }
       }
-  HoneKMatrix mt;
-  memset (&mt, 0, sizeof mt);
-  mt.type = type;
-  mt.rows = rows;
-  mt.cols = cols;
-  size_t qb, sb;
-  hone_k_matrix_bytes (type, rows, cols, &qb, &sb);
-  CK (cudaMalloc (&mt.q, qb + 16));
-  CK (cudaMalloc (&mt.s, sb + 16));
-  uint8_t *src = dev_upload (bytes);
-  CK (hone_k_repack (type, src, rows, cols, &mt, 0, 1, 0));
-  CK (cudaDeviceSynchronize ());
-  cudaFree (src);
-  return mt;
+  return gguf_upload (type, bytes, rows, cols);
 }
 
 /* The fused prefill GEMM (hone_k_w4_gemm) against float64 on the values it is
@@ -453,11 +460,15 @@ gguf4_make (int type, int rows, int cols, std::vector<double> &w)
  * cores' accumulation), so the bound is tight: 1e-4 RMS relative, 1e-3 for an f16
  * output (one f16 rounding). A wrong k order, lane map or split gives errors of
  * order 1. Outputs poisoned, the bytes past them checked untouched; with
- * accumulate Y starts at random values. @type Q4Z (group @g), Q4_0 or Q4_1. */
+ * accumulate Y starts at random values. @type Q4Z (group @g), Q4_0, Q4_1, Q4_K or
+ * Q6_K; the K-quants' values are the ones the kernel forms in f16 (scale d·sc and
+ * Q4_K's min rounded to f16 first: kquant_make_gguf's f16w). With @type2 ≥ 0 the
+ * matrix is HONE_K_PARTS: @rows of @type, then @rows2 of @type2 (Q4_K_M's q|k|v). */
 static const double GEMM_BOUND = 1e-4, GEMM_BOUND16 = 1e-3;
 
-static void
-check_gemm (int type, int rows, int cols, int g, int n, bool y16, bool acc, bool split, bool outliers = false)
+/* one part: its device matrix, its f64 values as the kernel forms them in f16 into @wf */
+static HoneKMatrix
+gemm_part (int type, int rows, int cols, int g, std::vector<double> &wf)
 {
   std::vector<double> wexact;
   HoneKMatrix m;
@@ -468,8 +479,55 @@ check_gemm (int type, int rows, int cols, int g, int n, bool y16, bool acc, bool
       q4z_upload (m, h, 0, 1);
       wexact = h.w;
     }
+  else if (type == HONE_K_Q4_K || type == HONE_K_Q6_K)
+    {
+      const std::vector<uint8_t> bytes = kquant_make_gguf (type, rows, cols, wexact, &wf);
+      return gguf_upload (type, bytes, rows, cols);
+    }
   else
     m = gguf4_make (type, rows, cols, wexact);
+  wf.resize (wexact.size ());
+  for (size_t i = 0; i < wf.size (); i++)
+    wf[i] = h2f (f2h ((float) wexact[i]));
+  return m;
+}
+
+static const char *
+gemm_tname (int t)
+{
+  switch (t)
+    {
+    case HONE_K_Q4Z: return "q4z";
+    case HONE_K_Q4_0: return "q4_0";
+    case HONE_K_Q4_1: return "q4_1";
+    case HONE_K_Q4_K: return "q4_k";
+    case HONE_K_Q6_K: return "q6_k";
+    default: return "?";
+    }
+}
+
+static void
+check_gemm (int type, int rows, int cols, int g, int n, bool y16, bool acc, bool split, bool outliers = false,
+            int type2 = -1, int rows2 = 0)
+{
+  std::vector<double> wf;
+  HoneKMatrix m, parts[2];
+  if (type2 < 0)
+    m = gemm_part (type, rows, cols, g, wf);
+  else
+    {
+      std::vector<double> wf2;
+      parts[0] = gemm_part (type, rows, cols, g, wf);
+      parts[1] = gemm_part (type2, rows2, cols, g, wf2);
+      wf.insert (wf.end (), wf2.begin (), wf2.end ());
+      memset (&m, 0, sizeof m);
+      m.type = HONE_K_PARTS;
+      m.rows = rows + rows2;
+      m.cols = cols;
+      m.n_parts = 2;
+      m.parts = parts;
+      rows += rows2;
+    }
   std::vector<uint16_t> xh ((size_t) n * cols);
   std::vector<double> xd ((size_t) n * cols);
   for (size_t i = 0; i < xh.size (); i++)
@@ -480,9 +538,6 @@ check_gemm (int type, int rows, int cols, int g, int n, bool y16, bool acc, bool
       xh[i] = f2h (v);
       xd[i] = h2f (xh[i]);
     }
-  std::vector<double> wf (wexact.size ());
-  for (size_t i = 0; i < wf.size (); i++)
-    wf[i] = h2f (f2h ((float) wexact[i]));
   const size_t ny = (size_t) n * rows;
   std::vector<float> y0 (ny);
   std::vector<uint16_t> y0h (ny);
@@ -524,12 +579,18 @@ check_gemm (int type, int rows, int cols, int g, int n, bool y16, bool acc, bool
   const double e = rel_err (got.data (), ref.data (), ny, &fin);
   const double bound = y16 ? GEMM_BOUND16 : GEMM_BOUND;
   char what[200];
-  snprintf (what, sizeof what, "%s gemm %dx%d g%d n=%d -> %s%s%s%s",
-            type == HONE_K_Q4Z ? "q4z" : type == HONE_K_Q4_0 ? "q4_0" : "q4_1", rows, cols,
+  snprintf (what, sizeof what, "%s%s%s gemm %dx%d g%d n=%d -> %s%s%s%s", gemm_tname (type),
+            type2 >= 0 ? "|" : "", type2 >= 0 ? gemm_tname (type2) : "", rows, cols,
             type == HONE_K_Q4Z ? g : 32, n, y16 ? "f16" : "f32",
             acc ? " +=" : "", split ? " (split k)" : "", outliers ? " outliers" : "");
   check (fin && e < bound && guard_intact (dy, ybytes), what, e, bound);
-  matrix_free (&m);
+  if (type2 < 0)
+    matrix_free (&m);
+  else
+    {
+      matrix_free (&parts[0]);
+      matrix_free (&parts[1]);
+    }
   cudaFree (dx); cudaFree (dy);
   if (scratch) cudaFree (scratch);
 }
@@ -557,6 +618,19 @@ check_gemms (void)
       check_gemm (t, 512, 1024, 32, 150, true, false, true);      /* 3 token tiles */
       check_gemm (t, 1024, 14336, 32, 33, false, true, true);
     }
+  for (int t : { HONE_K_Q4_K, HONE_K_Q6_K })
+    {
+      check_gemm (t, 262, 256, 32, 9, false, false, false);         /* one super-block, 2 k steps */
+      check_gemm (t, 300, 768, 32, 17, true, true, true);         /* 3 super-blocks, f16 out */
+      check_gemm (t, 1000, 4096, 32, 64, false, true, true, true);
+      check_gemm (t, 512, 1024, 32, 150, true, false, true);      /* 3 token tiles */
+      check_gemm (t, 1024, 14336, 32, 33, false, true, true);
+      check_gemm (t, 130, 512, 32, 12, false, false, false);
+    }
+  /* Q4_K_M's q|k|v: Q4_K q|k, Q6_K v, each into its columns of y */
+  check_gemm (HONE_K_Q4_K, 640, 1024, 32, 20, false, false, true, false, HONE_K_Q6_K, 130);
+  check_gemm (HONE_K_Q4_K, 384, 4096, 32, 64, true, true, true, false, HONE_K_Q6_K, 128);
+  check_gemm (HONE_K_Q4_0, 200, 512, 32, 9, false, true, false, false, HONE_K_Q4_1, 72);
   /* bad arguments */
   HoneKMatrix m = q4z_alloc (64, 128, 128);
   void *x = dev_poisoned (64 * 128 * 2), *y = dev_poisoned (64 * 64 * 4);
@@ -566,7 +640,23 @@ check_gemms (void)
   m.type = HONE_K_Q8_0;
   const bool refused_type = hone_k_w4_gemm (&m, 4, x, y, 0, 0, NULL, 0, 0) != 0 && !hone_k_w4_gemm_supports (&m);
   m.type = HONE_K_Q4Z;
-  check (refused && refused_type && guard_intact (y, 64 * 64 * 4), "w4 gemm refuses n=0, unaligned x, no y, Q8_0", 0, 0);
+  HoneKMatrix kq = m;
+  kq.type = HONE_K_Q4_K;   /* cols 128: not whole super-blocks */
+  const bool refused_kq = !hone_k_w4_gemm_supports (&kq) && hone_k_w4_gemm (&kq, 4, x, y, 0, 0, NULL, 0, 0) != 0;
+  HoneKMatrix pp[2] = { m, m }, pm = m;
+  pp[1].type = HONE_K_Q8_0;
+  pm.type = HONE_K_PARTS;
+  pm.rows = 128;
+  pm.n_parts = 2;
+  pm.parts = pp;
+  const bool refused_parts = !hone_k_w4_gemm_supports (&pm);   /* a Q8_0 part */
+  pp[1].type = HONE_K_Q4Z;
+  pm.rows = 127;
+  const bool refused_rows = !hone_k_w4_gemm_supports (&pm);    /* parts' rows ≠ rows */
+  pm.rows = 128;
+  const bool takes_parts = hone_k_w4_gemm_supports (&pm);
+  check (refused && refused_type && refused_kq && refused_parts && refused_rows && takes_parts
+         && guard_intact (y, 64 * 64 * 4), "w4 gemm refuses n=0, unaligned x, no y, Q8_0, bad Q4_K, bad parts", 0, 0);
   matrix_free (&m);
   cudaFree (x); cudaFree (y);
 }
