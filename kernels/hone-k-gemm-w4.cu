@@ -1,5 +1,6 @@
-/* hone-k-gemm-w4.cu — the fused 4-bit GEMM of prefill chunks (AWQ HONE_K_Q4Z, GGUF Q4_0/Q4_1,
- * the K-quants Q4_K/Q6_K, and q|k|v parts of those types):
+/* hone-k-gemm-w4.cu — the fused quantized-weight GEMM of prefill chunks: 4-bit (AWQ HONE_K_Q4Z,
+ * GGUF Q4_0/Q4_1, the K-quants Q4_K/Q6_K), GGUF Q8_0 (session 51; the name stayed from the
+ * 4-bit start), and q|k|v parts of those types:
  * Y[n][rows] (+)= X[n][cols]·Wᵀ with W dequantized in registers, never written out.
  *
  * Why: above HONE_K_MAX_DECODE tokens the prefill GEMMs dequantized each matrix
@@ -38,6 +39,11 @@
  *    16 values (Q6_K: d·sc) when stored into the stage; Q6_K's 2 high bits a
  *    weight come as a fifth 4 KB of the stage and are OR'ed into the same f16
  *    patterns (w6_word), so its pairs come out as q − 32, exact;
+ *  - Q8_0 (session 51): a chunk is 32 bytes, two 16-byte halves a row in the stage
+ *    (16 KB of weights a stage), half p of row r at p ^ (r & 1) against bank
+ *    conflicts; its words 2i, 2i + 1 hold Q4Z word i's weights in the same order, so
+ *    X and B are Q4Z's; int8 → f16 by one XOR and two PRMTs onto 0x64 exponent bytes
+ *    (1024 + q + 128, less 1152: exact), × d;
  *  - X is zero-filled past n and past cols (a row's last partial step multiplies
  *    clamped weight loads by 0);
  *  - a split over k writes f32 partials to @scratch and w4g_reduce_kernel sums
@@ -56,7 +62,7 @@
 #define W4G_MIN_STEPS 4             /* k steps of 128 a split at least */
 #define W4G_BLOCK_COST 3            /* a block's fixed cost (pipeline fill, stores), in k steps */
 #define W4G_STAGES 4                /* pipeline stages, W4G_STAGES − 1 in flight */
-#define W4G_WTILE (W4G_ROWS * 4)    /* 16-byte chunks of a stage's weight tile */
+#define W4G_WTILE (W4G_ROWS * 4)    /* 16-byte units of a stage's 4-bit weight tile (Q8_0: twice) */
 #define W4G_SZ16 W4G_ROWS           /* 16-byte units of a stage's scales: [4 groups][row] words */
 #define W4G_SZ_AHEAD 3              /* a step's scales are loaded this many steps before use */
 
@@ -73,7 +79,14 @@ struct W4GArgs {
   int n, rows, cols, nchunk, ng, cshift, ksteps, kper, y16, acc, ldy;
 };
 
-/* A stage in 16-byte units: the weight tile, Q6_K's high bits (128 rows × 32 bytes), X, the scales */
+/* A stage in 16-byte units: the weight tile (Q8_0's twice the 4-bit one), Q6_K's high bits
+ * (128 rows × 32 bytes), X, the scales */
+static __host__ __device__ constexpr int
+w4g_wtile (int wt)
+{
+  return wt == HONE_K_Q8_0 ? 2 * W4G_WTILE : W4G_WTILE;
+}
+
 static __host__ __device__ constexpr int
 w4g_htile (int wt)
 {
@@ -83,7 +96,15 @@ w4g_htile (int wt)
 static __host__ __device__ constexpr int
 w4g_stage16 (int nt, int wt)
 {
-  return W4G_WTILE + w4g_htile (wt) + nt * 128 + W4G_SZ16;
+  return w4g_wtile (wt) + w4g_htile (wt) + nt * 128 + W4G_SZ16;
+}
+
+/* GGUF's 4-bit nibble order (byte b: weight b low, b + 16 high), against Q4Z's and Q8_0's
+ * (a 32-bit word holds 8 or 4 consecutive weights) */
+static __host__ __device__ constexpr bool
+w4g_gguf_nibbles (int wt)
+{
+  return wt == HONE_K_Q4_0 || wt == HONE_K_Q4_1 || wt == HONE_K_Q4_K || wt == HONE_K_Q6_K;
 }
 
 static __device__ __forceinline__ void
@@ -108,11 +129,27 @@ w4g_wait (void)
 
 /* The weight tile of k step @ks into @buf: [row][chunk] of the block's 128 rows × 4 chunks
  * (rows past the matrix and chunks past the row clamped to valid ones; X is zero there),
- * for Q6_K then the chunks' high bits, [row][chunk] 8 bytes each (cols % 256 == 0: whole steps). */
+ * for Q6_K then the chunks' high bits, [row][chunk] 8 bytes each (cols % 256 == 0: whole steps).
+ * Q8_0: [row][8 halves of 16 bytes], half p of row r at p ^ (r & 1), so that the two rows a
+ * quarter-warp reads at once (g, g + 1) fall in different banks. */
 template <int WT>
 static __device__ __forceinline__ void
 w4g_stage_w (const W4GArgs &a, uint32_t buf, int row0, int ks)
 {
+  if constexpr (WT == HONE_K_Q8_0)
+    {
+#pragma unroll
+      for (int r = 0; r < 8; r++)
+        {
+          const int q = r * 128 + (int) threadIdx.x, rl = q >> 3, p = q & 7;
+          int row = row0 + rl, c = ks * 4 + (p >> 1);
+          row = row < a.rows ? row : a.rows - 1;
+          c = c < a.nchunk ? c : a.nchunk - 1;
+          w4g_cp16 (buf + (uint32_t) (rl * 8 + (p ^ (rl & 1))) * 16,
+                    a.q + ((uint32_t) row * (uint32_t) (2 * a.nchunk) + (uint32_t) (2 * c + (p & 1))), true);
+        }
+      return;
+    }
   if (WT == HONE_K_Q6_K)
 #pragma unroll
     for (int r = 0; r < 2; r++)
@@ -120,7 +157,7 @@ w4g_stage_w (const W4GArgs &a, uint32_t buf, int row0, int ks)
         const int q = r * 128 + (int) threadIdx.x;
         int row = row0 + (q >> 1);
         row = row < a.rows ? row : a.rows - 1;
-        w4g_cp16 (buf + (uint32_t) (W4G_WTILE + q) * 16,
+        w4g_cp16 (buf + (uint32_t) (w4g_wtile (WT) + q) * 16,
                   a.qh + ((uint32_t) row * (uint32_t) a.nchunk + (uint32_t) (ks * 4 + (q & 1) * 2)), true);
       }
 #pragma unroll
@@ -156,8 +193,18 @@ w6_word (uint32_t v, uint32_t h0, uint32_t h1, int wi, __half2 zc0, __half2 nzc1
   o[3] = __hfma2 (as_h2 (a3), sixteenth, nzc1);
 }
 
-/* One k step of a warp: the lane's 4 chunks @w (rows g, g + 8, 16 + g, 24 + g; Q6_K's high
- * bits @hb) dequantized with @sz, times the X tile @xb (w4g_stage_x's layout), into
+/* Q8_0: word @u's 4 int8 weights as 2 f16 pairs, exact: (1024 + (q + 128)) − 1152 */
+static __device__ __forceinline__ void
+w8_word (uint32_t u, __half2 &o0, __half2 &o1)
+{
+  const __half2 k1152 = as_h2 (0x64806480u);
+  u ^= 0x80808080u;
+  o0 = __hsub2 (as_h2 (__byte_perm (u, 0x64646464u, 0x4140)), k1152);
+  o1 = __hsub2 (as_h2 (__byte_perm (u, 0x64646464u, 0x4342)), k1152);
+}
+
+/* One k step of a warp: the lane's 4 chunks @w (rows g, g + 8, 16 + g, 24 + g; Q8_0's second
+ * halves in w[1]; Q6_K's high bits @hb) dequantized with @sz, times the X tile @xb (w4g_stage_x's layout), into
  * c[m16 tile][n8 tile]. Q4Z words hold weights 8i..8i+7 of a chunk (hone-k-w4.cuh). GGUF
  * bytes (Q4_0, Q4_1, Q4_K, Q6_K's low nibbles) hold weight b in the low nibble and b + 16
  * in the high one; one PRMT (bytes 0, 2, 1, 3) lines word i up so that the same LOP3s give
@@ -165,13 +212,14 @@ w6_word (uint32_t v, uint32_t h0, uint32_t h1, int wi, __half2 zc0, __half2 nzc1
  * elements: halves of X pieces i/2 and 2 + i/2. A scale word @sz is, per type:
  *   Q4Z, Q4_0: s | z << 16, w = s·(q − z);
  *   Q4_1, Q4_K: d | m << 16, w = d·q + m (Q4_K: d·sc and −dmin·m of the 32-block, in f16);
- *   Q6_K: the f16 d·sc of values 0..15 | that of 16..31 << 16, w = d·sc·(q − 32). */
+ *   Q6_K: the f16 d·sc of values 0..15 | that of 16..31 << 16, w = d·sc·(q − 32);
+ *   Q8_0: d, w = d·q (words 2i and 2i + 1 give weights 8i..8i+7, Q4Z's word i's order). */
 template <int NT, int WT>
 static __device__ __forceinline__ void
-w4g_step (float (&c)[2][NT][4], const uint4 (&w)[4], const uint2 (&hb)[4], const uint32_t (&sz)[4],
+w4g_step (float (&c)[2][NT][4], const uint4 (&w)[2][4], const uint2 (&hb)[4], const uint32_t (&sz)[4],
           const uint4 *xb, int lane)
 {
-  constexpr bool GGUF = WT != HONE_K_Q4Z;
+  constexpr bool GGUF = w4g_gguf_nibbles (WT);
   constexpr bool AFFINE = WT == HONE_K_Q4_1 || WT == HONE_K_Q4_K;
   __half2 zc0[4], nzc1[4], s2[4], m2[4];
 #pragma unroll
@@ -192,11 +240,17 @@ w4g_step (float (&c)[2][NT][4], const uint4 (&w)[4], const uint2 (&hb)[4], const
         for (int i = 0; i < 4; i++)
           {
             const int wi = 2 * wp + h;
-            uint32_t word = wi == 0 ? w[i].x : wi == 1 ? w[i].y : wi == 2 ? w[i].z : w[i].w;
+            uint32_t word = wi == 0 ? w[0][i].x : wi == 1 ? w[0][i].y : wi == 2 ? w[0][i].z : w[0][i].w;
             if (GGUF)
               word = __byte_perm (word, 0, 0x3120);
             __half2 o[4];
-            if (WT == HONE_K_Q6_K)
+            if (WT == HONE_K_Q8_0)
+              {
+                const uint4 &v = w[wp][i];   /* words 2wi, 2wi + 1: 16 bytes wp, words 2h, 2h + 1 */
+                w8_word (h ? v.z : v.x, o[0], o[1]);
+                w8_word (h ? v.w : v.y, o[2], o[3]);
+              }
+            else if (WT == HONE_K_Q6_K)
               w6_word (word, hb[i].x, hb[i].y, wi, zc0[i], nzc1[i], o);
             else
               w4_word (word, zc0[i], nzc1[i], o);
@@ -327,7 +381,7 @@ w4g_load_sz_row (const W4GArgs &a, uint32_t row, int ks, W4GSz &r)
         else
           {
             r.s[gg] = __ldg ((const uint16_t *) a.s + o);
-            r.z[gg] = WT == HONE_K_Q4_0 ? 8u : __ldg (a.z + o);
+            r.z[gg] = WT == HONE_K_Q4_0 ? 8u : WT == HONE_K_Q8_0 ? 0u : __ldg (a.z + o);
           }
       }
 }
@@ -386,7 +440,7 @@ w4g_kernel (const W4GArgs a)
   const int ks0 = blockIdx.z * a.kper;
   const int nsteps = min (a.kper, a.ksteps - ks0);
   constexpr int stage16 = w4g_stage16 (NT, WT);   /* a stage in 16-byte units: weights, [high bits,] X, scales */
-  constexpr int x16 = W4G_WTILE + w4g_htile (WT), sz16 = x16 + NT * 128;
+  constexpr int x16 = w4g_wtile (WT) + w4g_htile (WT), sz16 = x16 + NT * 128;
   const uint32_t sm0 = (uint32_t) __cvta_generic_to_shared (w4g_xs);
   const int gsel = t >> a.cshift;   /* this lane's group within a step */
 
@@ -446,14 +500,25 @@ w4g_kernel (const W4GArgs a)
       w4g_load_sz_row<WT> (a, my_row, ks0 + it + W4G_SZ_AHEAD, R);
     const uint4 *sb = w4g_xs + (it % W4G_STAGES) * stage16;
     const uint32_t *szs = (const uint32_t *) (sb + sz16);
-    uint4 w[4];
+    uint4 w[2][4];
     uint2 hb[4];
     uint32_t sz[4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
       {
-        w[i] = sb[wofs[i]];
-        hb[i] = WT == HONE_K_Q6_K ? ((const uint2 *) (sb + W4G_WTILE))[wofs[i]] : make_uint2 (0, 0);
+        if (WT == HONE_K_Q8_0)
+          {
+            /* row rl's halves 2t, 2t + 1, swizzled by w4g_stage_w (wofs = rl * 4 + t) */
+            const int rl = wofs[i] >> 2, base = rl * 8 + 2 * (wofs[i] & 3), sw = rl & 1;
+            w[0][i] = sb[base + sw];
+            w[1][i] = sb[base + (1 ^ sw)];
+          }
+        else
+          {
+            w[0][i] = sb[wofs[i]];
+            w[1][i] = make_uint4 (0, 0, 0, 0);
+          }
+        hb[i] = WT == HONE_K_Q6_K ? ((const uint2 *) (sb + w4g_wtile (WT)))[wofs[i]] : make_uint2 (0, 0);
         sz[i] = szs[sofs[i]];
       }
     w4g_step<NT, WT> (c, w, hb, sz, sb + x16, lane);
@@ -570,7 +635,7 @@ w4g_supports_one (const HoneKMatrix *w)
     return 0;
   switch (w->type)
     {
-    case HONE_K_Q4_0: case HONE_K_Q4_1: return 1;
+    case HONE_K_Q4_0: case HONE_K_Q4_1: case HONE_K_Q8_0: return 1;
     case HONE_K_Q4_K: case HONE_K_Q6_K: return w->cols % 256 == 0;
     case HONE_K_Q4Z:
       {
@@ -632,6 +697,7 @@ w4g_run (const HoneKMatrix *w, int n, const void *x16, void *y, int ldy, int y16
     case HONE_K_Q4_1: return w4g_launch_n<HONE_K_Q4_1> (a, scratch, scratch_bytes, stream);
     case HONE_K_Q4_K: return w4g_launch_n<HONE_K_Q4_K> (a, scratch, scratch_bytes, stream);
     case HONE_K_Q6_K: return w4g_launch_n<HONE_K_Q6_K> (a, scratch, scratch_bytes, stream);
+    case HONE_K_Q8_0: return w4g_launch_n<HONE_K_Q8_0> (a, scratch, scratch_bytes, stream);
     default: return w4g_launch_n<HONE_K_Q4Z> (a, scratch, scratch_bytes, stream);
     }
 }

@@ -122,8 +122,8 @@ int hone_k_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t st
 /* The Q4Z parts of hone_k_repack / hone_k_dequant (called by them; the GEMV is reached through hone_k_gemv_ex). */
 int hone_k_q4z_repack (const void *src, int rows, int cols, HoneKMatrix *dst, int row0, int step, cudaStream_t stream);
 int hone_k_q4z_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_t stream);
-/* Fused 4-bit GEMM of prefill chunks (kernels/hone-k-gemm-w4.cu): y[n][w->rows] (+)=
- * x16[n][w->cols]·Wᵀ for a Q4Z (AWQ), Q4_0, Q4_1, Q4_K or Q6_K matrix (the K-quants:
+/* Fused quantized-weight GEMM of prefill chunks (kernels/hone-k-gemm-w4.cu): y[n][w->rows] (+)=
+ * x16[n][w->cols]·Wᵀ for a Q4Z (AWQ), Q4_0, Q4_1, Q8_0, Q4_K or Q6_K matrix (the K-quants:
  * cols % 256 == 0), or a HONE_K_PARTS one whose parts all are (one GEMM a part into its
  * columns of y), x16 f16 (16-byte aligned), y f32 or (y16) f16, the weights dequantized
  * in registers. @scratch (NULL: none) takes the f32 partials of a split over k when
@@ -131,8 +131,8 @@ int hone_k_q4z_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_
 int  hone_k_w4_gemm (const HoneKMatrix *w, int n, const void *x16, void *y, int y16, int accumulate,
                      void *scratch, size_t scratch_bytes, cudaStream_t stream);
 int  hone_k_w4_gemm_supports (const HoneKMatrix *w);   /* 1 for a type and shape hone_k_w4_gemm takes */
-/* Prefill chunks of at most this many tokens run their GEMMs of those types through
- * hone_k_w4_gemm, longer ones dequantize + cuBLASLt (0: never fused). The default
+/* Prefill chunks of at most this many tokens run their GEMMs through hone_k_w4_gemm
+ * (hone_k_gemm says which types), longer ones dequantize + cuBLASLt (0: never fused). The default
  * is measured (tests/bench/RESULTS-cuda.md, "Session 50"); HONE_W4_GEMM_MAX=n
  * overrides it, hone_k_w4_gemm_set_max too (-1: back to the environment/default). */
 #define HONE_K_W4_GEMM_MAX_DEFAULT 128
@@ -524,9 +524,9 @@ size_t hone_k_state_bytes (const HoneKModel *m, int max_tok, int logits_rows);
 
 /* Prefill GEMM: y[n][w->rows] (+)= x16[n][w->cols]·Wᵀ through cuBLASLt (an
  * algorithm per shape, cached in @st); x16 bf16 for BF16 weights, else f16
- * (quantized W dequantized to f16 into st->w16 first, except the types
- * hone_k_w4_gemm_supports takes at n <= hone_k_w4_gemm_max (): hone_k_w4_gemm,
- * st->w16 its split scratch); y f32 (y_type
+ * (quantized W dequantized to f16 into st->w16 first, except Q4Z/Q4_0/Q4_1 — with
+ * HONE_W4_GEMM_TYPES=all every type hone_k_w4_gemm_supports takes — at n <=
+ * hone_k_w4_gemm_max (): hone_k_w4_gemm, st->w16 its split scratch); y f32 (y_type
  * HONE_K_F32, accumulate adds into it) or W's 16-bit type. Needs a state
  * allocated for more than HONE_K_MAX_DECODE tokens. */
 int hone_k_gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, void *y, int y_type,

@@ -941,7 +941,7 @@ run_bench (void)
 }
 
 /* The fused 4-bit prefill GEMM (hone_k_w4_gemm, kernels/hone-k-gemm-w4.cu) on the
- * K-quants at the Llama-3-8B shapes, Q4_0 beside them (session 50's type), for 16,
+ * K-quants at the Llama-3-8B shapes, Q4_0 (session 50's type) and Q8_0 beside them, for 16,
  * 64 and 128 tokens (f32 out; the engine's split scratch): µs, GB/s of weights and
  * TFLOP/s, weight copies rotated through >= 256 MB so that L2 holds none; and the
  * f16 dequantization of the same matrix alone, the pass the fused GEMM removes
@@ -965,7 +965,7 @@ bench_gemm (void)
   CK (cudaMalloc (&y, (size_t) 128 * 28672 * 4));
   CK (cudaMalloc (&scratch, sbytes));
   fill_random<<<1024, 256>>> ((uint8_t *) x, (size_t) 128 * 14336 * 2, 77, 3);
-  for (int type : { HONE_K_Q4_K, HONE_K_Q6_K, HONE_K_Q4_0 })
+  for (int type : { HONE_K_Q4_K, HONE_K_Q6_K, HONE_K_Q4_0, HONE_K_Q8_0 })
     for (const auto &sh : shapes)
       {
         const size_t wb = hone_k_matrix_bytes (type, sh.rows, sh.cols, NULL, NULL);

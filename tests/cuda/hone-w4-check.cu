@@ -484,6 +484,27 @@ gemm_part (int type, int rows, int cols, int g, std::vector<double> &wf)
       const std::vector<uint8_t> bytes = kquant_make_gguf (type, rows, cols, wexact, &wf);
       return gguf_upload (type, bytes, rows, cols);
     }
+  else if (type == HONE_K_Q8_0)
+    {
+      /* GGUF block_q8_0: f16 d, int8 qs[32]; w = d·q (exact in f64, one f16 rounding in the kernel) */
+      const int nb = cols / 32;
+      std::vector<uint8_t> bytes ((size_t) rows * nb * 34);
+      wexact.resize ((size_t) rows * cols);
+      for (size_t b = 0; b < (size_t) rows * nb; b++)
+        {
+          uint8_t *blk = &bytes[b * 34];
+          const uint16_t d = f2h (0.02f / 127 * (float) (0.25 + rng_uniform ()));
+          blk[0] = (uint8_t) d;
+          blk[1] = (uint8_t) (d >> 8);
+          for (int i = 0; i < 32; i++)
+            {
+              const int8_t q = (int8_t) (rng_u64 () & 0xff);
+              blk[2 + i] = (uint8_t) q;
+              wexact[b * 32 + i] = (double) h2f (d) * q;
+            }
+        }
+      m = gguf_upload (type, bytes, rows, cols);
+    }
   else
     m = gguf4_make (type, rows, cols, wexact);
   wf.resize (wexact.size ());
@@ -502,6 +523,7 @@ gemm_tname (int t)
     case HONE_K_Q4_1: return "q4_1";
     case HONE_K_Q4_K: return "q4_k";
     case HONE_K_Q6_K: return "q6_k";
+    case HONE_K_Q8_0: return "q8_0";
     default: return "?";
     }
 }
@@ -627,6 +649,13 @@ check_gemms (void)
       check_gemm (t, 1024, 14336, 32, 33, false, true, true);
       check_gemm (t, 130, 512, 32, 12, false, false, false);
     }
+  /* Q8_0: 8-bit halves of a chunk swizzled in the stage, rows of one, odd and many k steps */
+  check_gemm (HONE_K_Q8_0, 262, 256, 32, 9, false, false, false);
+  check_gemm (HONE_K_Q8_0, 300, 576, 32, 17, true, true, true);      /* half step, f16 out */
+  check_gemm (HONE_K_Q8_0, 131, 96, 32, 40, false, true, false);     /* less than one step, odd rows */
+  check_gemm (HONE_K_Q8_0, 1000, 4096, 32, 64, false, true, true, true);
+  check_gemm (HONE_K_Q8_0, 512, 1024, 32, 150, true, false, true);   /* 3 token tiles */
+  check_gemm (HONE_K_Q8_0, 1024, 14336, 32, 33, false, true, true);
   /* Q4_K_M's q|k|v: Q4_K q|k, Q6_K v, each into its columns of y */
   check_gemm (HONE_K_Q4_K, 640, 1024, 32, 20, false, false, true, false, HONE_K_Q6_K, 130);
   check_gemm (HONE_K_Q4_K, 384, 4096, 32, 64, true, true, true, false, HONE_K_Q6_K, 128);
@@ -637,26 +666,26 @@ check_gemms (void)
   const bool refused = hone_k_w4_gemm (&m, 0, x, y, 0, 0, NULL, 0, 0) != 0
                        && hone_k_w4_gemm (&m, 4, (char *) x + 2, y, 0, 0, NULL, 0, 0) != 0
                        && hone_k_w4_gemm (&m, 4, x, NULL, 0, 0, NULL, 0, 0) != 0;
-  m.type = HONE_K_Q8_0;
+  m.type = HONE_K_F16;   /* not quantized: cuBLASLt takes it as it is */
   const bool refused_type = hone_k_w4_gemm (&m, 4, x, y, 0, 0, NULL, 0, 0) != 0 && !hone_k_w4_gemm_supports (&m);
   m.type = HONE_K_Q4Z;
   HoneKMatrix kq = m;
   kq.type = HONE_K_Q4_K;   /* cols 128: not whole super-blocks */
   const bool refused_kq = !hone_k_w4_gemm_supports (&kq) && hone_k_w4_gemm (&kq, 4, x, y, 0, 0, NULL, 0, 0) != 0;
   HoneKMatrix pp[2] = { m, m }, pm = m;
-  pp[1].type = HONE_K_Q8_0;
+  pp[1].type = HONE_K_F16;
   pm.type = HONE_K_PARTS;
   pm.rows = 128;
   pm.n_parts = 2;
   pm.parts = pp;
-  const bool refused_parts = !hone_k_w4_gemm_supports (&pm);   /* a Q8_0 part */
+  const bool refused_parts = !hone_k_w4_gemm_supports (&pm);   /* an F16 part */
   pp[1].type = HONE_K_Q4Z;
   pm.rows = 127;
   const bool refused_rows = !hone_k_w4_gemm_supports (&pm);    /* parts' rows ≠ rows */
   pm.rows = 128;
   const bool takes_parts = hone_k_w4_gemm_supports (&pm);
   check (refused && refused_type && refused_kq && refused_parts && refused_rows && takes_parts
-         && guard_intact (y, 64 * 64 * 4), "w4 gemm refuses n=0, unaligned x, no y, Q8_0, bad Q4_K, bad parts", 0, 0);
+         && guard_intact (y, 64 * 64 * 4), "w4 gemm refuses n=0, unaligned x, no y, F16, bad Q4_K, bad parts", 0, 0);
   matrix_free (&m);
   cudaFree (x); cudaFree (y);
 }
