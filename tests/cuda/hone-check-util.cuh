@@ -265,6 +265,32 @@ matrix_free (HoneKMatrix *m)
     cudaFree (m->s);
 }
 
+/* GGUF rows (@bytes) of @type uploaded through hone_k_repack as the loader does, into
+ * buffers 16 bytes longer than hone_k_matrix_bytes says */
+static HoneKMatrix
+gguf_upload (int type, const std::vector<uint8_t> &bytes, int rows, int cols)
+{
+  HoneKMatrix m;
+  memset (&m, 0, sizeof m);
+  m.type = type;
+  m.rows = rows;
+  m.cols = cols;
+  size_t qb, sb;
+  if (!hone_k_matrix_bytes (type, rows, cols, &qb, &sb))
+    {
+      fprintf (stderr, "FATAL: no GPU layout for type %d, %dx%d\n", type, rows, cols);
+      exit (2);
+    }
+  CK (cudaMalloc (&m.q, qb + 16));
+  if (sb)
+    CK (cudaMalloc (&m.s, sb + 16));
+  uint8_t *src = dev_upload (bytes);
+  CK (hone_k_repack (type, src, rows, cols, &m, 0, 1, 0));
+  CK (cudaDeviceSynchronize ());
+  cudaFree (src);
+  return m;
+}
+
 /* ---- K-quant blocks and their reference values (hone-kquant-check, hone-w4-check) ---- */
 
 static double

@@ -106,17 +106,6 @@ kmatrix_alloc (int type, int rows, int cols, size_t guard = 16)
   return m;
 }
 
-static HoneKMatrix
-kmatrix_from_gguf (int type, const std::vector<uint8_t> &bytes, int rows, int cols)
-{
-  HoneKMatrix m = kmatrix_alloc (type, rows, cols);
-  uint8_t *src = dev_upload (bytes);
-  CK (hone_k_repack (type, src, rows, cols, &m, 0, 1, 0));
-  CK (cudaDeviceSynchronize ());
-  cudaFree (src);
-  return m;
-}
-
 static bool
 guard_intact (const void *dev_end, size_t n)
 {
@@ -194,7 +183,7 @@ check_dequant (int type, int rows, int cols)
 {
   std::vector<double> deq;
   const std::vector<uint8_t> g = kquant_make_gguf (type, rows, cols, deq);
-  HoneKMatrix m = kmatrix_from_gguf (type, g, rows, cols);
+  HoneKMatrix m = gguf_upload (type, g, rows, cols);
   const size_t n = (size_t) rows * cols;
   char what[160];
   for (int to_f16 = 0; to_f16 < 2; to_f16++)
@@ -286,7 +275,7 @@ check_gemv (int type, int rows, int cols, int n_tok, int epi, bool with_norm, in
   for (auto &v : g) v = 1.f + 0.3f * rng_normal ();
   std::vector<double> wd;
   const std::vector<uint8_t> bytes = kquant_make_gguf (type, rows, cols, wd);
-  HoneKMatrix m = kmatrix_from_gguf (type, bytes, rows, cols);
+  HoneKMatrix m = gguf_upload (type, bytes, rows, cols);
 
   std::vector<double> xin ((size_t) n_tok * cols);
   for (int t = 0; t < n_tok; t++)
@@ -390,7 +379,7 @@ check_rope (int type, int n_tok, int pos, int cfg = -1)
   for (auto &v : bias) v = rng_normal ();
   std::vector<double> wd;
   const std::vector<uint8_t> bytes = kquant_make_gguf (type, W, cols, wd);
-  HoneKMatrix m = kmatrix_from_gguf (type, bytes, W, cols);
+  HoneKMatrix m = gguf_upload (type, bytes, W, cols);
   std::vector<double> xin (x.begin (), x.end ());
   const std::vector<double> xs = act_q8_roundtrip (xin);
   const std::vector<float> inv = make_inv_freq (hd, 500000.0);
@@ -549,7 +538,7 @@ check_parts (int variant, int n_tok, int pos)
       else if (p.first == HONE_K_F16)
         m = make_f16 (p.second, cols, d);
       else
-        m = kmatrix_from_gguf (p.first, kquant_make_gguf (p.first, p.second, cols, d), p.second, cols);
+        m = gguf_upload (p.first, kquant_make_gguf (p.first, p.second, cols, d), p.second, cols);
       std::copy (d.begin (), d.end (), wd.begin () + (size_t) row0 * cols);
       for (int r = 0; r < p.second; r++)
         row_f32[row0 + r] = p.first == HONE_K_F16;

@@ -400,26 +400,6 @@ check_dequant (int rows, int cols, int g)
   matrix_free (&m);
 }
 
-/* GGUF rows (@bytes) of @type uploaded through hone_k_repack like the loader's */
-static HoneKMatrix
-gguf_upload (int type, const std::vector<uint8_t> &bytes, int rows, int cols)
-{
-  HoneKMatrix mt;
-  memset (&mt, 0, sizeof mt);
-  mt.type = type;
-  mt.rows = rows;
-  mt.cols = cols;
-  size_t qb, sb;
-  hone_k_matrix_bytes (type, rows, cols, &qb, &sb);
-  CK (cudaMalloc (&mt.q, qb + 16));
-  CK (cudaMalloc (&mt.s, sb + 16));
-  uint8_t *src = dev_upload (bytes);
-  CK (hone_k_repack (type, src, rows, cols, &mt, 0, 1, 0));
-  CK (cudaDeviceSynchronize ());
-  cudaFree (src);
-  return mt;
-}
-
 /* GGUF Q4_0 / Q4_1 rows from their block layout (f16 d, [f16 m,] qs[16], element j
  * in the low nibble of qs[j], j + 16 in the high one; w = d·(q − 8) or d·q + m),
  * uploaded through hone_k_repack like the loader's; f64 values in w. */
