@@ -16,9 +16,9 @@
  * cached; f32 out with the residual added by beta = 1, or 16-bit out for
  * gate|up), quantized weights dequantized to f16 one matrix at a time, and
  * the causal flash-attention kernel writing the o GEMM's 16-bit input. Chunks
- * of at most hone_k_w4_gemm_max () tokens (128 by default) run their Q4Z, Q4_0
- * and Q4_1 matrices through the fused GEMM instead (hone-k-gemm-w4.cu): no
- * dequantization pass (Q8_0, Q4_K, Q6_K and parts: see fused_by_default).
+ * of at most hone_k_w4_gemm_max () tokens (128 by default) run their Q4Z, Q4_0,
+ * Q4_1, Q8_0, Q4_K and Q6_K matrices (and q|k|v parts of them) through the fused
+ * GEMM instead (hone-k-gemm-w4.cu): no dequantization pass.
  */
 #include "hone-k-common.cuh"
 #include "hone-k-gemv.cuh"
@@ -330,28 +330,11 @@ gemm_tune (GemmCtx *g, LtPlan *p, const void *wp, const void *x16, void *y, void
   w->valid = 1;
 }
 
-/* Whether prefill runs @w through the fused GEMM by default: the types whose fused GEMM
- * has passed its checks on a GPU (hone-w4-check --gemm, test-cuda-backend): Q4Z, Q4_0,
- * Q4_1 (session 50). Session 51 gave the kernel Q8_0, Q4_K, Q6_K and q|k|v parts, but no
- * GPU machine started to run their checks (tests/cuda/calls/s51-call2.sh), so until
- * then they stay on dequantize + cuBLASLt unless HONE_W4_GEMM_TYPES=all. */
-static bool
-fused_by_default (const HoneKMatrix *w)
-{
-  static int all = -1;
-  if (all < 0)
-    {
-      const char *e = getenv ("HONE_W4_GEMM_TYPES");
-      all = e && !strcmp (e, "all");
-    }
-  return all || w->type == HONE_K_Q4Z || w->type == HONE_K_Q4_0 || w->type == HONE_K_Q4_1;
-}
-
 /* The fused GEMM takes a chunk of @n tokens of @w */
 static bool
 fused_gemm (const HoneKMatrix *w, int n)
 {
-  return n <= hone_k_w4_gemm_max () && hone_k_w4_gemm_supports (w) && fused_by_default (w);
+  return n <= hone_k_w4_gemm_max () && hone_k_w4_gemm_supports (w);
 }
 
 /* Y (+)= X16·Wᵀ, W dequantized first when quantized; Y f32 or (y16) W's 16-bit
@@ -364,8 +347,8 @@ gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, void *y, int
   const void *wp = w->q;
   const cudaDataType_t t = w->type == HONE_K_BF16 ? CUDA_R_16BF : CUDA_R_16F;
   if (fused_gemm (w, n) && x16 != st->w16 && y != st->w16)
-    /* short chunks of Q4Z/Q4_0/Q4_1 (with HONE_W4_GEMM_TYPES=all Q8_0/Q4_K/Q6_K and parts too): the fused
-     * GEMM (hone-k-gemm-w4.cu), no dequantization pass;
+    /* short chunks of Q4Z, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K and parts of them: the fused GEMM
+     * (hone-k-gemm-w4.cu), no dequantization pass;
      * st->w16 (room for this matrix in 16 bits) takes its split partials */
     return hone_k_w4_gemm (w, n, x16, y, y16, accumulate, st->w16, (size_t) w->rows * w->cols * 2, s);
   if (!is_f (w))

@@ -133,7 +133,8 @@ int  hone_k_w4_gemm (const HoneKMatrix *w, int n, const void *x16, void *y, int 
 int  hone_k_w4_gemm_supports (const HoneKMatrix *w);   /* 1 for a type and shape hone_k_w4_gemm takes */
 /* Prefill chunks of at most this many tokens run their GEMMs through hone_k_w4_gemm
  * (hone_k_gemm says which types), longer ones dequantize + cuBLASLt (0: never fused). The default
- * is measured (tests/bench/RESULTS-cuda.md, "Session 50"); HONE_W4_GEMM_MAX=n
+ * is measured (tests/bench/RESULTS-cuda.md, "Session 50"; Q8_0 and Q4_K_M at 128 tokens in
+ * "Session 52"); HONE_W4_GEMM_MAX=n
  * overrides it, hone_k_w4_gemm_set_max too (-1: back to the environment/default). */
 #define HONE_K_W4_GEMM_MAX_DEFAULT 128
 int  hone_k_w4_gemm_max (void);
@@ -524,9 +525,9 @@ size_t hone_k_state_bytes (const HoneKModel *m, int max_tok, int logits_rows);
 
 /* Prefill GEMM: y[n][w->rows] (+)= x16[n][w->cols]·Wᵀ through cuBLASLt (an
  * algorithm per shape, cached in @st); x16 bf16 for BF16 weights, else f16
- * (quantized W dequantized to f16 into st->w16 first, except Q4Z/Q4_0/Q4_1 — with
- * HONE_W4_GEMM_TYPES=all every type hone_k_w4_gemm_supports takes — at n <=
- * hone_k_w4_gemm_max (): hone_k_w4_gemm, st->w16 its split scratch); y f32 (y_type
+ * (quantized W dequantized to f16 into st->w16 first, except the types
+ * hone_k_w4_gemm_supports takes at n <= hone_k_w4_gemm_max (): hone_k_w4_gemm,
+ * st->w16 its split scratch); y f32 (y_type
  * HONE_K_F32, accumulate adds into it) or W's 16-bit type. Needs a state
  * allocated for more than HONE_K_MAX_DECODE tokens. */
 int hone_k_gemm (HoneKState *st, const HoneKMatrix *w, int n, const void *x16, void *y, int y_type,
