@@ -43,6 +43,15 @@ trace_attention () {   # variant...: run-trace.sh (carry .carry-trace) into $M/t
     python3 tests/cuda/trace-summary.py "$t" --attention --timeline >> $W/attn-timeline.txt 2>&1
   done
 }
+ttft_ab () {   # "variants" tag model prompt...: hone bench's TTFT (-n 32) of each variant (VAR=value, X=1 for
+               # none) at each prompt length (session 52 on: HONE_W4_GEMM_TYPES=all was session 51's fused opt-in)
+  local vs=$1 tag=$2 m=$3; shift 3
+  for p in "$@"; do
+    for v in $vs; do
+      echo "$tag p=$p [$v]: $(env $v timeout 90 $B/hone bench -m $m --device cuda:0 -p $p -n 32 -r 3 -w 1 2>&1 | grep -E 'TTFT|rror' | head -2 | tr '\n' ' ')"
+    done
+  done
+}
 env_ab () {   # tag model prompt "variants" [hone bench args...]: decode tok/s of each variant, two rounds; a variant is
               # base (.carry-base's libhoneall.so: HEAD's kernels, carry it), or VAR=value[,VAR=value...] on this build
   local tag=$1 m=$2 p=$3 vs=$4; shift 4

@@ -11,19 +11,11 @@ OUT= timeout 120 $B/hone-kquant-check --check > $W/kq-check.txt 2>&1; el "kquant
 HONE_W4_GEMM_TYPES=all OUT=$M/rel timeout 120 bash tests/cuda/run-release.sh suite > $W/release.txt 2>&1
 el "run-release suite (all types fused) rc $?"; tail -4 $W/release.txt
 OUT= timeout 90 $B/hone-kquant-check --bench-gemm > $W/kq-gemm.txt 2>&1; el "kquant --bench-gemm rc $?"; grep -E "fused|FAIL" $W/kq-gemm.txt
-ttft () {   # tag model prompt...: TTFT fused (HONE_W4_GEMM_TYPES=all) and of the default (dequantize + cuBLASLt)
-  local tag=$1 m=$2; shift 2
-  for p in "$@"; do
-    for v in HONE_W4_GEMM_TYPES=all X=1; do
-      echo "$tag p=$p [$v]: $(env $v timeout 90 $B/hone bench -m $m --device cuda:0 -p $p -n 32 -r 3 -w 1 2>&1 | grep -E 'TTFT|rror' | head -2 | tr '\n' ' ')"
-    done
-  done
-}
 timeout 120 $B/hone gen-model --shape llama3-8b --type q8_0 -o $M/q8.gguf -q; el "gen q8_0 rc $?"
-ttft q8_0 $M/q8.gguf 16 128 | tee $W/ttft-q8.txt
+ttft_ab "HONE_W4_GEMM_TYPES=all X=1" q8_0 $M/q8.gguf 16 128 | tee $W/ttft-q8.txt
 rm -f $M/q8.gguf
 timeout 200 $B/hone gen-model --shape llama3-8b --type q4_k_m -o $M/km.gguf > $W/gen-km.txt 2>&1; el "gen q4_k_m rc $?"; cat $W/gen-km.txt
-ttft q4_k_m $M/km.gguf 16 64 128 | tee $W/ttft-km.txt
+ttft_ab "HONE_W4_GEMM_TYPES=all X=1" q4_k_m $M/km.gguf 16 64 128 | tee $W/ttft-km.txt
 timeout 90 $B/hone bench -m $M/km.gguf --device cuda:0 -p 64 -n 128 -r 3 -w 1 > $W/bench-km.txt 2>&1; el "bench km rc $?"
 grep -E "decode \(tok|TTFT|roofline" $W/bench-km.txt
 rm -f $M/km.gguf

@@ -9,8 +9,6 @@ set -u
 OUT=$M/rel timeout 120 bash tests/cuda/run-release.sh suite > $W/release.txt 2>&1
 el "run-release suite (the default) rc $?"; tail -4 $W/release.txt
 timeout 120 $B/hone gen-model --shape llama3-8b --type q8_0 -o $M/q8.gguf -q; el "gen q8_0 rc $?"
-for v in X=1 HONE_W4_GEMM_MAX=0; do
-  echo "q8_0 p=16 [$v]: $(env $v timeout 90 $B/hone bench -m $M/q8.gguf --device cuda:0 -p 16 -n 32 -r 3 -w 1 2>&1 | grep -E 'TTFT|rror' | head -2 | tr '\n' ' ')"
-done | tee $W/ttft-q8.txt
+ttft_ab "X=1 HONE_W4_GEMM_MAX=0" q8_0 $M/q8.gguf 16 | tee $W/ttft-q8.txt
 rm -f $M/q8.gguf
 el done
