@@ -5,7 +5,7 @@
 # goal_rows (the issues' 8B decode rows through bench), awq_model ($M/awq, an 8B AWQ export) and trace_attention
 # (per-block traces of decode steps, summarized; needs .carry-trace carried); engine_ab (hone bench's decode rows
 # with HEAD's kernels and this build's, same call; needs .carry-base carried); env_ab (the same for environment
-# variants, base among them).
+# variants, base among them); ttft_ab (hone bench's TTFT for environment variants).
 W=$OUT; T0=$(date +%s); el () { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 C=$PWD/.carry-release
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
