@@ -127,48 +127,76 @@ w4g_wait (void)
   asm volatile ("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-/* The weight tile of k step @ks into @buf: [row][chunk] of the block's 128 rows × 4 chunks
- * (rows past the matrix and chunks past the row clamped to valid ones; X is zero there),
- * for Q6_K then the chunks' high bits, [row][chunk] 8 bytes each (cols % 256 == 0: whole steps).
- * Q8_0: [row][8 halves of 16 bytes], half p of row r at p ^ (r & 1), so that the two rows a
- * quarter-warp reads at once (g, g + 1) fall in different banks. */
+/* A thread's part of every stage fill, worked out once (session 53: recomputed each k step, the
+ * fills' index arithmetic and clamps were ~150 of a step's ~940 instructions, ptxas knowing
+ * nothing of blockDim): the weight rows its cp.async units read, in 16-byte units of @q (rows
+ * past the matrix clamped to the last; X is zero there), Q6_K's high-bit rows in 8-byte units
+ * of @qh, and its X piece (token tile row tid / 16 + 8r, piece tid % 16 of a step's 128 k). */
+template <int WT>
+struct W4GFill {
+  static constexpr int NW = WT == HONE_K_Q8_0 ? 8 : 4;
+  uint32_t wrow[NW], hrow[2];
+  const __half *x;   /* this thread's X piece at k step 0, token row tid / 16 */
+  int xrows;         /* token rows tid / 16 + 8r < xrows are inside the chunk */
+  int xk;            /* the piece's first k within a step */
+  uint32_t xdst;     /* its byte offset in a stage's X tile, r = 0 (+ r · 2 KB) */
+};
+
 template <int WT>
 static __device__ __forceinline__ void
-w4g_stage_w (const W4GArgs &a, uint32_t buf, int row0, int ks)
+w4g_fill_init (const W4GArgs &a, W4GFill<WT> &f, int row0, int tok0)
 {
+  const int tid = (int) threadIdx.x;
+#pragma unroll
+  for (int r = 0; r < W4GFill<WT>::NW; r++)
+    {
+      /* Q8_0: unit q = r·128 + tid is row q / 8, half q % 8 (two halves a chunk); else row q / 4, chunk q % 4 */
+      const int rl = WT == HONE_K_Q8_0 ? r * 16 + (tid >> 3) : r * 32 + (tid >> 2);
+      const int row = min (row0 + rl, a.rows - 1);
+      f.wrow[r] = (uint32_t) row * (uint32_t) (WT == HONE_K_Q8_0 ? 2 * a.nchunk : a.nchunk);
+    }
+#pragma unroll
+  for (int r = 0; r < 2; r++)
+    f.hrow[r] = WT == HONE_K_Q6_K ? (uint32_t) min (row0 + r * 64 + (tid >> 1), a.rows - 1) * (uint32_t) a.nchunk : 0u;
+  const int xr = tid >> 4, c = (tid >> 2) & 3, p = tid & 3;
+  f.xk = c * 32 + p * 8;
+  f.xrows = a.n - tok0;
+  f.x = a.x + ((size_t) (tok0 + xr) * (size_t) a.cols + (size_t) f.xk);
+  const int L = (xr & 7) * 4 + c;
+  f.xdst = (uint32_t) (L * 4 + (p ^ ((L >> 1) & 3))) * 16;
+}
+
+/* The weight tile of k step @ks into @buf: [row][chunk] of the block's 128 rows × 4 chunks
+ * (chunks past the row clamped to valid ones; X is zero there), for Q6_K then the chunks'
+ * high bits, [row][chunk] 8 bytes each (cols % 256 == 0: whole steps). Q8_0: [row][8 halves
+ * of 16 bytes], half p of row r at p ^ (r & 1), so that the two rows a quarter-warp reads at
+ * once (g, g + 1) fall in different banks. */
+template <int WT>
+static __device__ __forceinline__ void
+w4g_stage_w (const W4GArgs &a, const W4GFill<WT> &f, uint32_t buf, int ks)
+{
+  const int tid = (int) threadIdx.x;
   if constexpr (WT == HONE_K_Q8_0)
     {
+      const int p = tid & 7, c = min (ks * 4 + (p >> 1), a.nchunk - 1);
 #pragma unroll
       for (int r = 0; r < 8; r++)
         {
-          const int q = r * 128 + (int) threadIdx.x, rl = q >> 3, p = q & 7;
-          int row = row0 + rl, c = ks * 4 + (p >> 1);
-          row = row < a.rows ? row : a.rows - 1;
-          c = c < a.nchunk ? c : a.nchunk - 1;
-          w4g_cp16 (buf + (uint32_t) (rl * 8 + (p ^ (rl & 1))) * 16,
-                    a.q + ((uint32_t) row * (uint32_t) (2 * a.nchunk) + (uint32_t) (2 * c + (p & 1))), true);
+          const int rl = r * 16 + (tid >> 3);
+          w4g_cp16 (buf + (uint32_t) (rl * 8 + (p ^ (rl & 1))) * 16, a.q + (f.wrow[r] + (uint32_t) (2 * c + (p & 1))),
+                    true);
         }
       return;
     }
   if (WT == HONE_K_Q6_K)
 #pragma unroll
     for (int r = 0; r < 2; r++)
-      {
-        const int q = r * 128 + (int) threadIdx.x;
-        int row = row0 + (q >> 1);
-        row = row < a.rows ? row : a.rows - 1;
-        w4g_cp16 (buf + (uint32_t) (w4g_wtile (WT) + q) * 16,
-                  a.qh + ((uint32_t) row * (uint32_t) a.nchunk + (uint32_t) (ks * 4 + (q & 1) * 2)), true);
-      }
+      w4g_cp16 (buf + (uint32_t) (w4g_wtile (WT) + r * 128 + tid) * 16,
+                a.qh + (f.hrow[r] + (uint32_t) (ks * 4 + (tid & 1) * 2)), true);
+  const int c = min (ks * 4 + (tid & 3), a.nchunk - 1);
 #pragma unroll
   for (int r = 0; r < 4; r++)
-    {
-      const int q = r * 128 + (int) threadIdx.x;
-      int row = row0 + (q >> 2), c = ks * 4 + (q & 3);
-      row = row < a.rows ? row : a.rows - 1;
-      c = c < a.nchunk ? c : a.nchunk - 1;
-      w4g_cp16 (buf + (uint32_t) q * 16, a.q + ((uint32_t) row * (uint32_t) a.nchunk + (uint32_t) c), true);
-    }
+    w4g_cp16 (buf + (uint32_t) (r * 128 + tid) * 16, a.q + (f.wrow[r] + (uint32_t) c), true);
 }
 
 /* Q6_K: the 2 high bits of word @wi's pairs (w4_word's order after the PRMT) moved onto the
@@ -264,18 +292,28 @@ w4g_step (float (&c)[2][NT][4], const uint4 (&w)[2][4], const uint2 (&hb)[4], co
       for (int j = 0; j < NT; j++)
         {
           const uint4 *xj = xb + j * 128 + base;   /* this lane's 4 pieces, swizzled */
-          uint4 b[2];
           if (GGUF)
             {
+              /* word wi = 2wp + h's low-nibble pairs (o[0], o[2]: weights 4wi..4wi+3) meet
+               * 32-bit words 2h, 2h + 1 of X piece wp, its high-nibble pairs (o[1], o[3]) the
+               * same words of piece 2 + wp: each mma's B is two adjacent registers of one
+               * 16-byte load (session 53: pairing lo.x with hi.x cost ~180 register moves a step) */
               const uint4 lo = xj[wp ^ sw], hi = xj[(2 + wp) ^ sw];
-              b[0] = make_uint4 (lo.x, hi.x, lo.y, hi.y);
-              b[1] = make_uint4 (lo.z, hi.z, lo.w, hi.w);
+#pragma unroll
+              for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int mi = 0; mi < 2; mi++)
+                  {
+                    w4_mma (c[mi][j], A[h][2 * mi][0], A[h][2 * mi + 1][0], A[h][2 * mi][2], A[h][2 * mi + 1][2],
+                            h ? lo.z : lo.x, h ? lo.w : lo.y);
+                    w4_mma (c[mi][j], A[h][2 * mi][1], A[h][2 * mi + 1][1], A[h][2 * mi][3], A[h][2 * mi + 1][3],
+                            h ? hi.z : hi.x, h ? hi.w : hi.y);
+                  }
+              continue;
             }
-          else
-            {
-              b[0] = xj[(2 * wp) ^ sw];
-              b[1] = xj[(2 * wp + 1) ^ sw];
-            }
+          uint4 b[2];
+          b[0] = xj[(2 * wp) ^ sw];
+          b[1] = xj[(2 * wp + 1) ^ sw];
 #pragma unroll
           for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -323,21 +361,20 @@ w4g_store (const W4GArgs &a, const float (&c)[2][NT][4], int rowb, int tok0, int
         }
 }
 
-/* The X tile of k step @ks into @buf: natural order in, [tile][lane][swizzled piece] out. */
-template <int NT>
+/* The X tile of k step @ks into @buf: natural order in (a token's 256 bytes by 16 consecutive
+ * threads), [tile][lane][swizzled piece] out (w4g_fill_init's xdst; tile r = token rows 8r..8r + 7). */
+template <int NT, int WT>
 static __device__ __forceinline__ void
-w4g_stage_x (const W4GArgs &a, uint32_t buf, int tok0, int ks)
+w4g_stage_x (const W4GArgs &a, const W4GFill<WT> &f, uint32_t buf, int ks)
 {
+  const int k = ks * 128 + f.xk;
+  const bool kok = k < a.cols;
 #pragma unroll
   for (int r = 0; r < NT; r++)
     {
-      const int q = r * 128 + (int) threadIdx.x;
-      const int row = q >> 4, c = (q >> 2) & 3, p = q & 3;
-      const int tok = tok0 + row, k = ks * 128 + c * 32 + p * 8;
-      const bool ok = tok < a.n && k < a.cols;
-      const __half *src = a.x + (ok ? (size_t) tok * a.cols + k : 0);
-      const int L = (row & 7) * 4 + c;
-      w4g_cp16 (buf + (uint32_t) (((row >> 3) * 32 + L) * 4 + (p ^ ((L >> 1) & 3))) * 16, src, ok);
+      /* past the chunk's tokens or the row's end the address is not read (size 0: zero-filled) */
+      const bool ok = kok && ((int) threadIdx.x >> 4) + 8 * r < f.xrows;
+      w4g_cp16 (buf + f.xdst + (uint32_t) r * 2048, f.x + ((size_t) r * 8 * (size_t) a.cols + (size_t) ks * 128), ok);
     }
 }
 
@@ -353,25 +390,25 @@ template <int WT>
 static __device__ __forceinline__ void
 w4g_load_sz_row (const W4GArgs &a, uint32_t row, int ks, W4GSz &r)
 {
+  /* @row: this thread's row times ng (Q6_K: times ksteps for its scales, ng from that) */
   if constexpr (WT == HONE_K_Q4_K)
     {
-      const uint4 rec = __ldg ((const uint4 *) a.s + (row * (uint32_t) a.ng + (uint32_t) (ks >> 1)));
+      const uint4 rec = __ldg ((const uint4 *) a.s + (row + (uint32_t) (ks >> 1)));
       r.s[0] = rec.x; r.s[1] = rec.y; r.s[2] = rec.z; r.s[3] = rec.w;
     }
   else if constexpr (WT == HONE_K_Q6_K)
     {
-      const uint2 sc = __ldg ((const uint2 *) a.s + (row * (uint32_t) a.ksteps + (uint32_t) ks));
+      const uint2 sc = __ldg ((const uint2 *) a.s + (row + (uint32_t) ks));
       r.s[0] = sc.x; r.s[1] = sc.y;
-      r.z[0] = __ldg (a.d6 + (row * (uint32_t) a.ng + (uint32_t) (ks >> 1)));
+      r.z[0] = __ldg (a.d6 + (row / 2 + (uint32_t) (ks >> 1)));   /* ksteps = 2 · ng */
     }
   else
 #pragma unroll
   for (int gg = 0; gg < 4; gg++)
     if (gg < (4 >> a.cshift))
       {
-        int c = ks * 4 + (gg << a.cshift);
-        c = c < a.nchunk ? c : a.nchunk - 1;
-        const uint32_t o = row * (uint32_t) a.ng + (uint32_t) (c >> a.cshift);
+        const int c = min (ks * 4 + (gg << a.cshift), a.nchunk - 1);
+        const uint32_t o = row + (uint32_t) (c >> a.cshift);
         if (WT == HONE_K_Q4_1)
           {
             const uint32_t dm = __ldg ((const uint32_t *) a.s + o);
@@ -454,7 +491,8 @@ w4g_kernel (const W4GArgs a)
       sofs[i] = gsel * W4G_ROWS + rl;
     }
   /* this thread's row for the scale loads */
-  const uint32_t my_row = (uint32_t) min (row0 + (int) threadIdx.x, a.rows - 1);
+  const uint32_t my_row = (uint32_t) min (row0 + (int) threadIdx.x, a.rows - 1)
+                          * (uint32_t) (WT == HONE_K_Q6_K ? a.ksteps : a.ng);   /* w4g_load_sz_row's @row */
   uint32_t *const sz_base = (uint32_t *) (w4g_xs + sz16) + threadIdx.x;   /* + stage · stage16 · 4 words */
   float c[2][NT][4];
 #pragma unroll
@@ -465,13 +503,15 @@ w4g_kernel (const W4GArgs a)
       for (int e = 0; e < 4; e++)
         c[mi][j][e] = 0.f;
 
+  W4GFill<WT> fl;
+  w4g_fill_init<WT> (a, fl, row0, tok0);
   /* weights and X of the split's step s into stage buffer s % W4G_STAGES, one commit group */
   auto fill = [&] (int s) {
     if (s < nsteps)
       {
         const int b = s % W4G_STAGES;
-        w4g_stage_w<WT> (a, sm0 + b * stage16 * 16, row0, ks0 + s);
-        w4g_stage_x<NT> (a, sm0 + (b * stage16 + x16) * 16, tok0, ks0 + s);
+        w4g_stage_w<WT> (a, fl, sm0 + b * stage16 * 16, ks0 + s);
+        w4g_stage_x<NT, WT> (a, fl, sm0 + (b * stage16 + x16) * 16, ks0 + s);
       }
     w4g_commit ();
   };
