@@ -16,9 +16,10 @@
  * cached; f32 out with the residual added by beta = 1, or 16-bit out for
  * gate|up), quantized weights dequantized to f16 one matrix at a time, and
  * the causal flash-attention kernel writing the o GEMM's 16-bit input. Chunks
- * of at most hone_k_w4_gemm_max () tokens (128 by default) run their Q4Z, Q4_0,
- * Q4_1, Q8_0, Q4_K and Q6_K matrices (and q|k|v parts of them) through the fused
- * GEMM instead (hone-k-gemm-w4.cu): no dequantization pass.
+ * of at most hone_k_w4_gemm_max_for (w) tokens (192 for the 4-bit types, 128 for
+ * Q8_0 and Q6_K by default) run their Q4Z, Q4_0, Q4_1, Q8_0, Q4_K and Q6_K matrices
+ * (and q|k|v parts of them) through the fused GEMM instead (hone-k-gemm-w4.cu): no
+ * dequantization pass.
  */
 #include "hone-k-common.cuh"
 #include "hone-k-gemv.cuh"
@@ -334,7 +335,7 @@ gemm_tune (GemmCtx *g, LtPlan *p, const void *wp, const void *x16, void *y, void
 static bool
 fused_gemm (const HoneKMatrix *w, int n)
 {
-  return n <= hone_k_w4_gemm_max () && hone_k_w4_gemm_supports (w);
+  return n <= hone_k_w4_gemm_max_for (w) && hone_k_w4_gemm_supports (w);
 }
 
 /* Y (+)= X16·Wᵀ, W dequantized first when quantized; Y f32 or (y16) W's 16-bit

@@ -771,24 +771,49 @@ hone_k_w4_gemm (const HoneKMatrix *w, int n, const void *x16, void *y, int y16, 
   return 0;
 }
 
-/* The largest chunk prefill runs through hone_k_w4_gemm; above it, dequantization + cuBLASLt. */
+/* The largest chunk prefill runs through hone_k_w4_gemm; above it, dequantization + cuBLASLt.
+ * -1: not read yet; -2: no override (the defaults by type); else HONE_W4_GEMM_MAX / set_max's n. */
 static int w4g_max = -1;
 
 extern "C" void
 hone_k_w4_gemm_set_max (int n)
 {
-  w4g_max = n;
+  w4g_max = n < 0 ? -1 : n;
+}
+
+static int
+w4g_override (void)
+{
+  if (w4g_max == -1)
+    {
+      const char *e = getenv ("HONE_W4_GEMM_MAX");
+      w4g_max = e && *e ? atoi (e) : -2;
+      if (w4g_max < -2 || w4g_max == -1)
+        w4g_max = 0;
+    }
+  return w4g_max;
 }
 
 extern "C" int
 hone_k_w4_gemm_max (void)
 {
-  if (w4g_max < 0)
+  const int o = w4g_override ();
+  return o >= 0 ? o : HONE_K_W4_GEMM_MAX_DEFAULT;
+}
+
+extern "C" int
+hone_k_w4_gemm_max_for (const HoneKMatrix *w)
+{
+  const int o = w4g_override ();
+  if (o >= 0 || !w)
+    return o >= 0 ? o : HONE_K_W4_GEMM_MAX_DEFAULT;
+  if (w->type == HONE_K_PARTS)
     {
-      const char *e = getenv ("HONE_W4_GEMM_MAX");
-      w4g_max = e && *e ? atoi (e) : HONE_K_W4_GEMM_MAX_DEFAULT;
-      if (w4g_max < 0)
-        w4g_max = 0;
+      /* one GEMM a part (hone_k_w4_gemm) or one dequantized matrix: the smallest part threshold */
+      int m = HONE_K_W4_GEMM_MAX_DEFAULT;
+      for (int i = 0; w->parts && i < w->n_parts; i++)
+        m = min (m, hone_k_w4_gemm_max_for (&w->parts[i]));
+      return m;
     }
-  return w4g_max;
+  return w->type == HONE_K_Q8_0 || w->type == HONE_K_Q6_K ? HONE_K_W4_GEMM_MAX_WIDE : HONE_K_W4_GEMM_MAX_DEFAULT;
 }

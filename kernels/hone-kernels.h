@@ -131,13 +131,17 @@ int hone_k_q4z_dequant (const HoneKMatrix *w, void *dst, int to_f16, cudaStream_
 int  hone_k_w4_gemm (const HoneKMatrix *w, int n, const void *x16, void *y, int y16, int accumulate,
                      void *scratch, size_t scratch_bytes, cudaStream_t stream);
 int  hone_k_w4_gemm_supports (const HoneKMatrix *w);   /* 1 for a type and shape hone_k_w4_gemm takes */
-/* Prefill chunks of at most this many tokens run their GEMMs through hone_k_w4_gemm
- * (hone_k_gemm says which types), longer ones dequantize + cuBLASLt (0: never fused). The default
- * is measured (tests/bench/RESULTS-cuda.md, "Session 50"; Q8_0 and Q4_K_M at 128 tokens in
- * "Session 52"); HONE_W4_GEMM_MAX=n
- * overrides it, hone_k_w4_gemm_set_max too (-1: back to the environment/default). */
-#define HONE_K_W4_GEMM_MAX_DEFAULT 128
+/* Prefill chunks of at most hone_k_w4_gemm_max_for (w) tokens run matrix @w through hone_k_w4_gemm
+ * (hone_k_gemm says which types), longer ones dequantize + cuBLASLt (0: never fused). The defaults
+ * are measured (tests/bench/RESULTS-cuda.md, "Session 50", "Session 52", "Session 53"): the 4-bit
+ * types (Q4Z, Q4_0, Q4_1, Q4_K) up to HONE_K_W4_GEMM_MAX_DEFAULT tokens, Q8_0 and Q6_K (more bytes
+ * and work a k step) up to HONE_K_W4_GEMM_MAX_WIDE, a HONE_K_PARTS matrix up to its smallest part's.
+ * HONE_W4_GEMM_MAX=n sets one threshold for every type, hone_k_w4_gemm_set_max (n) too (-1: back
+ * to the environment/defaults); hone_k_w4_gemm_max () is that one or the 4-bit default. */
+#define HONE_K_W4_GEMM_MAX_DEFAULT 192
+#define HONE_K_W4_GEMM_MAX_WIDE 128
 int  hone_k_w4_gemm_max (void);
+int  hone_k_w4_gemm_max_for (const HoneKMatrix *w);
 void hone_k_w4_gemm_set_max (int n);
 /* The K-quant (Q4_K, Q6_K) parts of hone_k_repack / hone_k_dequant / hone_k_embed and
  * hone_k_gemv_ex (called by them; kernels/hone-k-gemv-kquant.cu; their short prefill
@@ -526,7 +530,7 @@ size_t hone_k_state_bytes (const HoneKModel *m, int max_tok, int logits_rows);
 /* Prefill GEMM: y[n][w->rows] (+)= x16[n][w->cols]·Wᵀ through cuBLASLt (an
  * algorithm per shape, cached in @st); x16 bf16 for BF16 weights, else f16
  * (quantized W dequantized to f16 into st->w16 first, except the types
- * hone_k_w4_gemm_supports takes at n <= hone_k_w4_gemm_max (): hone_k_w4_gemm,
+ * hone_k_w4_gemm_supports takes at n <= hone_k_w4_gemm_max_for (w): hone_k_w4_gemm,
  * st->w16 its split scratch); y f32 (y_type
  * HONE_K_F32, accumulate adds into it) or W's 16-bit type. Needs a state
  * allocated for more than HONE_K_MAX_DECODE tokens. */
