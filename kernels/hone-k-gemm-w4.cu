@@ -8,7 +8,7 @@
  * + 2 read again, a whole pass over ~19 GB for an 8B model whatever the prompt's
  * length (AWQ TTFT at 64 tokens 13.4 ms against BF16's 7.3 ms on an H100, session
  * 49). Here the packed weights are read once a token tile and go straight to the
- * tensor cores; up to the measured threshold (hone_k_w4_gemm_max) it replaces that
+ * tensor cores; up to the measured threshold (hone_k_w4_gemm_max_for) it replaces that
  * pass, above it cuBLASLt's GEMM efficiency wins the pass back.
  *
  * Shape (all from the GPU layout of hone-kernels.h, no repack):
@@ -53,7 +53,10 @@
  * Measured (tests/bench/RESULTS-cuda.md, "Session 50"): the first version (weights
  * one step ahead in registers, per-lane scale loads) streamed ~1 TB/s of packed
  * weights at 16 tokens; ncu found its warps waiting on the scale loads and X's reads
- * touching twice the sectors they needed, which shaped the stages above. */
+ * touching twice the sectors they needed, which shaped the stages above. Session 53
+ * cut the k step's instructions by a quarter to two fifths (GGUF B operands from one
+ * load, fill addresses once a thread: 8-15 % faster at 64-128 tokens); its ncu then
+ * found two warps a scheduler with no eligible warp 68 % of the cycles (latency-bound). */
 #include "hone-k-w4.cuh"
 #include "hone-k-kquant.cuh"
 
