@@ -64,7 +64,22 @@
 #define W4G_ROWS (W4G_WARPS * 32)   /* rows a block: 2 m16 tiles a warp */
 #define W4G_MIN_STEPS 4             /* k steps of 128 a split at least */
 #define W4G_BLOCK_COST 3            /* a block's fixed cost (pipeline fill, stores), in k steps */
+#ifndef W4G_STAGES
 #define W4G_STAGES 4                /* pipeline stages, W4G_STAGES − 1 in flight */
+#endif
+#ifndef W4G_STAGES8
+#define W4G_STAGES8 W4G_STAGES      /* the same for 64-token tiles (NT = 8) */
+#endif
+#ifndef W4G_MINB8
+#define W4G_MINB8 2                 /* blocks an SM ptxas must fit at NT = 8 (registers) */
+#endif
+/* (W4G_STAGES8 and W4G_MINB8 are measurement knobs, -D at build time: session 53) */
+template <int NT>
+static __host__ __device__ constexpr int
+w4g_stages (void)
+{
+  return NT == 8 ? W4G_STAGES8 : W4G_STAGES;
+}
 #define W4G_WTILE (W4G_ROWS * 4)    /* 16-byte units of a stage's 4-bit weight tile (Q8_0: twice) */
 #define W4G_SZ16 W4G_ROWS           /* 16-byte units of a stage's scales: [4 groups][row] words */
 #define W4G_SZ_AHEAD 3              /* a step's scales are loaded this many steps before use */
@@ -470,7 +485,7 @@ w4g_store_sz_row (const W4GArgs &a, const W4GSz &r, uint32_t *dst, int ks)
 }
 
 template <int NT, int WT>
-__global__ void __launch_bounds__ (W4G_WARPS * 32, NT == 8 ? 2 : 3)
+__global__ void __launch_bounds__ (W4G_WARPS * 32, NT == 8 ? W4G_MINB8 : 3)
 w4g_kernel (const W4GArgs a)
 {
   extern __shared__ __align__ (16) uint4 w4g_xs[];
@@ -508,18 +523,19 @@ w4g_kernel (const W4GArgs a)
 
   W4GFill<WT> fl;
   w4g_fill_init<WT> (a, fl, row0, tok0);
-  /* weights and X of the split's step s into stage buffer s % W4G_STAGES, one commit group */
+  constexpr int STAGES = w4g_stages<NT> ();
+  /* weights and X of the split's step s into stage buffer s % STAGES, one commit group */
   auto fill = [&] (int s) {
     if (s < nsteps)
       {
-        const int b = s % W4G_STAGES;
+        const int b = s % STAGES;
         w4g_stage_w<WT> (a, fl, sm0 + b * stage16 * 16, ks0 + s);
         w4g_stage_x<NT, WT> (a, fl, sm0 + (b * stage16 + x16) * 16, ks0 + s);
       }
     w4g_commit ();
   };
 #pragma unroll
-  for (int st = 0; st < W4G_STAGES - 1; st++)
+  for (int st = 0; st < STAGES - 1; st++)
     fill (st);
   /* scales: step 0 stored now, steps 1 and 2 in the ring (P, Q) */
   W4GSz P, Q;
@@ -534,14 +550,14 @@ w4g_kernel (const W4GArgs a)
     w4g_load_sz_row<WT> (a, my_row, ks0 + 2, Q);
   /* one k step; R holds step it + 1's scales (loaded two steps ago) and takes step it + 3's */
   auto step = [&] (int it, W4GSz &R) {
-    w4g_wait<W4G_STAGES - 2> ();
+    w4g_wait<STAGES - 2> ();
     __syncthreads ();   /* stage it is in; every warp is past step it − 1, whose buffer refills now */
-    fill (it + W4G_STAGES - 1);
+    fill (it + STAGES - 1);
     if (it + 1 < nsteps)
-      w4g_store_sz_row<WT> (a, R, sz_base + ((it + 1) % W4G_STAGES) * stage16 * 4, ks0 + it + 1);
+      w4g_store_sz_row<WT> (a, R, sz_base + ((it + 1) % STAGES) * stage16 * 4, ks0 + it + 1);
     if (it + W4G_SZ_AHEAD < nsteps)
       w4g_load_sz_row<WT> (a, my_row, ks0 + it + W4G_SZ_AHEAD, R);
-    const uint4 *sb = w4g_xs + (it % W4G_STAGES) * stage16;
+    const uint4 *sb = w4g_xs + (it % STAGES) * stage16;
     const uint32_t *szs = (const uint32_t *) (sb + sz16);
     uint4 w[2][4];
     uint2 hb[4];
@@ -610,7 +626,7 @@ w4g_launch (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
 {
   static int bps = 0;
   void (*kern) (W4GArgs) = w4g_kernel<NT, WT>;
-  const size_t smem = (size_t) W4G_STAGES * w4g_stage16 (NT, WT) * 16;
+  const size_t smem = (size_t) w4g_stages<NT> () * w4g_stage16 (NT, WT) * 16;
   if (!bps)
     {
       HONE_K_CHECK (cudaFuncSetAttribute (kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem));
