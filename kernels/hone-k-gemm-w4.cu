@@ -806,9 +806,7 @@ w4g_override (void)
   if (w4g_max == -1)
     {
       const char *e = getenv ("HONE_W4_GEMM_MAX");
-      w4g_max = e && *e ? atoi (e) : -2;
-      if (w4g_max < -2 || w4g_max == -1)
-        w4g_max = 0;
+      w4g_max = e && *e ? max (atoi (e), 0) : -2;   /* negative or not a number: never fused */
     }
   return w4g_max;
 }

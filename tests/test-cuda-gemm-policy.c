@@ -1,0 +1,181 @@
+/* test-cuda-gemm-policy.c — which prefill chunks of which matrices run the fused
+ * quantized GEMM (kernels/hone-k-gemm-w4.cu) rather than dequantize + cuBLASLt.
+ * Host code only: in suite 'unit' of a CUDA build, no GPU needed.
+ *
+ *  - hone_k_w4_gemm_supports: the types and shapes the kernel takes (Q4Z at
+ *    groups 32/64/128, Q4_0, Q4_1, Q8_0, Q4_K and Q6_K with cols % 256 == 0, a
+ *    q|k|v of such parts whose rows add up), nothing else;
+ *  - hone_k_w4_gemm_max_for: the measured thresholds by type (RESULTS-cuda.md,
+ *    "Session 53"): the 4-bit types up to HONE_K_W4_GEMM_MAX_DEFAULT tokens,
+ *    Q8_0 and Q6_K up to HONE_K_W4_GEMM_MAX_WIDE, parts up to their smallest
+ *    part's; hone_k_w4_gemm_set_max (n) one threshold for all, -1 back;
+ *  - HONE_W4_GEMM_MAX: the same from the environment (read once, so each case
+ *    runs in its own subprocess), a negative value meaning "never fused". */
+#include <glib.h>
+#include <stdlib.h>
+
+#include "hone-kernels.h"
+
+static HoneKMatrix
+mat (int type, int rows, int cols, int group)
+{
+  HoneKMatrix m = { 0 };
+
+  m.type = type;
+  m.rows = rows;
+  m.cols = cols;
+  m.group = group;
+  return m;
+}
+
+static void
+test_supports (void)
+{
+  HoneKMatrix m;
+  HoneKMatrix kq[3] = { mat (HONE_K_Q4_K, 2048, 4096, 0), mat (HONE_K_Q4_K, 512, 4096, 0),
+                        mat (HONE_K_Q6_K, 512, 4096, 0) };
+  HoneKMatrix bad[2] = { mat (HONE_K_Q4_K, 2048, 4096, 0), mat (HONE_K_F16, 512, 4096, 0) };
+
+  for (int t = 0; t < 5; t++)
+    {
+      const int types[] = { HONE_K_Q4_0, HONE_K_Q4_1, HONE_K_Q8_0, HONE_K_Q4_K, HONE_K_Q6_K };
+      m = mat (types[t], 4096, 4096, 0);
+      g_assert_true (hone_k_w4_gemm_supports (&m));
+    }
+  m = mat (HONE_K_Q4_0, 64, 96, 0);    /* any multiple of 32 */
+  g_assert_true (hone_k_w4_gemm_supports (&m));
+  m = mat (HONE_K_Q4_K, 64, 4160, 0);  /* the K-quants need whole 256-blocks */
+  g_assert_false (hone_k_w4_gemm_supports (&m));
+  m = mat (HONE_K_Q6_K, 64, 4160, 0);
+  g_assert_false (hone_k_w4_gemm_supports (&m));
+  m = mat (HONE_K_Q4_0, 64, 100, 0);
+  g_assert_false (hone_k_w4_gemm_supports (&m));
+  for (int g = 0; g <= 128; g += 32)
+    {
+      m = mat (HONE_K_Q4Z, 64, 4096, g);   /* 0: the default, 32 */
+      g_assert_true (hone_k_w4_gemm_supports (&m) == (g != 96));
+    }
+  m = mat (HONE_K_Q4Z, 64, 4096 + 64, 128);   /* cols not whole groups */
+  g_assert_false (hone_k_w4_gemm_supports (&m));
+  m = mat (HONE_K_F16, 64, 4096, 0);
+  g_assert_false (hone_k_w4_gemm_supports (&m));
+  m = mat (HONE_K_BF16, 64, 4096, 0);
+  g_assert_false (hone_k_w4_gemm_supports (&m));
+  g_assert_false (hone_k_w4_gemm_supports (NULL));
+
+  m = mat (HONE_K_PARTS, 3072, 4096, 0);
+  m.n_parts = 3;
+  m.parts = kq;
+  g_assert_true (hone_k_w4_gemm_supports (&m));
+  m.rows = 3000;   /* the parts' rows must add up */
+  g_assert_false (hone_k_w4_gemm_supports (&m));
+  m.rows = 2560;
+  m.n_parts = 2;
+  m.parts = bad;   /* an F16 part */
+  g_assert_false (hone_k_w4_gemm_supports (&m));
+  m.n_parts = 1;   /* parts come in 2..HONE_K_MAX_PARTS */
+  m.parts = kq;
+  m.rows = 2048;
+  g_assert_false (hone_k_w4_gemm_supports (&m));
+}
+
+static void
+test_thresholds (void)
+{
+  HoneKMatrix m;
+  HoneKMatrix k_m[3] = { mat (HONE_K_Q4_K, 2048, 4096, 0), mat (HONE_K_Q4_K, 512, 4096, 0),
+                         mat (HONE_K_Q6_K, 512, 4096, 0) };
+  const int four[] = { HONE_K_Q4Z, HONE_K_Q4_0, HONE_K_Q4_1, HONE_K_Q4_K };
+
+  g_assert_null (g_getenv ("HONE_W4_GEMM_MAX"));
+  g_assert_cmpint (HONE_K_W4_GEMM_MAX_WIDE, <=, HONE_K_W4_GEMM_MAX_DEFAULT);
+  g_assert_cmpint (hone_k_w4_gemm_max (), ==, HONE_K_W4_GEMM_MAX_DEFAULT);
+  for (guint i = 0; i < G_N_ELEMENTS (four); i++)
+    {
+      m = mat (four[i], 4096, 4096, 128);
+      g_assert_cmpint (hone_k_w4_gemm_max_for (&m), ==, HONE_K_W4_GEMM_MAX_DEFAULT);
+    }
+  m = mat (HONE_K_Q8_0, 4096, 4096, 0);
+  g_assert_cmpint (hone_k_w4_gemm_max_for (&m), ==, HONE_K_W4_GEMM_MAX_WIDE);
+  m = mat (HONE_K_Q6_K, 4096, 4096, 0);
+  g_assert_cmpint (hone_k_w4_gemm_max_for (&m), ==, HONE_K_W4_GEMM_MAX_WIDE);
+
+  /* Q4_K_M's q|k|v: Q4_K q, k and a Q6_K v — the smallest part's threshold; all Q4_K, the 4-bit one */
+  m = mat (HONE_K_PARTS, 3072, 4096, 0);
+  m.n_parts = 3;
+  m.parts = k_m;
+  g_assert_cmpint (hone_k_w4_gemm_max_for (&m), ==, HONE_K_W4_GEMM_MAX_WIDE);
+  m.n_parts = 2;
+  m.rows = 2560;
+  g_assert_cmpint (hone_k_w4_gemm_max_for (&m), ==, HONE_K_W4_GEMM_MAX_DEFAULT);
+
+  /* one threshold for every type, then back to the defaults */
+  hone_k_w4_gemm_set_max (0);
+  g_assert_cmpint (hone_k_w4_gemm_max (), ==, 0);
+  g_assert_cmpint (hone_k_w4_gemm_max_for (&m), ==, 0);
+  m = mat (HONE_K_Q8_0, 4096, 4096, 0);
+  g_assert_cmpint (hone_k_w4_gemm_max_for (&m), ==, 0);
+  hone_k_w4_gemm_set_max (512);
+  g_assert_cmpint (hone_k_w4_gemm_max_for (&m), ==, 512);
+  g_assert_cmpint (hone_k_w4_gemm_max (), ==, 512);
+  hone_k_w4_gemm_set_max (-1);
+  g_assert_cmpint (hone_k_w4_gemm_max_for (&m), ==, HONE_K_W4_GEMM_MAX_WIDE);
+  g_assert_cmpint (hone_k_w4_gemm_max (), ==, HONE_K_W4_GEMM_MAX_DEFAULT);
+  g_assert_cmpint (hone_k_w4_gemm_max_for (NULL), ==, HONE_K_W4_GEMM_MAX_DEFAULT);
+}
+
+/* The environment, in a subprocess each (the variable is read once a process) */
+static void
+env_case (const char *value, int want_4bit, int want_q8)
+{
+  if (g_test_subprocess ())
+    {
+      HoneKMatrix q4 = mat (HONE_K_Q4_0, 4096, 4096, 0), q8 = mat (HONE_K_Q8_0, 4096, 4096, 0);
+
+      g_setenv ("HONE_W4_GEMM_MAX", value, TRUE);
+      g_assert_cmpint (hone_k_w4_gemm_max_for (&q4), ==, want_4bit);
+      g_assert_cmpint (hone_k_w4_gemm_max_for (&q8), ==, want_q8);
+      g_assert_cmpint (hone_k_w4_gemm_max (), ==, want_4bit);
+      exit (0);
+    }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+}
+
+static void
+test_env_set (void)
+{
+  env_case ("64", 64, 64);
+}
+
+static void
+test_env_off (void)
+{
+  env_case ("0", 0, 0);
+}
+
+static void
+test_env_negative (void)
+{
+  env_case ("-3", 0, 0);   /* never fused, not "back to the defaults" */
+}
+
+static void
+test_env_empty (void)
+{
+  env_case ("", HONE_K_W4_GEMM_MAX_DEFAULT, HONE_K_W4_GEMM_MAX_WIDE);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_unsetenv ("HONE_W4_GEMM_MAX");
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/cuda-gemm-policy/supports", test_supports);
+  g_test_add_func ("/cuda-gemm-policy/thresholds", test_thresholds);
+  g_test_add_func ("/cuda-gemm-policy/env/set", test_env_set);
+  g_test_add_func ("/cuda-gemm-policy/env/off", test_env_off);
+  g_test_add_func ("/cuda-gemm-policy/env/negative", test_env_negative);
+  g_test_add_func ("/cuda-gemm-policy/env/empty", test_env_empty);
+  return g_test_run ();
+}
