@@ -69,7 +69,7 @@ for s in $steps; do
                "hone-kquant-check --check" "hone-prefill-check --check-quick" "hone-w4-check --check"; do
         set -- $h
         log="$OUT/check-${1#hone-}${2#--check}.txt"
-        OUT= timeout 120 $B/$1 $2 > "$log" 2>&1
+        OUT= timeout ${HONE_CHECK_TIMEOUT:-240} $B/$1 $2 > "$log" 2>&1   # 120 s cut hone-cuda-check --check on an H100 (session 53)
         note "$h rc $?: $(grep -ciE '^(PASS|ok)' "$log") pass lines; $(grep -E 'checks?:|passed' "$log" | tail -1)"
         grep -E "^FAIL" "$log" | head -5
       done ;;
