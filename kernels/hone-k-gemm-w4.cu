@@ -695,6 +695,15 @@ w4g_sk_reduce_kernel (const float *part, size_t count, int rows, int ldy, void *
   w4g_epilogue (i, v, rows, ldy, y, y16, acc);
 }
 
+/* A non-negative setting from the environment variable @name (negative or not a number: 0),
+ * @unset when it is not set or empty */
+static int
+w4g_env (const char *name, int unset)
+{
+  const char *e = getenv (name);
+  return e && *e ? max (atoi (e), 0) : unset;
+}
+
 /* Stream-K: 0 off (the default until measured), 1 where its cost beats the split's, 2 always
  * where the scratch takes it (checks); -1: not read yet (HONE_W4_GEMM_STREAMK) */
 static int w4g_sk_mode = -1;
@@ -709,10 +718,7 @@ static int
 w4g_streamk (void)
 {
   if (w4g_sk_mode < 0)
-    {
-      const char *e = getenv ("HONE_W4_GEMM_STREAMK");
-      w4g_sk_mode = e && *e ? max (atoi (e), 0) : 0;
-    }
+    w4g_sk_mode = w4g_env ("HONE_W4_GEMM_STREAMK", 0);
   return w4g_sk_mode;
 }
 
@@ -948,10 +954,7 @@ static int
 w4g_override (void)
 {
   if (w4g_max == -1)
-    {
-      const char *e = getenv ("HONE_W4_GEMM_MAX");
-      w4g_max = e && *e ? max (atoi (e), 0) : -2;   /* negative or not a number: never fused */
-    }
+    w4g_max = w4g_env ("HONE_W4_GEMM_MAX", -2);   /* negative or not a number: never fused */
   return w4g_max;
 }
 
