@@ -49,10 +49,11 @@
  *  - a split over k writes f32 partials to @scratch and w4g_reduce_kernel sums
  *    them in a fixed order (results do not depend on timing), then applies the
  *    epilogue; without a split the block stores Y itself. The split count is the
- *    one with the fewest whole waves × (steps a block + a fixed cost);
- *  - stream-K (session 53, HONE_W4_GEMM_STREAMK=1, off until measured on a GPU): a
- *    wave of blocks shares all tiles' k steps evenly instead (w4g_sk_block), so no
- *    wave is left part-empty; shared tiles' partials summed by w4g_sk_reduce_kernel.
+ *    one with the fewest whole waves × (steps a block + a fixed cost). Stream-K (the
+ *    tiles' k steps shared evenly by one wave of blocks, shared tiles summed by a
+ *    second kernel) was built and measured in sessions 53-54: 20 % slower on gate|up
+ *    at 128 tokens, never faster — a part-empty wave of this kernel runs faster a
+ *    block, and the f32 partials cost more than the balance wins; taken out.
  * Measured (tests/bench/RESULTS-cuda.md, "Session 50"): the first version (weights
  * one step ahead in registers, per-lane scale loads) streamed ~1 TB/s of packed
  * weights at 16 tokens; ncu found its warps waiting on the scale loads and X's reads
@@ -98,20 +99,7 @@ struct W4GArgs {
   void *y;                 /* [n][ldy], f32 or f16 */
   float *part;             /* [split][n][rows] f32, or NULL */
   int n, rows, cols, nchunk, ng, cshift, ksteps, kper, y16, acc, ldy;
-  int sk_blocks, sk_ttiles, sk_tiles;   /* stream-K (w4g_kernel): blocks, token tiles, tiles; 0 blocks: off */
 };
-
-/* Stream-K (session 53; opt-in, HONE_W4_GEMM_STREAMK, until measured on a GPU): the tiles' k steps
- * ("units", tile-major, the token tiles of one row range adjacent) shared evenly by G blocks, block b
- * taking units [b·U/G, (b+1)·U/G) — whole waves whatever the tile count, where the split over k
- * leaves partial waves (gate|up at 128 tokens: 448 tiles on 264 block slots, 1.70 waves run as 2).
- * A tile that several blocks share gets one f32 partial a block, in block order, summed by
- * w4g_sk_reduce_kernel. The block that holds unit @u: */
-static __host__ __device__ __forceinline__ int
-w4g_sk_block (long long u, long long U, int G)
-{
-  return (int) (((u + 1) * G - 1) / U);
-}
 
 /* A stage in 16-byte units: the weight tile (Q8_0's twice the 4-bit one), Q6_K's high bits
  * (128 rows × 32 bytes), X, the scales */
@@ -365,9 +353,8 @@ w4g_step (float (&c)[2][NT][4], const uint4 (&w)[2][4], const uint2 (&hb)[4], co
 /* The block's results: partials of its split, or Y (+)= them. */
 template <int NT>
 static __device__ __forceinline__ void
-w4g_store (const W4GArgs &a, const float (&c)[2][NT][4], int rowb, int tok0, int g, int t, int slot)
+w4g_store (const W4GArgs &a, const float (&c)[2][NT][4], int rowb, int tok0, int g, int t)
 {
-  /* slot >= 0: the partial of a split (or stream-K share) into @a.part's slot, else Y itself */
   /* C fragment: c[e] is row g (e < 2) or g + 8, token 2t + (e & 1) of the n8 tile */
 #pragma unroll
   for (int mi = 0; mi < 2; mi++)
@@ -381,8 +368,8 @@ w4g_store (const W4GArgs &a, const float (&c)[2][NT][4], int rowb, int tok0, int
             continue;
           const size_t idx = (size_t) tok * a.ldy + r;
           const float v = c[mi][j][e];
-          if (slot >= 0)
-            a.part[(size_t) slot * a.n * a.rows + (size_t) tok * a.rows + r] = v;
+          if (a.part)
+            a.part[(size_t) blockIdx.z * a.n * a.rows + (size_t) tok * a.rows + r] = v;
           else if (a.y16)
             {
               __half *y = (__half *) a.y + idx;
@@ -501,16 +488,16 @@ w4g_store_sz_row (const W4GArgs &a, const W4GSz &r, uint32_t *dst, int ks)
       dst[gg * W4G_ROWS] = r.s[gg] | (r.z[gg] << 16);
 }
 
-extern __shared__ __align__ (16) uint4 w4g_xs[];
-
-/* One tile's k steps [ks0, ks0 + nsteps): tokens tok0.., rows row0..; its result into Y, or as
- * partial @slot (>= 0) */
 template <int NT, int WT>
-static __device__ __forceinline__ void
-w4g_tile (const W4GArgs &a, int tok0, int row0, int ks0, int nsteps, int slot)
+__global__ void __launch_bounds__ (W4G_WARPS * 32, NT == 8 ? W4G_MINB8 : 3)
+w4g_kernel (const W4GArgs a)
 {
+  extern __shared__ __align__ (16) uint4 w4g_xs[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int rowb = row0 + warp * 32;
+  const int tok0 = blockIdx.x * 8 * NT;
+  const int row0 = blockIdx.y * W4G_ROWS, rowb = row0 + warp * 32;
+  const int ks0 = blockIdx.z * a.kper;
+  const int nsteps = min (a.kper, a.ksteps - ks0);
   constexpr int stage16 = w4g_stage16 (NT, WT);   /* a stage in 16-byte units: weights, [high bits,] X, scales */
   constexpr int x16 = w4g_wtile (WT) + w4g_htile (WT), sz16 = x16 + NT * 128;
   const uint32_t sm0 = (uint32_t) __cvta_generic_to_shared (w4g_xs);
@@ -609,45 +596,19 @@ w4g_tile (const W4GArgs &a, int tok0, int row0, int ks0, int nsteps, int slot)
         step (it + 1, Q);
     }
   w4g_wait<0> ();
-  w4g_store<NT> (a, c, rowb, tok0, g, t, slot);
+  w4g_store<NT> (a, c, rowb, tok0, g, t);
 }
 
-/* SK false: grid x = token tiles, y = row ranges, z = splits over k; true: stream-K, a separate
- * instance so that the default's code and registers do not change with it */
-template <int NT, int WT, bool SK>
-__global__ void __launch_bounds__ (W4G_WARPS * 32, NT == 8 ? W4G_MINB8 : 3)
-w4g_kernel (const W4GArgs a)
+/* The splits' partials summed in order, then the epilogue: one thread an output. */
+__global__ void __launch_bounds__ (256)
+w4g_reduce_kernel (const float *part, int splits, size_t count, int rows, int ldy, void *y, int y16, int acc)
 {
-  if constexpr (!SK)
-    {
-      const int ks0 = blockIdx.z * a.kper;
-      w4g_tile<NT, WT> (a, blockIdx.x * 8 * NT, blockIdx.y * W4G_ROWS, ks0, min (a.kper, a.ksteps - ks0),
-                        a.part ? (int) blockIdx.z : -1);
-      return;
-    }
-  /* stream-K: this block's units, one segment a tile it touches */
-  const long long U = (long long) a.sk_tiles * a.ksteps;
-  const int G = a.sk_blocks;
-  long long u = (long long) blockIdx.x * U / G;
-  const long long u1 = (long long) (blockIdx.x + 1) * U / G;
-  for (bool first = true; u < u1; first = false)
-    {
-      const int tile = (int) (u / a.ksteps), k0 = (int) (u - (long long) tile * a.ksteps);
-      const int k1 = (int) min ((long long) a.ksteps, k0 + (u1 - u));
-      const long long t0 = (long long) tile * a.ksteps;
-      const int b0 = w4g_sk_block (t0, U, G), b1 = w4g_sk_block (t0 + a.ksteps - 1, U, G);
-      if (!first)
-        __syncthreads ();   /* every warp is done with the last segment's stages */
-      w4g_tile<NT, WT> (a, (tile % a.sk_ttiles) * 8 * NT, (tile / a.sk_ttiles) * W4G_ROWS, k0, k1 - k0,
-                        b0 == b1 ? -1 : (int) blockIdx.x - b0);
-      u += k1 - k0;
-    }
-}
-
-/* Output @i (token i / rows, row i % rows) of Y (+)= @v */
-static __device__ __forceinline__ void
-w4g_epilogue (size_t i, float v, int rows, int ldy, void *y, int y16, int acc)
-{
+  const size_t i = (size_t) blockIdx.x * 256 + threadIdx.x;
+  if (i >= count)
+    return;
+  float v = 0.f;
+  for (int z = 0; z < splits; z++)
+    v += part[(size_t) z * count + i];
   const size_t tok = i / (size_t) rows, o = tok * (size_t) ldy + (i - tok * (size_t) rows);
   if (y16)
     {
@@ -661,40 +622,6 @@ w4g_epilogue (size_t i, float v, int rows, int ldy, void *y, int y16, int acc)
     }
 }
 
-/* The splits' partials summed in order, then the epilogue: one thread an output. */
-__global__ void __launch_bounds__ (256)
-w4g_reduce_kernel (const float *part, int splits, size_t count, int rows, int ldy, void *y, int y16, int acc)
-{
-  const size_t i = (size_t) blockIdx.x * 256 + threadIdx.x;
-  if (i >= count)
-    return;
-  float v = 0.f;
-  for (int z = 0; z < splits; z++)
-    v += part[(size_t) z * count + i];
-  w4g_epilogue (i, v, rows, ldy, y, y16, acc);
-}
-
-/* Stream-K's shared tiles: their blocks' partials summed in block order, then the epilogue (a
- * tile one block held whole was stored by that block) */
-__global__ void __launch_bounds__ (256)
-w4g_sk_reduce_kernel (const float *part, size_t count, int rows, int ldy, void *y, int y16, int acc, int tile_tok,
-                      int ttiles, int ksteps, long long U, int G)
-{
-  const size_t i = (size_t) blockIdx.x * 256 + threadIdx.x;
-  if (i >= count)
-    return;
-  const size_t tok = i / (size_t) rows;
-  const int r = (int) (i - tok * (size_t) rows);
-  const long long t0 = (long long) ((r / W4G_ROWS) * ttiles + (int) tok / tile_tok) * ksteps;
-  const int b0 = w4g_sk_block (t0, U, G), b1 = w4g_sk_block (t0 + ksteps - 1, U, G);
-  if (b0 == b1)
-    return;
-  float v = 0.f;
-  for (int z = 0; z <= b1 - b0; z++)
-    v += part[(size_t) z * count + i];
-  w4g_epilogue (i, v, rows, ldy, y, y16, acc);
-}
-
 /* A non-negative setting from the environment variable @name (negative or not a number: 0),
  * @unset when it is not set or empty */
 static int
@@ -704,43 +631,14 @@ w4g_env (const char *name, int unset)
   return e && *e ? max (atoi (e), 0) : unset;
 }
 
-/* Stream-K: 0 off (the default until measured), 1 where its cost beats the split's, 2 always
- * where the scratch takes it (checks); -1: not read yet (HONE_W4_GEMM_STREAMK) */
-static int w4g_sk_mode = -1;
-
-extern "C" void
-hone_k_w4_gemm_set_streamk (int mode)
-{
-  w4g_sk_mode = mode < 0 ? -1 : mode;
-}
-
-static int
-w4g_streamk (void)
-{
-  if (w4g_sk_mode < 0)
-    w4g_sk_mode = w4g_env ("HONE_W4_GEMM_STREAMK", 0);
-  return w4g_sk_mode;
-}
-
-/* The most blocks that share one tile when @G blocks take @tiles × @ksteps units */
-static int
-w4g_sk_slots (long long tiles, int ksteps, int G)
-{
-  const long long U = tiles * ksteps;
-  int most = 1;
-  for (long long t = 0; t < tiles; t++)
-    most = max (most, w4g_sk_block (t * ksteps + ksteps - 1, U, G) - w4g_sk_block (t * ksteps, U, G) + 1);
-  return most;
-}
-
 static int w4g_sm_count = 0;
 
 template <int NT, int WT>
 static int
 w4g_launch (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
 {
-  static int bps = 0, bps_sk = 0;
-  void (*kern) (W4GArgs) = w4g_kernel<NT, WT, false>, (*kern_sk) (W4GArgs) = w4g_kernel<NT, WT, true>;
+  static int bps = 0;
+  void (*kern) (W4GArgs) = w4g_kernel<NT, WT>;
   const size_t smem = (size_t) w4g_stages<NT> () * w4g_stage16 (NT, WT) * 16;
   if (!bps)
     {
@@ -773,41 +671,6 @@ w4g_launch (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
         {
           best = cost;
           splits = sp;
-        }
-    }
-  /* stream-K (opt-in): G blocks of at least W4G_MIN_STEPS units (1 when forced), the partials within
-   * scratch; its cost: a block's units and a fixed cost a segment (a tile it touches), and the sum */
-  const int skm = w4g_streamk ();
-  if (skm && scratch && part_bytes)
-    {
-      if (!bps_sk)
-        {
-          HONE_K_CHECK (cudaFuncSetAttribute (kern_sk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem));
-          HONE_K_CHECK (cudaOccupancyMaxActiveBlocksPerMultiprocessor (&bps_sk, kern_sk, W4G_WARPS * 32, smem));
-          if (bps_sk < 1)
-            bps_sk = 1;
-        }
-      const long long U = blocks * a.ksteps;
-      long long G = min ((long long) bps_sk * w4g_sm_count, U / (skm >= 2 ? 1 : W4G_MIN_STEPS));
-      while (G > 1 && (size_t) w4g_sk_slots (blocks, a.ksteps, (int) G) * part_bytes > scratch_bytes)
-        G = G * 7 / 8;
-      if (G > 1)
-        {
-          const long long per = (U + G - 1) / G, segs = (per + a.ksteps - 1) / a.ksteps + 1;
-          if (skm >= 2 || per + W4G_BLOCK_COST * segs + 1 < best)
-            {
-              a.sk_blocks = (int) G;
-              a.sk_ttiles = ttiles;
-              a.sk_tiles = (int) blocks;
-              a.part = (float *) scratch;
-              kern_sk<<<(unsigned) G, W4G_WARPS * 32, smem, stream>>> (a);
-              HONE_K_CHECK (cudaGetLastError ());
-              const size_t count = (size_t) a.n * a.rows;
-              w4g_sk_reduce_kernel<<<(unsigned) ((count + 255) / 256), 256, 0, stream>>> (
-                  a.part, count, a.rows, a.ldy, a.y, a.y16, a.acc, 8 * NT, ttiles, a.ksteps, U, (int) G);
-              HONE_K_CHECK (cudaGetLastError ());
-              return 0;
-            }
         }
     }
   a.kper = (a.ksteps + splits - 1) / splits;

@@ -142,10 +142,6 @@ int  hone_k_w4_gemm_supports (const HoneKMatrix *w);   /* 1 for a type and shape
 #define HONE_K_W4_GEMM_MAX_WIDE 128
 int  hone_k_w4_gemm_max (void);
 int  hone_k_w4_gemm_max_for (const HoneKMatrix *w);
-/* Stream-K for hone_k_w4_gemm (session 53, built, not yet measured: off by default): 0 off, 1 where
- * its cost model beats the split over k, 2 wherever the scratch takes it (the checks); -1 back to
- * the environment (HONE_W4_GEMM_STREAMK=n, default 0). */
-void hone_k_w4_gemm_set_streamk (int mode);
 void hone_k_w4_gemm_set_max (int n);
 /* The K-quant (Q4_K, Q6_K) parts of hone_k_repack / hone_k_dequant / hone_k_embed and
  * hone_k_gemv_ex (called by them; kernels/hone-k-gemv-kquant.cu; their short prefill

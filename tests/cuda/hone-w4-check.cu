@@ -508,8 +508,6 @@ gemm_tname (int t)
     }
 }
 
-static const char *gemm_tag = "";   /* " [stream-K]" while check_gemms runs them under hone_k_w4_gemm_set_streamk (2) */
-
 static void
 check_gemm (int type, int rows, int cols, int g, int n, bool y16, bool acc, bool split, bool outliers = false,
             int type2 = -1, int rows2 = 0)
@@ -583,10 +581,10 @@ check_gemm (int type, int rows, int cols, int g, int n, bool y16, bool acc, bool
   const double e = rel_err (got.data (), ref.data (), ny, &fin);
   const double bound = y16 ? GEMM_BOUND16 : GEMM_BOUND;
   char what[200];
-  snprintf (what, sizeof what, "%s%s%s gemm %dx%d g%d n=%d -> %s%s%s%s%s", gemm_tname (type),
+  snprintf (what, sizeof what, "%s%s%s gemm %dx%d g%d n=%d -> %s%s%s%s", gemm_tname (type),
             type2 >= 0 ? "|" : "", type2 >= 0 ? gemm_tname (type2) : "", rows, cols,
             type == HONE_K_Q4Z ? g : 32, n, y16 ? "f16" : "f32",
-            acc ? " +=" : "", split ? " (split k)" : "", outliers ? " outliers" : "", gemm_tag);
+            acc ? " +=" : "", split ? " (split k)" : "", outliers ? " outliers" : "");
   check (fin && e < bound && guard_intact (dy, ybytes), what, e, bound);
   if (type2 < 0)
     matrix_free (&m);
@@ -600,8 +598,9 @@ check_gemm (int type, int rows, int cols, int g, int n, bool y16, bool acc, bool
 }
 
 static void
-check_gemm_list (void)
+check_gemms (void)
 {
+  report ("-- fused prefill GEMM (hone_k_w4_gemm) --\n");
   const int Z = HONE_K_Q4Z;
   check_gemm (Z, 262, 256, 32, 9, false, false, false);          /* 2 k steps, 9 tokens: 2 n8 tiles */
   check_gemm (Z, 263, 384, 64, 16, false, true, true);          /* odd rows, 3 k steps */
@@ -641,23 +640,7 @@ check_gemm_list (void)
   check_gemm (HONE_K_Q4_K, 640, 1024, 32, 20, false, false, true, false, HONE_K_Q6_K, 130);
   check_gemm (HONE_K_Q4_K, 384, 4096, 32, 64, true, true, true, false, HONE_K_Q6_K, 128);
   check_gemm (HONE_K_Q4_0, 200, 512, 32, 9, false, true, false, false, HONE_K_Q4_1, 72);
-  /* more tiles (448) than a wave of blocks: under stream-K some tiles stay whole in one block
-   * (stored by it) and some are shared (summed by the reduce) */
-  check_gemm (HONE_K_Q4_0, 28672, 512, 32, 65, false, true, true);
-}
-
-static void
-check_gemms (void)
-{
-  report ("-- fused prefill GEMM (hone_k_w4_gemm) --\n");
-  check_gemm_list ();
-  /* the same with stream-K wherever the scratch takes it (off by default until measured): one
-   * unit a block at least, so that tiles are shared by several blocks and summed by its reduce */
-  hone_k_w4_gemm_set_streamk (2);
-  gemm_tag = " [stream-K]";
-  check_gemm_list ();
-  gemm_tag = "";
-  hone_k_w4_gemm_set_streamk (-1);
+  check_gemm (HONE_K_Q4_0, 28672, 512, 32, 65, false, true, true);   /* 448 tiles: more than a wave of blocks */
   /* bad arguments */
   HoneKMatrix m = q4z_alloc (64, 128, 128);
   void *x = dev_poisoned (64 * 128 * 2), *y = dev_poisoned (64 * 64 * 4);
