@@ -633,6 +633,17 @@ w4g_env (const char *name, int unset)
 
 static int w4g_sm_count = 0;
 
+/* HONE_W4_GEMM_SPLIT=n: every launch split n ways over k (within the limits below) instead of
+ * the cost model's choice — a measurement knob (session 54's sweep); unset or 0: the model */
+static int
+w4g_forced_split (void)
+{
+  static int n = -1;
+  if (n < 0)
+    n = w4g_env ("HONE_W4_GEMM_SPLIT", 0);
+  return n;
+}
+
 template <int NT, int WT>
 static int
 w4g_launch (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
@@ -673,7 +684,10 @@ w4g_launch (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
           splits = sp;
         }
     }
+  if (w4g_forced_split ())
+    splits = max (1, min (w4g_forced_split (), smax));
   a.kper = (a.ksteps + splits - 1) / splits;
+  splits = (a.ksteps + a.kper - 1) / a.kper;   /* a forced count may need fewer */
   a.part = splits > 1 ? (float *) scratch : NULL;
   const dim3 grid ((unsigned) ttiles, (unsigned) rtiles, (unsigned) splits);
   kern<<<grid, W4G_WARPS * 32, smem, stream>>> (a);

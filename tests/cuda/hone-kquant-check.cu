@@ -931,7 +931,7 @@ run_bench (void)
 
 /* The fused 4-bit prefill GEMM (hone_k_w4_gemm, kernels/hone-k-gemm-w4.cu) on the
  * K-quants at the Llama-3-8B shapes, Q4_0 (session 50's type) and Q8_0 beside them, for 16,
- * 64 and 128 tokens (f32 out; the engine's split scratch): µs, GB/s of weights and
+ * 64, 128 and 192 tokens (f32 out; the engine's split scratch): µs, GB/s of weights and
  * TFLOP/s, weight copies rotated through >= 256 MB so that L2 holds none; and the
  * f16 dequantization of the same matrix alone, the pass the fused GEMM removes
  * (dequantize + cuBLASLt pays it and the GEMM on top). --bench-gemm. */
@@ -950,10 +950,10 @@ bench_gemm (void)
     { "q|k|v", 6144, 4096 }, { "o", 4096, 4096 }, { "gate|up", 28672, 4096 }, { "down", 4096, 14336 } };
   void *x, *y, *scratch;
   const size_t sbytes = (size_t) 28672 * 4096 * 2;
-  CK (cudaMalloc (&x, (size_t) 128 * 14336 * 2));
-  CK (cudaMalloc (&y, (size_t) 128 * 28672 * 4));
+  CK (cudaMalloc (&x, (size_t) 192 * 14336 * 2));
+  CK (cudaMalloc (&y, (size_t) 192 * 28672 * 4));
   CK (cudaMalloc (&scratch, sbytes));
-  fill_random<<<1024, 256>>> ((uint8_t *) x, (size_t) 128 * 14336 * 2, 77, 3);
+  fill_random<<<1024, 256>>> ((uint8_t *) x, (size_t) 192 * 14336 * 2, 77, 3);
   for (int type : { HONE_K_Q4_K, HONE_K_Q6_K, HONE_K_Q4_0, HONE_K_Q8_0 })
     for (const auto &sh : shapes)
       {
@@ -971,7 +971,7 @@ bench_gemm (void)
         const double dq_us = bench_ms (0, 10, [] (void *p) { Dq *q = (Dq *) p; hone_k_dequant (q->m, q->d, 1, 0); },
                                        &dq) * 1e3;
         cudaFree (d);
-        for (int n : { 16, 64, 128 })
+        for (int n : { 16, 64, 128, 192 })
           {
             GemmRun r = { &ms, n, 0, x, y, scratch, sbytes };
             const double us = bench_ms (0, 20, [] (void *p) {
