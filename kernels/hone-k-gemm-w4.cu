@@ -49,7 +49,7 @@
  *  - a split over k writes f32 partials to @scratch and w4g_reduce_kernel sums
  *    them in a fixed order (results do not depend on timing), then applies the
  *    epilogue; without a split the block stores Y itself. The split count is the
- *    one with the fewest whole waves × (steps a block + a fixed cost). Stream-K (the
+ *    one with the least modelled time (w4g_launch; fitted in session 54). Stream-K (the
  *    tiles' k steps shared evenly by one wave of blocks, shared tiles summed by a
  *    second kernel) was built and measured in sessions 53-54: 20 % slower on gate|up
  *    at 128 tokens, never faster — a part-empty wave of this kernel runs faster a
@@ -67,7 +67,10 @@
 #define W4G_WARPS 4
 #define W4G_ROWS (W4G_WARPS * 32)   /* rows a block: 2 m16 tiles a warp */
 #define W4G_MIN_STEPS 4             /* k steps of 128 a split at least */
-#define W4G_BLOCK_COST 3            /* a block's fixed cost (pipeline fill, stores), in k steps */
+#define W4G_BLOCK_COST 2            /* a block's fixed cost (pipeline fill, stores), in k steps */
+#define W4G_ALONE_RATE 0.8          /* one block alone on an SM: its rate against several's */
+#define W4G_SUM_COST 1.0            /* summing a split's partials: fixed, in k steps */
+#define W4G_SUM_COST_MB 0.2         /* and a MB of partials written and read, in k steps of 64-token tiles */
 #ifndef W4G_STAGES
 #define W4G_STAGES 4                /* pipeline stages, W4G_STAGES − 1 in flight */
 #endif
@@ -659,10 +662,14 @@ w4g_launch (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
         bps = 1;
     }
   const int ttiles = (a.n + 8 * NT - 1) / (8 * NT), rtiles = (a.rows + W4G_ROWS - 1) / W4G_ROWS;
-  const long blocks = (long) ttiles * rtiles, wave = (long) bps * w4g_sm_count;
-  /* the split over k with the fewest waves × (steps a block + its fixed cost): whole waves,
-   * since a partial one takes as long as a full one (session 50: gate|up at 16 tokens ran
-   * 1.27 waves under the first rule, "fill one wave"); at least W4G_MIN_STEPS steps a split, the partials within scratch */
+  const long blocks = (long) ttiles * rtiles;
+  /* the split over k with the least modelled time (session 54's sweep of forced splits, 8B
+   * shapes at 16-192 tokens on four types; tests/bench/RESULTS-cuda.md): an SM's share of the
+   * blocks × (steps a block + its fixed cost), one block alone on an SM at 0.8 of the rate of
+   * several (the kernel is throughput-bound there: a part-filled wave is not as slow as a full
+   * one, which the former rule, whole waves, assumed), plus the sum of the partials: a fixed
+   * cost and their bytes, written and read (a k step's time grows with the tile's tokens, 8·NT).
+   * At least W4G_MIN_STEPS steps a split, the partials within scratch. */
   const size_t part_bytes = (size_t) a.n * a.rows * 4;
   int smax = a.ksteps / W4G_MIN_STEPS;
   if (!scratch || part_bytes == 0)
@@ -670,14 +677,16 @@ w4g_launch (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
   else if ((size_t) smax > scratch_bytes / part_bytes)
     smax = (int) (scratch_bytes / part_bytes);
   int splits = 1;
-  long best = -1;
+  double best = -1;
   for (int sp = 1; sp <= smax || sp == 1; sp++)
     {
       const int kper = (a.ksteps + sp - 1) / sp;
       if ((a.ksteps + kper - 1) / kper != sp)
         continue;   /* the same split as a smaller count */
-      const long waves = (blocks * sp + wave - 1) / wave;
-      const long cost = waves * (kper + W4G_BLOCK_COST) + (sp > 1);
+      const long load = (blocks * sp + w4g_sm_count - 1) / w4g_sm_count;   /* blocks an SM runs */
+      double cost = (double) load * (kper + W4G_BLOCK_COST) / (min ((long) bps, load) == 1 ? W4G_ALONE_RATE : 1.0);
+      if (sp > 1)
+        cost += W4G_SUM_COST + W4G_SUM_COST_MB * (8.0 / NT) * (2.0 * sp * part_bytes / 1e6);
       if (best < 0 || cost < best)
         {
           best = cost;
