@@ -634,6 +634,51 @@ w4g_env (const char *name, int unset)
   return e && *e ? max (atoi (e), 0) : unset;
 }
 
+/* The most splits over k: at least W4G_MIN_STEPS k steps a split, the partials (@part_bytes a
+ * split) within @scratch_bytes */
+static int
+w4g_split_max (int ksteps, size_t part_bytes, size_t scratch_bytes)
+{
+  if (!scratch_bytes || !part_bytes)
+    return 1;
+  return (int) max ((size_t) 1, min ((size_t) (ksteps / W4G_MIN_STEPS), scratch_bytes / part_bytes));
+}
+
+/* The split over k with the least modelled time (session 54's sweep of forced splits, 8B
+ * shapes at 16-192 tokens on four types; tests/bench/RESULTS-cuda.md, tests/cuda/fit-gemm-split.py):
+ * an SM's share of the blocks × (steps a block + its fixed cost), one block alone on an SM at
+ * W4G_ALONE_RATE of the rate of several (the kernel is throughput-bound there: a part-filled wave
+ * is not as slow as a full one, which the former rule, whole waves, assumed), plus the sum of the
+ * partials: a fixed cost and their bytes, written and read (a k step's time grows with the
+ * tile's tokens). Host code, no GPU: the launcher passes its blocks an SM and the SM count. */
+extern "C" int
+hone_k_w4_gemm_splits (int n, int rows, int ksteps, int tile_tokens, int blocks_per_sm, int sms, size_t scratch_bytes)
+{
+  if (n < 1 || rows < 1 || ksteps < 1 || tile_tokens < 1 || sms < 1)
+    return 1;
+  const long blocks = (long) ((n + tile_tokens - 1) / tile_tokens) * ((rows + W4G_ROWS - 1) / W4G_ROWS);
+  const size_t part_bytes = (size_t) n * rows * 4;
+  const int smax = w4g_split_max (ksteps, part_bytes, scratch_bytes);
+  int splits = 1;
+  double best = -1;
+  for (int sp = 1; sp <= smax; sp++)
+    {
+      const int kper = (ksteps + sp - 1) / sp;
+      if ((ksteps + kper - 1) / kper != sp)
+        continue;   /* the same split as a smaller count */
+      const long load = (blocks * sp + sms - 1) / sms;   /* blocks an SM runs */
+      double cost = (double) load * (kper + W4G_BLOCK_COST) / (min ((long) blocks_per_sm, load) <= 1 ? W4G_ALONE_RATE : 1.0);
+      if (sp > 1)
+        cost += W4G_SUM_COST + W4G_SUM_COST_MB * (64.0 / tile_tokens) * (2.0 * sp * part_bytes / 1e6);
+      if (best < 0 || cost < best)
+        {
+          best = cost;
+          splits = sp;
+        }
+    }
+  return splits;
+}
+
 static int w4g_sm_count = 0;
 
 /* HONE_W4_GEMM_SPLIT=n: every launch split n ways over k (within the limits below) instead of
@@ -662,39 +707,10 @@ w4g_launch (W4GArgs a, void *scratch, size_t scratch_bytes, cudaStream_t stream)
         bps = 1;
     }
   const int ttiles = (a.n + 8 * NT - 1) / (8 * NT), rtiles = (a.rows + W4G_ROWS - 1) / W4G_ROWS;
-  const long blocks = (long) ttiles * rtiles;
-  /* the split over k with the least modelled time (session 54's sweep of forced splits, 8B
-   * shapes at 16-192 tokens on four types; tests/bench/RESULTS-cuda.md): an SM's share of the
-   * blocks × (steps a block + its fixed cost), one block alone on an SM at 0.8 of the rate of
-   * several (the kernel is throughput-bound there: a part-filled wave is not as slow as a full
-   * one, which the former rule, whole waves, assumed), plus the sum of the partials: a fixed
-   * cost and their bytes, written and read (a k step's time grows with the tile's tokens, 8·NT).
-   * At least W4G_MIN_STEPS steps a split, the partials within scratch. */
   const size_t part_bytes = (size_t) a.n * a.rows * 4;
-  int smax = a.ksteps / W4G_MIN_STEPS;
-  if (!scratch || part_bytes == 0)
-    smax = 1;
-  else if ((size_t) smax > scratch_bytes / part_bytes)
-    smax = (int) (scratch_bytes / part_bytes);
-  int splits = 1;
-  double best = -1;
-  for (int sp = 1; sp <= smax || sp == 1; sp++)
-    {
-      const int kper = (a.ksteps + sp - 1) / sp;
-      if ((a.ksteps + kper - 1) / kper != sp)
-        continue;   /* the same split as a smaller count */
-      const long load = (blocks * sp + w4g_sm_count - 1) / w4g_sm_count;   /* blocks an SM runs */
-      double cost = (double) load * (kper + W4G_BLOCK_COST) / (min ((long) bps, load) == 1 ? W4G_ALONE_RATE : 1.0);
-      if (sp > 1)
-        cost += W4G_SUM_COST + W4G_SUM_COST_MB * (8.0 / NT) * (2.0 * sp * part_bytes / 1e6);
-      if (best < 0 || cost < best)
-        {
-          best = cost;
-          splits = sp;
-        }
-    }
+  int splits = hone_k_w4_gemm_splits (a.n, a.rows, a.ksteps, 8 * NT, bps, w4g_sm_count, scratch ? scratch_bytes : 0);
   if (w4g_forced_split ())
-    splits = max (1, min (w4g_forced_split (), smax));
+    splits = max (1, min (w4g_forced_split (), w4g_split_max (a.ksteps, part_bytes, scratch ? scratch_bytes : 0)));
   a.kper = (a.ksteps + splits - 1) / splits;
   splits = (a.ksteps + a.kper - 1) / a.kper;   /* a forced count may need fewer */
   a.part = splits > 1 ? (float *) scratch : NULL;

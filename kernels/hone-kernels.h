@@ -143,6 +143,13 @@ int  hone_k_w4_gemm_supports (const HoneKMatrix *w);   /* 1 for a type and shape
 int  hone_k_w4_gemm_max (void);
 int  hone_k_w4_gemm_max_for (const HoneKMatrix *w);
 void hone_k_w4_gemm_set_max (int n);
+/* How many ways hone_k_w4_gemm splits @n tokens × @rows over its @ksteps k steps of 128, for
+ * tiles of @tile_tokens tokens × 128 rows, @blocks_per_sm blocks an SM, @sms SMs and
+ * @scratch_bytes of scratch for the f32 partials (0: none, no split): the least modelled time
+ * (kernels/hone-k-gemm-w4.cu). Host code, no GPU needed; HONE_W4_GEMM_SPLIT=n overrides it
+ * in hone_k_w4_gemm itself (a measurement knob). */
+int  hone_k_w4_gemm_splits (int n, int rows, int ksteps, int tile_tokens, int blocks_per_sm, int sms,
+                            size_t scratch_bytes);
 /* The K-quant (Q4_K, Q6_K) parts of hone_k_repack / hone_k_dequant / hone_k_embed and
  * hone_k_gemv_ex (called by them; kernels/hone-k-gemv-kquant.cu; their short prefill
  * chunks: hone_k_w4_gemm). The GEMV takes

@@ -10,7 +10,10 @@
  *    Q8_0 and Q6_K up to HONE_K_W4_GEMM_MAX_WIDE, parts up to their smallest
  *    part's; hone_k_w4_gemm_set_max (n) one threshold for all, -1 back;
  *  - HONE_W4_GEMM_MAX: the same from the environment (read once, so each case
- *    runs in its own subprocess), a negative value meaning "never fused". */
+ *    runs in its own subprocess), a negative value meaning "never fused";
+ *  - hone_k_w4_gemm_splits, the split over k: within the scratch and at least 4
+ *    k steps a split for any input, and the measured best split wherever session
+ *    54's sweep of forced splits on an H100 had a clear winner. */
 #include <glib.h>
 #include <stdlib.h>
 
@@ -124,6 +127,70 @@ test_thresholds (void)
   g_assert_cmpint (hone_k_w4_gemm_max_for (NULL), ==, HONE_K_W4_GEMM_MAX_DEFAULT);
 }
 
+/* Any input: a split count the kernel can run — 1 without scratch, the f32 partials within the
+ * scratch, at least 4 k steps a split, and no count that a smaller one gives the same k ranges */
+static void
+test_splits_bounds (void)
+{
+  GRand *r = g_rand_new_with_seed (54);
+
+  g_assert_cmpint (hone_k_w4_gemm_splits (64, 4096, 112, 64, 2, 132, 0), ==, 1);
+  g_assert_cmpint (hone_k_w4_gemm_splits (0, 4096, 112, 64, 2, 132, 1 << 30), ==, 1);
+  g_assert_cmpint (hone_k_w4_gemm_splits (64, 4096, 112, 64, 2, 0, 1 << 30), ==, 1);
+  g_assert_cmpint (hone_k_w4_gemm_splits (64, 4096, 3, 64, 2, 132, 1 << 30), ==, 1);   /* under 2 × 4 steps */
+  for (int i = 0; i < 20000; i++)
+    {
+      const int n = g_rand_int_range (r, 1, 513), rows = g_rand_int_range (r, 1, 40000);
+      const int ksteps = g_rand_int_range (r, 1, 300), tile = 16 << g_rand_int_range (r, 0, 3);
+      const int bps = g_rand_int_range (r, 1, 5), sms = g_rand_int_range (r, 1, 200);
+      const size_t scratch = g_rand_boolean (r) ? (size_t) g_rand_int_range (r, 0, 1 << 30)
+                                                : (size_t) rows * ksteps * 128 * 2;   /* the engine's */
+      const int sp = hone_k_w4_gemm_splits (n, rows, ksteps, tile, bps, sms, scratch);
+      const int kper = (ksteps + sp - 1) / sp;
+
+      g_assert_cmpint (sp, >=, 1);
+      if (sp > 1)
+        {
+          g_assert_cmpuint ((size_t) sp * n * rows * 4, <=, scratch);
+          g_assert_cmpint (ksteps / sp, >=, 4);
+          g_assert_cmpint ((ksteps + kper - 1) / kper, ==, sp);
+        }
+    }
+  g_rand_free (r);
+}
+
+/* Session 54's sweep (tests/cuda/calls/s54-call3-sweep.txt: hone-kquant-check --bench-gemm on an
+ * H100, 132 SMs, each launch forced to 1, 2, 3, 4, 6, 8 or 12 splits): every 8B shape, token
+ * count and occupancy where one split beat all others by more than 5 % — the model must pick it.
+ * Blocks an SM as the kernel's occupancy gives them: 2 for the 4-bit types' 64-token tiles, 1 for
+ * Q6_K and Q8_0 there, 3 (Q8_0: 2) at 16-token tiles. The one such row the model misses: q|k|v
+ * 6144 × 4096 at 64 tokens, 4-bit, best 6 splits (Q4_0 25.1 µs), the model's 5 at 27.0 µs. */
+static void
+test_splits_measured (void)
+{
+  static const struct { int rows, cols, n, bps, best; } rows[] = {
+    { 4096, 4096, 128, 2, 4 },   { 4096, 4096, 192, 2, 4 },   { 28672, 4096, 64, 2, 1 },
+    { 28672, 4096, 128, 2, 1 },  { 28672, 4096, 192, 2, 1 },  { 4096, 14336, 64, 2, 8 },
+    { 4096, 14336, 128, 2, 4 },  { 28672, 4096, 16, 3, 1 },   { 4096, 14336, 16, 3, 8 },
+    { 6144, 4096, 64, 1, 2 },    { 6144, 4096, 128, 1, 1 },   { 4096, 4096, 64, 1, 4 },
+    { 4096, 4096, 128, 1, 2 },   { 4096, 4096, 192, 1, 1 },   { 28672, 4096, 64, 1, 1 },
+    { 28672, 4096, 128, 1, 1 },  { 28672, 4096, 192, 1, 1 },  { 4096, 14336, 64, 1, 4 },
+    { 4096, 14336, 128, 1, 2 },  { 4096, 14336, 192, 1, 4 },  { 28672, 4096, 16, 2, 1 },
+    { 4096, 14336, 16, 2, 8 },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (rows); i++)
+    {
+      const int tile = rows[i].n <= 16 ? 16 : rows[i].n <= 32 ? 32 : 64;
+      const size_t scratch = (size_t) rows[i].rows * rows[i].cols * 2;
+      const int sp = hone_k_w4_gemm_splits (rows[i].n, rows[i].rows, rows[i].cols / 128, tile, rows[i].bps, 132,
+                                            scratch);
+      if (sp != rows[i].best)
+        g_error ("%d x %d, %d tokens, %d blocks an SM: %d splits, the sweep's best %d", rows[i].rows,
+                 rows[i].cols, rows[i].n, rows[i].bps, sp, rows[i].best);
+    }
+}
+
 /* The environment, in a subprocess each (the variable is read once a process) */
 static void
 env_case (const char *value, int want_4bit, int want_q8)
@@ -173,6 +240,8 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cuda-gemm-policy/supports", test_supports);
   g_test_add_func ("/cuda-gemm-policy/thresholds", test_thresholds);
+  g_test_add_func ("/cuda-gemm-policy/splits/bounds", test_splits_bounds);
+  g_test_add_func ("/cuda-gemm-policy/splits/measured", test_splits_measured);
   g_test_add_func ("/cuda-gemm-policy/env/set", test_env_set);
   g_test_add_func ("/cuda-gemm-policy/env/off", test_env_off);
   g_test_add_func ("/cuda-gemm-policy/env/negative", test_env_negative);
