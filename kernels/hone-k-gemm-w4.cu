@@ -49,7 +49,7 @@
  *  - a split over k writes f32 partials to @scratch and w4g_reduce_kernel sums
  *    them in a fixed order (results do not depend on timing), then applies the
  *    epilogue; without a split the block stores Y itself. The split count is the
- *    one with the least modelled time (w4g_launch; fitted in session 54). Stream-K (the
+ *    one with the least modelled time (hone_k_w4_gemm_splits, fitted in session 54). Stream-K (the
  *    tiles' k steps shared evenly by one wave of blocks, shared tiles summed by a
  *    second kernel) was built and measured in sessions 53-54: 20 % slower on gate|up
  *    at 128 tokens, never faster — a part-empty wave of this kernel runs faster a
@@ -667,7 +667,8 @@ hone_k_w4_gemm_splits (int n, int rows, int ksteps, int tile_tokens, int blocks_
       if ((ksteps + kper - 1) / kper != sp)
         continue;   /* the same split as a smaller count */
       const long load = (blocks * sp + sms - 1) / sms;   /* blocks an SM runs */
-      double cost = (double) load * (kper + W4G_BLOCK_COST) / (min ((long) blocks_per_sm, load) <= 1 ? W4G_ALONE_RATE : 1.0);
+      const double rate = min ((long) blocks_per_sm, load) <= 1 ? W4G_ALONE_RATE : 1.0;
+      double cost = (double) load * (kper + W4G_BLOCK_COST) / rate;
       if (sp > 1)
         cost += W4G_SUM_COST + W4G_SUM_COST_MB * (64.0 / tile_tokens) * (2.0 * sp * part_bytes / 1e6);
       if (best < 0 || cost < best)
@@ -681,7 +682,7 @@ hone_k_w4_gemm_splits (int n, int rows, int ksteps, int tile_tokens, int blocks_
 
 static int w4g_sm_count = 0;
 
-/* HONE_W4_GEMM_SPLIT=n: every launch split n ways over k (within the limits below) instead of
+/* HONE_W4_GEMM_SPLIT=n: every launch split n ways over k (at most w4g_split_max) instead of
  * the cost model's choice — a measurement knob (session 54's sweep); unset or 0: the model */
 static int
 w4g_forced_split (void)
