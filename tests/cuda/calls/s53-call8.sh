@@ -1,4 +1,6 @@
 #!/bin/bash
+# Superseded: run as s54-call1.sh and s54-call2.sh in session 54, which measured stream-K slower and took it out
+# (HONE_W4_GEMM_STREAMK no longer exists); kept as the record of what was prepared.
 # Session 53, call 8 — prepared, NOT run (the session's device time was spent): stream-K for the fused prefill GEMM
 # (HONE_W4_GEMM_STREAMK; built in session 53, off by default). First its checks: hone-w4-check --gemm now runs every
 # fused-GEMM case twice, the second time under hone_k_w4_gemm_set_streamk (2) (stream-K wherever the scratch takes it,
