@@ -13,9 +13,14 @@
  *    runs in its own subprocess), a negative value meaning "never fused";
  *  - hone_k_w4_gemm_splits, the split over k: within the scratch and at least 4
  *    k steps a split for any input, and the measured best split wherever session
- *    54's sweep of forced splits on an H100 had a clear winner. */
+ *    54's sweep of forced splits on an H100 had a clear winner;
+ *  - hone_k_state_bytes: a prefill state holds one f16 buffer of the largest
+ *    quantized matrix for the dequantization pass, two with HONE_PREFILL_AHEAD
+ *    (the pass one matrix ahead on a side stream), none for a BF16 model or a
+ *    decode-only state; the engine's before-load estimate counts them. */
 #include <glib.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hone-kernels.h"
 
@@ -233,6 +238,56 @@ test_env_empty (void)
   env_case ("", HONE_K_W4_GEMM_MAX_DEFAULT, HONE_K_W4_GEMM_MAX_WIDE);
 }
 
+/* An 8B-shaped model of type t (host structs only: hone_k_state_bytes reads shapes) */
+static void
+model_8b (HoneKModel *m, HoneKLayer *layers, int n_layers, int t)
+{
+  memset (m, 0, sizeof *m);
+  m->cfg.n_layers = n_layers;
+  m->cfg.hidden = 4096;
+  m->cfg.n_heads = 32;
+  m->cfg.n_kv_heads = 8;
+  m->cfg.head_dim = 128;
+  m->cfg.ffn = 14336;
+  m->cfg.vocab = 128256;
+  for (int l = 0; l < n_layers; l++)
+    {
+      memset (&layers[l], 0, sizeof layers[l]);
+      layers[l].wqkv = mat (t, 6144, 4096, 128);
+      layers[l].wo = mat (t, 4096, 4096, 128);
+      layers[l].wgu = mat (t, 28672, 4096, 128);
+      layers[l].wdown = mat (t, 4096, 14336, 128);
+    }
+  m->layers = layers;
+  m->embd = mat (HONE_K_BF16, 128256, 4096, 0);
+  m->lm_head = m->embd;
+}
+
+static void
+test_state_bytes (void)
+{
+  HoneKLayer ql[2], bl[2];
+  HoneKModel q, b;
+  const size_t gu16 = (size_t) 28672 * 4096 * 2;   /* the largest matrix (gate|up) in f16 */
+  size_t one, two, decode, decode_off, b_off, b_on;
+
+  model_8b (&q, ql, 2, HONE_K_Q4_0);
+  model_8b (&b, bl, 2, HONE_K_BF16);
+  g_unsetenv ("HONE_PREFILL_AHEAD");
+  one = hone_k_state_bytes (&q, 2048, 1);
+  decode_off = hone_k_state_bytes (&q, 1, 1);
+  b_off = hone_k_state_bytes (&b, 2048, 1);
+  g_setenv ("HONE_PREFILL_AHEAD", "1", TRUE);
+  two = hone_k_state_bytes (&q, 2048, 1);
+  decode = hone_k_state_bytes (&q, 1, 1);
+  b_on = hone_k_state_bytes (&b, 2048, 1);
+  g_unsetenv ("HONE_PREFILL_AHEAD");
+  g_assert_cmpuint (two - one, ==, gu16);       /* the second buffer (a multiple of 256 already) */
+  g_assert_cmpuint (one - b_off, ==, gu16);     /* the quantized model's one buffer */
+  g_assert_cmpuint (decode, ==, decode_off);    /* a decode-only state has neither */
+  g_assert_cmpuint (b_on, ==, b_off);           /* BF16: no dequantization at all */
+}
+
 int
 main (int argc, char **argv)
 {
@@ -246,5 +301,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-gemm-policy/env/off", test_env_off);
   g_test_add_func ("/cuda-gemm-policy/env/negative", test_env_negative);
   g_test_add_func ("/cuda-gemm-policy/env/empty", test_env_empty);
+  g_test_add_func ("/cuda-gemm-policy/state-bytes", test_state_bytes);
   return g_test_run ();
 }
