@@ -61,8 +61,10 @@ max_dim (const HoneKConfig *c)
   return m;
 }
 
+/* Elements of the largest quantized matrix the prefill dequantizes: the layers' and,
+ * with @head, the lm_head's */
 static size_t
-dequant_scratch_elems (const HoneKModel *m)
+dequant_scratch_elems (const HoneKModel *m, bool head)
 {
   size_t best = 0;
   for (int l = 0; l < m->cfg.n_layers; l++)
@@ -72,7 +74,7 @@ dequant_scratch_elems (const HoneKModel *m)
         if (!is_f (ws[i]) && (size_t) ws[i]->rows * ws[i]->cols > best)
           best = (size_t) ws[i]->rows * ws[i]->cols;
     }
-  if (!is_f (&m->lm_head) && (size_t) m->lm_head.rows * m->lm_head.cols > best)
+  if (head && !is_f (&m->lm_head) && (size_t) m->lm_head.rows * m->lm_head.cols > best)
     best = (size_t) m->lm_head.rows * m->lm_head.cols;
   return best;
 }
@@ -472,8 +474,9 @@ layout (const HoneKModel *m, int max_tok, int logits_rows)
   L.xh = ALIGN (HONE_K_H16_ROW (md) * 2);   /* one token's packed W4A16 input (HoneKActH16) */
   L.xhd = ALIGN (HONE_K_H16_DS (md) * 4);   /* its (d, Σv) a block of 32 */
   L.x16 = ALIGN ((size_t) max_tok * md * 2);
-  L.w16 = max_tok > HONE_K_MAX_DECODE ? ALIGN (dequant_scratch_elems (m) * 2) : 0;
-  L.w16b = L.w16 && prefill_ahead_mode () ? L.w16 : 0;   /* allocated apart, counted here */
+  L.w16 = max_tok > HONE_K_MAX_DECODE ? ALIGN (dequant_scratch_elems (m, true) * 2) : 0;
+  /* HONE_PREFILL_AHEAD's second buffer takes layer matrices only; allocated apart, counted here */
+  L.w16b = L.w16 && prefill_ahead_mode () ? ALIGN (dequant_scratch_elems (m, false) * 2) : 0;
   L.attn_s = ALIGN (hone_k_attn_scratch_bytes (c->n_heads, c->n_kv_heads, c->head_dim, max_tok));
   /* streamed decode: a counter set a launch site (layer 0's q|k|v, then one after each attention) */
   L.sync = ALIGN ((size_t) (c->n_layers + 1) * HONE_K_STREAM_SYNC * sizeof (unsigned));

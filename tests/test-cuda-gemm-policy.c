@@ -15,9 +15,10 @@
  *    k steps a split for any input, and the measured best split wherever session
  *    54's sweep of forced splits on an H100 had a clear winner;
  *  - hone_k_state_bytes: a prefill state holds one f16 buffer of the largest
- *    quantized matrix for the dequantization pass, two with HONE_PREFILL_AHEAD
- *    (the pass one matrix ahead on a side stream), none for a BF16 model or a
- *    decode-only state; the engine's before-load estimate counts them. */
+ *    quantized matrix for the dequantization pass (the lm_head's included), and
+ *    with HONE_PREFILL_AHEAD (the pass one matrix ahead on a side stream) a second
+ *    one of the largest layer matrix; none for a BF16 model or a decode-only
+ *    state; the engine's before-load estimate counts them. */
 #include <glib.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,14 +267,18 @@ model_8b (HoneKModel *m, HoneKLayer *layers, int n_layers, int t)
 static void
 test_state_bytes (void)
 {
-  HoneKLayer ql[2], bl[2];
-  HoneKModel q, b;
-  const size_t gu16 = (size_t) 28672 * 4096 * 2;   /* the largest matrix (gate|up) in f16 */
-  size_t one, two, decode, decode_off, b_off, b_on;
+  HoneKLayer ql[2], bl[2], hl[2];
+  HoneKModel q, b, h;
+  const size_t gu16 = (size_t) 28672 * 4096 * 2;   /* the largest layer matrix (gate|up) in f16 */
+  const size_t head16 = (size_t) 128256 * 4096 * 2;
+  size_t one, two, decode, decode_off, b_off, b_on, h_off, h_on;
 
   model_8b (&q, ql, 2, HONE_K_Q4_0);
   model_8b (&b, bl, 2, HONE_K_BF16);
+  model_8b (&h, hl, 2, HONE_K_Q4_0);
+  h.lm_head = mat (HONE_K_Q6_K, 128256, 4096, 0);   /* llama.cpp's Q4_K_M keeps output.weight in Q6_K */
   g_unsetenv ("HONE_PREFILL_AHEAD");
+  h_off = hone_k_state_bytes (&h, 2048, 1);
   one = hone_k_state_bytes (&q, 2048, 1);
   decode_off = hone_k_state_bytes (&q, 1, 1);
   b_off = hone_k_state_bytes (&b, 2048, 1);
@@ -281,11 +286,14 @@ test_state_bytes (void)
   two = hone_k_state_bytes (&q, 2048, 1);
   decode = hone_k_state_bytes (&q, 1, 1);
   b_on = hone_k_state_bytes (&b, 2048, 1);
+  h_on = hone_k_state_bytes (&h, 2048, 1);
   g_unsetenv ("HONE_PREFILL_AHEAD");
   g_assert_cmpuint (two - one, ==, gu16);       /* the second buffer (a multiple of 256 already) */
   g_assert_cmpuint (one - b_off, ==, gu16);     /* the quantized model's one buffer */
   g_assert_cmpuint (decode, ==, decode_off);    /* a decode-only state has neither */
   g_assert_cmpuint (b_on, ==, b_off);           /* BF16: no dequantization at all */
+  g_assert_cmpuint (h_off - b_off, ==, head16); /* a quantized lm_head sizes the one buffer */
+  g_assert_cmpuint (h_on - h_off, ==, gu16);    /* but not the second: the pass ahead takes layer matrices */
 }
 
 int
