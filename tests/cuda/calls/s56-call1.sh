@@ -11,8 +11,9 @@ mkdir -p .carry-release/model && cp .carry-model/*.gguf.xz .carry-release/model/
 OUT=$W/rel timeout 300 tests/cuda/run-release.sh suite; el "run-release suite rc $?"
 grep -E "prefill-ahead|workspace|ahead run" $W/rel/suite.txt | head -8
 goal_rows
+[ $(( $(date +%s) - T0 )) -gt 250 ] && { el "no time left for Q4_1"; exit 0; }
 timeout 120 $B/hone gen-model --shape llama3-8b --type q4_1 -o $M/q1.gguf -q; el "gen-model q4_1 rc $?"
 bench q4_1 $M/q1.gguf; rm -f $M/q1.gguf
-[ $(( $(date +%s) - T0 )) -gt 420 ] && { el "no time left for the AWQ ahead rows"; exit 0; }
+[ $(( $(date +%s) - T0 )) -gt 280 ] && { el "no time left for the AWQ ahead rows"; exit 0; }
 ttft_ab "X=1 HONE_PREFILL_AHEAD=1" awq $M/awq 512 1024 | tee $W/ttft-awq-ahead.txt
 el done
