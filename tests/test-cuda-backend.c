@@ -226,24 +226,33 @@ load_cuda (int max_context)
   return be;
 }
 
-static void
-test_prefill (void)
+/* All N_POS logits of one prefill on @be (a single chunk: past the fused W4A16
+ * GEMM's range, so every quantized matrix goes through the dequantization pass) */
+static float *
+prefill_logits (HoneBackend *be)
 {
   GError *error = NULL;
-  HoneBackend *be;
-  g_autofree float *logits = NULL;
-  HoneBatch b;
-  int seq;
+  float *logits = g_new (float, (gsize) N_POS * model->config.vocab);
+  const int seq = be->klass->seq_new (be, &error);
+  HoneBatch b = { seq, (const gint32 *) tokens->data, N_POS, TRUE, logits };
 
-  if (!ensure_reference () || !(be = load_cuda (1024)))
-    return;
-  logits = g_new (float, (gsize) N_POS * model->config.vocab);
-  seq = be->klass->seq_new (be, &error);
   g_assert_no_error (error);
-  b = (HoneBatch) { seq, (const gint32 *) tokens->data, N_POS, TRUE, logits };
   g_assert_true (be->klass->forward (be, &b, NULL, &error));
   g_assert_no_error (error);
   g_assert_cmpint (be->klass->seq_length (be, seq), ==, N_POS);
+  be->klass->seq_free (be, seq);
+  return logits;
+}
+
+static void
+test_prefill (void)
+{
+  HoneBackend *be;
+  g_autofree float *logits = NULL;
+
+  if (!ensure_reference () || !(be = load_cuda (1024)))
+    return;
+  logits = prefill_logits (be);
   compare (logits, 0, N_POS, "prefill, all logits");
   hone_backend_free (be);
 }
@@ -286,23 +295,6 @@ test_decode (void)
   g_assert_true (be->klass->forward (be, &r, NULL, &error));
   compare (again, 200, 1, "after truncate");
   hone_backend_free (be);
-}
-
-/* All N_POS logits of one prefill on @be (a single chunk: past the fused W4A16
- * GEMM's range, so every quantized matrix goes through the dequantization pass) */
-static float *
-prefill_logits (HoneBackend *be)
-{
-  GError *error = NULL;
-  float *logits = g_new (float, (gsize) N_POS * model->config.vocab);
-  const int seq = be->klass->seq_new (be, &error);
-  HoneBatch b = { seq, (const gint32 *) tokens->data, N_POS, TRUE, logits };
-
-  g_assert_no_error (error);
-  g_assert_true (be->klass->forward (be, &b, NULL, &error));
-  g_assert_no_error (error);
-  be->klass->seq_free (be, seq);
-  return logits;
 }
 
 /* Elements of the model's largest quantized layer matrix as the CUDA backend
